@@ -1,0 +1,27 @@
+# The two commands of a fresh machine: `make run` (the product) and `make test` (the tests).
+# Both create the virtual environment and install requirements.txt first, but only when
+# requirements.txt changed since the last install (a stamp file named after its hash).
+
+VENV ?= .venv
+PYTHON3 ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-$(shell $(PYTHON3) -c "import hashlib; print(hashlib.sha256(open('requirements.txt', 'rb').read()).hexdigest()[:16])")
+
+.PHONY: run test venv
+
+run: $(STAMP)
+	$(PY) scripts/run.py
+
+# The tests keep their data (embedded database, broker folders, models) apart from `make run`'s,
+# so a running instance never picks up a test's tasks.
+test: export TROUPE_DATA_DIR ?= $(CURDIR)/.data/test
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON3) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	rm -f $(VENV)/.requirements-*
+	touch $@

@@ -1,0 +1,67 @@
+"""Fixtures shared by every test: the real services and a real Celery worker.
+
+Services are found where CI puts them (DATABASE_URL / CELERY_BROKER_URL when they name
+Postgres / Redis, else the usual local addresses). A missing service skips the test, or fails
+it when TROUPE_REQUIRE_SERVICES=1 — see tests/helpers.py.
+"""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from tests.helpers import Worker, database_url, require_service, service_env, start_worker
+
+LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A Postgres URL whose user may create databases."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        url = LOCAL_POSTGRES
+    require_service("PostgreSQL", lambda: psycopg.connect(url, connect_timeout=3).close())
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    if not url.startswith(("redis://", "rediss://")):
+        url = LOCAL_REDIS
+    require_service("Redis", lambda: redis.Redis.from_url(url, socket_timeout=3).ping())
+    return url
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    def probe() -> None:
+        if not os.access(CHROMIUM, os.X_OK):
+            raise FileNotFoundError(f"{CHROMIUM} is missing (apt-get install chromium)")
+
+    require_service("Chromium", probe)
+    return CHROMIUM
+
+
+@pytest.fixture
+def celery_worker(django_db_setup, settings) -> Iterator[Worker]:
+    """A real worker wired to this test session: its database (the test database) and its
+    broker, so that tasks the test enqueues (`some_task.delay(...)`) reach it.
+
+    The worker is another process: tests that make it read or write the database must use
+    `transactional_db` (or `@pytest.mark.django_db(transaction=True)`), so that their rows
+    are committed where it can see them.
+    """
+    env = service_env(
+        DATABASE_URL=database_url(settings.DATABASES["default"]),
+        TROUPE_DATA_DIR=str(Path(settings.DATA_DIR)),
+        CELERY_BROKER_URL=os.environ.get("CELERY_BROKER_URL") or None,
+    )
+    with start_worker(env) as worker:
+        yield worker

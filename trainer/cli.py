@@ -1,0 +1,158 @@
+"""`python -m trainer run|eval|analyze`: the trainer without a database, broker or web server.
+
+Every config field is a flag (`--max-new-tokens 24`), validated by `trainer.config` like the
+form and the API; a bad value prints one line naming the field and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trainer.config import FIELDS, PRESETS, ConfigError, field_help, make_config
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="start from a preset")
+    for row in field_help():
+        flag = "--" + row["name"].replace("_", "-")
+        allowed = f" ({'/'.join(row['choices'])})" if row.get("choices") else ""
+        parser.add_argument(
+            flag, dest=row["name"], default=None, metavar=row["type"].upper().split()[0],
+            help=f"{row['help']}{allowed}; default {row['default']!r}",
+        )
+
+
+def _config(args: argparse.Namespace):
+    values = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
+    return make_config(args.preset, **values)
+
+
+class ProgressReporter:
+    """metrics.jsonl plus a progress bar with step, reward, accuracy and ETA."""
+
+    def __init__(self, out: Path, total: int):
+        from tqdm import tqdm
+
+        from trainer.reporting import JsonlReporter
+
+        self.jsonl = JsonlReporter(out / "metrics.jsonl")
+        self.bar = tqdm(total=total, unit="step", file=sys.stderr, dynamic_ncols=True)
+        self.accuracy = None
+
+    def log(self, step, metrics):
+        self.jsonl.log(step, metrics)
+        if "eval/accuracy" in metrics:
+            self.accuracy = metrics["eval/accuracy"]
+
+    def should_stop(self):
+        return False
+
+    def on_checkpoint(self, step, path):
+        pass
+
+    def on_progress(self, step, total, info):
+        self.bar.n = step
+        post = {}
+        if info.get("reward") is not None:
+            post["reward"] = f"{info['reward']:.3f}"
+        if self.accuracy is not None:
+            post["acc"] = f"{self.accuracy:.3f}"
+        self.bar.set_postfix(post, refresh=False)
+        self.bar.refresh()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from trainer.checkpoint import latest_checkpoint
+    from trainer.train import train
+
+    config = _config(args)
+    out = Path(args.out)
+    reporter = ProgressReporter(out, config.steps)
+    ckpt = latest_checkpoint(out)
+    # Points logged after the checkpoint we resume from will be logged again: drop them.
+    reporter.jsonl.truncate_after(int(ckpt.name.split("-")[1]) if ckpt else -1)
+    result = train(config, out, reporter)
+    reporter.bar.close()
+    print(json.dumps({**result, "out": str(out)}))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import torch
+
+    from trainer.evaluate import evaluate, held_out
+    from trainer.models import load_model, resolve_device
+    from trainer.rollout import Codec, FrozenPolicies, make_prompts
+    from trainer.tasks import load_task
+
+    config = _config(args)
+    torch.manual_seed(config.seed)
+    loaded = load_model(config.model, resolve_device(config.device))
+    task = load_task(config.task, config.dataset, seed=config.seed)
+    if args.checkpoint:
+        from trainer.checkpoint import load_checkpoint
+        from trainer.policies import PolicySet, policy_names
+
+        policies = PolicySet(loaded.model, config, policy_names(config))
+        load_checkpoint(args.checkpoint, policies, config.hash())
+    else:
+        policies = FrozenPolicies(loaded.model)
+    result = evaluate(
+        config, policies=policies, codec=Codec(loaded.tokenizer, add_bos=loaded.family == "tiny"),
+        prompts=make_prompts(config, loaded.tokenizer, loaded.family), task=task,
+        problems=held_out(task, args.problems or config.eval_problems),
+    )
+    print(json.dumps(result))
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from trainer.analyze_cli import analyze_dirs, format_report
+
+    results = analyze_dirs(args.dirs)
+    print(json.dumps(results, indent=2) if args.json else format_report(results))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train a run (resumes when --out holds one)")
+    _add_config_flags(run)
+    run.add_argument("--out", required=True, help="run directory: config, metrics, checkpoints")
+    run.set_defaults(func=cmd_run)
+    ev = sub.add_parser("eval", help="evaluate base (or --checkpoint) policies on held-out problems")
+    _add_config_flags(ev)
+    ev.add_argument("--problems", type=int, help="held-out problems (default eval_problems)")
+    ev.add_argument("--checkpoint", help="a checkpoint directory (runs/x/checkpoints/step-000030)")
+    ev.set_defaults(func=cmd_eval)
+    an = sub.add_parser("analyze", help="peaks, cliffs and gradient amplification of run dirs")
+    an.add_argument("dirs", nargs="+")
+    an.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    an.set_defaults(func=cmd_analyze)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        for name, message in exc.errors.items():
+            print(f"error: --{name.replace('_', '-')}: {message}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # ModelUnavailable and friends: one line, not a traceback
+        if type(exc).__name__ == "ModelUnavailable":
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise

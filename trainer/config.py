@@ -1,0 +1,446 @@
+"""One run's configuration: the flat, validated, hashable contract of DESIGN.md §3.
+
+The browser form, the JSON API and the CLI all build configs through `make_config` (or
+`expand_matrix` for a whole experiment), so a bad value is rejected with the same message
+everywhere. This module imports only the standard library: the web process uses it and must
+never pull in torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKFLOWS = ("single", "voting", "eval_opt", "orch_workers")
+TASKS = ("math", "code")
+SHARING = ("shared", "per_role", "per_agent")
+FINETUNE = ("lora", "full")
+SCHEDULES = ("cosine", "linear", "constant")
+LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+REWARD_MODES = ("broadcast", "per_role")
+GROUP_KEYS = ("problem_role", "problem_agent")
+DEVICES = ("auto", "cpu", "cuda")
+TINY_MODELS = ("tiny-s", "tiny-m", "tiny-l")
+PAPER_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
+NAMED_DATASETS = {
+    # dataset -> the task it belongs to (None: any task)
+    "synthetic": None,
+    "dapo_math": "math",
+    "gsm_symbolic": "math",
+    "deepcoder": "code",
+    "humaneval": "code",
+}
+MATRIX_AXES = ("workflow", "task", "model", "sharing", "seed")
+MAX_RUNS_PER_EXPERIMENT = 1000
+
+# Roles of each workflow, in the order their turns first appear (DESIGN.md §4).
+WORKFLOW_ROLES = {
+    "single": ("solver",),
+    "voting": ("generator", "aggregator"),
+    "eval_opt": ("generator", "evaluator"),
+    "orch_workers": ("orchestrator", "worker", "synthesizer"),
+}
+
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _f(default: Any, help: str, group: str, choices: tuple | None = None, **kw: Any) -> Any:
+    """A dataclass field carrying the form/CLI metadata: help line, group, allowed values."""
+    meta = {"help": help, "group": group, "choices": choices, **kw}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- what runs -------------------------------------------------------------------------
+    workflow: str = _f("single", "Multi-agent workflow to train", "run", WORKFLOWS)
+    task: str = _f("math", "Task family: math (boxed answer) or code (run against tests)", "run", TASKS)
+    dataset: str = _f(
+        "synthetic",
+        "synthetic (built in, offline), dapo_math, gsm_symbolic, deepcoder, humaneval, or a .jsonl path",
+        "run",
+    )
+    model: str = _f(
+        "tiny-s", "tiny-s/m/l (built-in, CPU) or a Hugging Face id / local directory", "run"
+    )
+    sharing: str = _f(
+        "shared", "shared: one policy; per_role: one per role; per_agent: one per agent", "run", SHARING
+    )
+    seed: int = _f(0, "Seed for data, sampling and initialisation", "run", minimum=0)
+    device: str = _f("auto", "auto picks cuda when available", "run", DEVICES)
+    # --- fine-tuning -----------------------------------------------------------------------
+    finetune: str = _f("lora", "lora: one adapter per policy; full: one model copy per policy", "finetune", FINETUNE)
+    lora_r: int = _f(64, "LoRA rank", "finetune", minimum=1)
+    lora_alpha: int = _f(32, "LoRA alpha (scale = alpha / r)", "finetune", minimum=1)
+    lora_targets: str = _f("all-linear", "all-linear, or comma-separated module names", "finetune")
+    # --- RL --------------------------------------------------------------------------------
+    steps: int = _f(500, "Training steps (one rollout batch + update each)", "rl", minimum=1)
+    prompts_per_step: int = _f(64, "Problems per step", "rl", minimum=1)
+    group_size: int = _f(8, "Rollouts per problem (the GRPO group)", "rl", minimum=2)
+    lr: float = _f(2e-5, "AdamW learning rate", "rl", minimum=0.0, exclusive=True)
+    warmup_steps: int = _f(15, "Linear warm-up steps", "rl", minimum=0)
+    schedule: str = _f("cosine", "Learning-rate schedule after warm-up", "rl", SCHEDULES)
+    grad_clip: float = _f(1.0, "Max gradient norm per policy (0 = off)", "rl", minimum=0.0)
+    mini_batches: int = _f(1, "Optimizer steps per training step (batch split)", "rl", minimum=1)
+    micro_batch_size: int = _f(32, "Sequences per forward/backward (memory knob only)", "rl", minimum=1)
+    clip_low: float = _f(0.2, "PPO ratio clip below 1", "rl", minimum=0.0)
+    clip_high: float = _f(0.28, "PPO ratio clip above 1 (clip-higher)", "rl", minimum=0.0)
+    kl_beta: float = _f(0.0, "KL coefficient to the base model (0 = no KL loss)", "rl", minimum=0.0)
+    kl_beta_per_role: dict = _f({}, "Per-role KL anchors, e.g. generator=0.05", "rl")
+    coherence_lambda: float = _f(
+        0.0, "Coherence regulariser: scale a role's gradient by 1 - λ·max(0, cos(g, EMA g))", "rl", minimum=0.0
+    )
+    coherence_ema: float = _f(0.9, "EMA decay of the coherence regulariser", "rl", minimum=0.0, maximum=1.0)
+    temperature: float = _f(0.7, "Sampling temperature for rollouts", "rl", minimum=0.0, exclusive=True)
+    max_new_tokens: int = _f(1024, "Max tokens a turn may generate", "rl", minimum=1)
+    max_new_tokens_per_role: dict = _f({}, "Per-role overrides, e.g. aggregator=64", "rl")
+    loss_agg: str = _f("seq-mean-token-mean", "How token losses are averaged", "rl", LOSS_AGG)
+    # --- credit ----------------------------------------------------------------------------
+    reward_mode: str = _f(
+        "broadcast", "broadcast: final reward to every turn; per_role: a role's own score", "credit", REWARD_MODES
+    )
+    group_key: str = _f(
+        "problem_role", "GRPO groups: (problem, role) or (problem, agent)", "credit", GROUP_KEYS
+    )
+    # --- workflow knobs --------------------------------------------------------------------
+    n_voters: int = _f(3, "Voting: parallel generators", "workflow", minimum=1, maximum=16)
+    max_rounds: int | None = _f(
+        None, "Eval-Opt: max generate/evaluate rounds (default 3 math, 2 code)", "workflow", minimum=1, maximum=10
+    )
+    max_subtasks: int = _f(3, "Orch-Workers: max subtasks (= workers)", "workflow", minimum=1, maximum=8)
+    distinct_prompts: bool = _f(
+        False, "Paraphrase the prompts of parallel same-role agents", "workflow"
+    )
+    # --- evaluation and bookkeeping --------------------------------------------------------
+    eval_every: int = _f(10, "Evaluate every N steps (step 0, the base model, always)", "eval", minimum=1)
+    eval_problems: int = _f(128, "Held-out problems per evaluation", "eval", minimum=1)
+    eval_temperature: float = _f(0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0)
+    checkpoint_every: int = _f(50, "Checkpoint every N steps", "eval", minimum=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def hash(self) -> str:
+        """Stable short hash of the whole config (the key a run is stored and cached under)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return WORKFLOW_ROLES[self.workflow]
+
+    def new_tokens_for(self, role: str) -> int:
+        return int(self.max_new_tokens_per_role.get(role, self.max_new_tokens))
+
+    def kl_for(self, role: str) -> float:
+        return float(self.kl_beta_per_role.get(role, self.kl_beta))
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.
+    "paper": {
+        "model": "Qwen/Qwen3-0.6B",
+        "dataset": "paper",  # resolved per task: dapo_math or deepcoder
+        "finetune": "lora",
+        "lora_r": 64,
+        "lora_alpha": 32,
+        "lora_targets": "all-linear",
+        "steps": 500,
+        "prompts_per_step": 64,
+        "group_size": 8,
+        "lr": 2e-5,
+        "warmup_steps": 15,
+        "schedule": "cosine",
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "kl_beta": 0.0,
+        "temperature": 0.7,
+        "max_new_tokens": 2048,
+        "loss_agg": "seq-mean-token-mean",
+        "eval_every": 10,
+        "eval_problems": 512,
+        "checkpoint_every": 25,
+        "micro_batch_size": 16,
+        "device": "cuda",
+    },
+    # A tiny built-in model on synthetic data: minutes on two CPU cores.
+    "cpu-demo": {
+        "model": "tiny-s",
+        "dataset": "synthetic",
+        "finetune": "lora",
+        "lora_r": 8,
+        "lora_alpha": 16,
+        "lora_targets": "all-linear",
+        "steps": 30,
+        "prompts_per_step": 8,
+        "group_size": 4,
+        "lr": 3e-3,
+        "warmup_steps": 2,
+        "schedule": "cosine",
+        "max_new_tokens": 24,
+        "eval_every": 5,
+        "eval_problems": 64,
+        "eval_temperature": 0.0,
+        "checkpoint_every": 5,
+        "micro_batch_size": 64,
+        "device": "cpu",
+    },
+}
+
+
+class ConfigError(ValueError):
+    """Invalid config values; `errors` maps each bad field to a message saying how to fix it."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn form/CLI strings into the field's type; raise ValueError with a readable reason."""
+    f = FIELDS[name]
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{value!r} is not a boolean (use true or false)")
+    if kind in ("int", "int | None"):
+        if value is None or (kind == "int | None" and str(value).strip() in ("", "none", "None")):
+            if kind == "int | None":
+                return None
+            raise ValueError("a whole number is required")
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a whole number")
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not a whole number") from None
+    if kind == "float":
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a number")
+        try:
+            number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"{value!r} is not a finite number")
+        return number
+    if kind == "dict":
+        return _parse_role_map(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not text")
+    return value.strip()
+
+
+def _parse_role_map(value: Any) -> dict[str, float]:
+    """Accept {"generator": 0.1} or "generator=0.1,evaluator=0" (the form and CLI spelling)."""
+    if value in (None, ""):
+        return {}
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, str):
+        items = []
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise ValueError(f"{part.strip()!r} should look like role=value")
+            role, number = part.split("=", 1)
+            items.append((role, number))
+    else:
+        raise ValueError(f"{value!r} should be role=value pairs separated by commas")
+    parsed = {}
+    for role, number in items:
+        try:
+            parsed[str(role).strip()] = float(number)
+        except (TypeError, ValueError):
+            raise ValueError(f"{number!r} for role {role!r} is not a number") from None
+    return parsed
+
+
+def _check_field(name: str, value: Any) -> str | None:
+    meta = FIELDS[name].metadata
+    if meta.get("choices") and value not in meta["choices"]:
+        return f"{value!r} is not one of {', '.join(meta['choices'])}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = meta.get("minimum"), meta.get("maximum")
+        if low is not None and (value < low or (meta.get("exclusive") and value == low)):
+            return f"{value} must be {'greater than' if meta.get('exclusive') else 'at least'} {low}"
+        if high is not None and value > high:
+            return f"{value} must be at most {high}"
+    return None
+
+
+def _check_model(model: str) -> str | None:
+    if model in TINY_MODELS or _HF_ID.match(model) or model.startswith(("/", "./", "~", "../")):
+        return None
+    return (
+        f"{model!r} is not a known model: use one of {', '.join(TINY_MODELS)}, "
+        "a Hugging Face id such as Qwen/Qwen3-0.6B, or a local directory path"
+    )
+
+
+def _check_dataset(dataset: str, task: str) -> str | None:
+    if dataset.endswith(".jsonl"):
+        return None
+    if dataset not in NAMED_DATASETS:
+        return (
+            f"{dataset!r} is not a dataset: use one of {', '.join(NAMED_DATASETS)} "
+            "or a path to a .jsonl file"
+        )
+    wanted = NAMED_DATASETS[dataset]
+    if wanted is not None and wanted != task:
+        return f"{dataset!r} is a {wanted} dataset but task is {task!r}"
+    return None
+
+
+def make_config(preset: str | None = None, **values: Any) -> Config:
+    """Build a validated Config from a preset and field values (strings are coerced).
+
+    Raises ConfigError naming every bad field at once, so a form can show them all.
+    """
+    errors: dict[str, str] = {}
+    merged: dict[str, Any] = {}
+    if preset:
+        if preset not in PRESETS:
+            errors["preset"] = f"{preset!r} is not one of {', '.join(PRESETS)}"
+        else:
+            merged.update(PRESETS[preset])
+    for name, value in values.items():
+        if name not in FIELDS:
+            errors[name] = f"unknown field; known fields are {', '.join(FIELDS)}"
+            continue
+        merged[name] = value
+    for name, value in list(merged.items()):
+        if name == "dataset" and value == "paper":
+            continue
+        try:
+            merged[name] = _coerce(name, value)
+        except ValueError as exc:
+            errors[name] = str(exc)
+    for name, value in merged.items():
+        if name not in errors and (problem := _check_field(name, value)):
+            errors[name] = problem
+    if errors:
+        raise ConfigError(errors)
+
+    task = merged.get("task", FIELDS["task"].default)
+    if merged.get("dataset") == "paper":
+        merged["dataset"] = "dapo_math" if task == "math" else "deepcoder"
+    if merged.get("max_rounds") is None:
+        merged["max_rounds"] = 3 if task == "math" else 2
+    config = Config(**merged)
+
+    if problem := _check_model(config.model):
+        errors["model"] = problem
+    if problem := _check_dataset(config.dataset, config.task):
+        errors["dataset"] = problem
+    for name in ("kl_beta_per_role", "max_new_tokens_per_role"):
+        unknown = sorted(set(getattr(config, name)) - set(config.roles))
+        if unknown:
+            errors[name] = (
+                f"{', '.join(unknown)} not a role of {config.workflow}; "
+                f"its roles are {', '.join(config.roles)}"
+            )
+    if any(v < 0 for v in config.kl_beta_per_role.values()):
+        errors["kl_beta_per_role"] = "KL coefficients must be at least 0"
+    if any(v < 1 or v != int(v) for v in config.max_new_tokens_per_role.values()):
+        errors["max_new_tokens_per_role"] = "token limits must be whole numbers of at least 1"
+    if config.group_key == "problem_agent" and config.workflow == "single":
+        pass  # one agent per role: identical to problem_role, allowed
+    if config.lora_targets != "all-linear" and not all(
+        re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
+    ):
+        errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Rebuild a stored config (e.g. from a run row or config.json), validating it again."""
+    return make_config(**data)
+
+
+def expand_matrix(
+    base: dict[str, Any] | None = None,
+    matrix: dict[str, list] | None = None,
+    preset: str | None = None,
+) -> list[Config]:
+    """Every cell of workflow × task × model × sharing × seed; axes left out take base's value.
+
+    Errors name the axis (`matrix.workflow`) or the first bad cell, so the caller can show them.
+    """
+    base = dict(base or {})
+    matrix = dict(matrix or {})
+    errors: dict[str, str] = {}
+    for axis, values in matrix.items():
+        if axis not in MATRIX_AXES:
+            errors[f"matrix.{axis}"] = f"not a matrix axis; axes are {', '.join(MATRIX_AXES)}"
+        elif not isinstance(values, (list, tuple)) or not values:
+            errors[f"matrix.{axis}"] = "give a non-empty list of values"
+        elif len(set(map(str, values))) != len(values):
+            errors[f"matrix.{axis}"] = "values repeat"
+    if errors:
+        raise ConfigError(errors)
+    axes = [a for a in MATRIX_AXES if a in matrix]
+    count = 1
+    for axis in axes:
+        count *= len(matrix[axis])
+    if count > MAX_RUNS_PER_EXPERIMENT:
+        raise ConfigError({"matrix": f"{count} runs is more than the limit of {MAX_RUNS_PER_EXPERIMENT}"})
+    # Validate the base once so its errors are reported against the field, not a cell.
+    probe = {**base, **{a: matrix[a][0] for a in axes}}
+    make_config(preset, **probe)
+    configs = []
+    for cell in itertools.product(*(matrix[a] for a in axes)):
+        values = {**base, **dict(zip(axes, cell))}
+        try:
+            configs.append(make_config(preset, **values))
+        except ConfigError as exc:
+            where = ", ".join(f"{a}={v}" for a, v in zip(axes, cell))
+            raise ConfigError(
+                {f"matrix.{k}" if k in axes else k: f"{msg} (in cell {where})" for k, msg in exc.errors.items()}
+            ) from None
+    return configs
+
+
+def matrix_size(matrix: dict[str, list]) -> int:
+    """How many runs a matrix makes (what the form's live counter shows)."""
+    count = 1
+    for axis in MATRIX_AXES:
+        if matrix.get(axis):
+            count *= len(matrix[axis])
+    return count
+
+
+def field_help() -> list[dict[str, Any]]:
+    """Field descriptions for forms and `--help`: name, default, help, group, choices, type."""
+    rows = []
+    for name, f in FIELDS.items():
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        rows.append(
+            {
+                "name": name,
+                "default": default,
+                "type": f.type if isinstance(f.type, str) else f.type.__name__,
+                **{k: v for k, v in f.metadata.items()},
+            }
+        )
+    return rows

@@ -1,0 +1,178 @@
+"""The GRPO objective per token, and the forward pass that produces its log-probs.
+
+Maths as TRL's `GRPOTrainer._compute_loss` (checked against it in
+tests/trainer/test_grpo_matches_trl.py): token ratio r = exp(logπ − logπ_old), clipped
+surrogate −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A), plus β·KL with the k3 estimator
+exp(ref − logπ) − (ref − logπ) − 1. Logits are divided by the sampling temperature before the
+log-softmax, as TRL does. `loss_agg` ↔ TRL `loss_type`:
+
+    seq-mean-token-mean      grpo     Σ_seq mean_tok(ℓ) / N_seq
+    token-mean               bnpo     Σ_seq Σ_tok ℓ / N_tok   (= dapo over a whole batch)
+    seq-mean-token-sum       luspo    Σ_seq Σ_tok ℓ / N_seq   (with token-level ratios)
+    seq-mean-token-sum-norm  dr_grpo  Σ_seq Σ_tok ℓ / (N_seq · max_completion_length)
+
+Unlike TRL, the loss of a micro-batch is a SUM of per-sequence contributions divided by a
+normaliser computed once over the whole optimizer batch of the policy (`loss_normalizer`).
+Gradient accumulation over any split into micro-batches — and over the role/agent segments of
+`trainer/gradients.py` — then gives exactly the full-batch gradient, and each segment's share
+of it is well defined.
+
+Batch layout: prompts left-padded, completions right-padded, so every completion starts at the
+same column and only the last T+1 positions need logits (`logits_to_keep`). Position ids are
+derived from the attention mask, so a padded row computes the same numbers as the bare row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from trl.trainer.utils import entropy_from_logits, pad, selective_log_softmax
+
+from trainer.config import LOSS_AGG
+from trainer.episode import Turn
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, P+T) left-padded prompt | right-padded completion
+    attention_mask: torch.Tensor  # (B, P+T)
+    completion_mask: torch.Tensor  # (B, T) 1 on real completion tokens
+    old_logps: torch.Tensor  # (B, T) sampling log-probs (0 on padding)
+    advantages: torch.Tensor  # (B,)
+
+    @property
+    def completion_len(self) -> int:
+        return self.completion_mask.shape[1]
+
+
+def make_batch(turns: list[Turn], pad_id: int, device: torch.device | str = "cpu") -> Batch:
+    """Collate turns into padded tensors (see the module docstring for the layout)."""
+    for t in turns:
+        if len(t.logprobs) != len(t.completion_ids):
+            raise ValueError(
+                f"turn of {t.agent}: {len(t.logprobs)} logprobs for {len(t.completion_ids)} tokens"
+            )
+    long = dict(dtype=torch.long)
+    prompts = [torch.tensor(t.prompt_ids, **long) for t in turns]
+    completions = [torch.tensor(t.completion_ids, **long) for t in turns]
+    prompt_ids = pad(prompts, padding_value=pad_id, padding_side="left")  # (B, P)
+    prompt_mask = pad([torch.ones_like(p) for p in prompts], 0, padding_side="left")  # (B, P)
+    completion_ids = pad(completions, padding_value=pad_id, padding_side="right")  # (B, T)
+    completion_mask = pad([torch.ones_like(c) for c in completions], 0, padding_side="right")
+    old = pad([torch.tensor(t.logprobs, dtype=torch.float32) for t in turns], 0.0, "right")
+    return Batch(
+        input_ids=torch.cat([prompt_ids, completion_ids], dim=1).to(device),
+        attention_mask=torch.cat([prompt_mask, completion_mask], dim=1).to(device),
+        completion_mask=completion_mask.to(device),
+        old_logps=old.to(device),
+        advantages=torch.tensor([t.advantage for t in turns], dtype=torch.float32).to(device),
+    )
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: torch.Tensor,  # (B, L)
+    attention_mask: torch.Tensor,  # (B, L)
+    completion_len: int,
+    temperature: float,
+    *,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (with grad) and entropies (without) of the last `completion_len` tokens.
+
+    Returns (logps, entropies), each (B, T) with T = completion_len; entropies is None when not
+    asked for. The entropy is a statistic only, so it costs no activation memory.
+    """
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    # T+1 logits: the one before the first completion token predicts it; the last predicts
+    # nothing and is dropped.
+    logits = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=positions,
+        logits_to_keep=completion_len + 1,
+        use_cache=False,
+    ).logits[:, :-1, :]  # (B, T, V)
+    logits = logits / temperature
+    targets = input_ids[:, -completion_len:]  # (B, T)
+    logps = selective_log_softmax(logits, targets)  # (B, T)
+    entropies = None
+    if with_entropy:
+        with torch.no_grad():
+            entropies = entropy_from_logits(logits)  # (B, T)
+    return logps, entropies
+
+
+def loss_normalizer(loss_agg: str, n_seqs: int, n_tokens: int, max_completion_length: int) -> float:
+    """The constant a batch's summed contributions are divided by (see module docstring)."""
+    if loss_agg == "seq-mean-token-mean" or loss_agg == "seq-mean-token-sum":
+        return float(max(1, n_seqs))
+    if loss_agg == "token-mean":
+        return float(max(1, n_tokens))
+    if loss_agg == "seq-mean-token-sum-norm":
+        return float(max(1, n_seqs) * max_completion_length)
+    raise ValueError(f"loss_agg must be one of {', '.join(LOSS_AGG)}, not {loss_agg!r}")
+
+
+def sequence_contributions(
+    per_token: torch.Tensor,  # (B, T)
+    mask: torch.Tensor,  # (B, T)
+    loss_agg: str,
+) -> torch.Tensor:
+    """Each sequence's additive share of the batch loss before normalisation: (B,)."""
+    summed = (per_token * mask).sum(-1)  # (B,)
+    if loss_agg == "seq-mean-token-mean":
+        return summed / mask.sum(-1).clamp(min=1.0)
+    return summed
+
+
+def grpo_loss(
+    logps: torch.Tensor,  # (B, T) under the policy being trained
+    old_logps: torch.Tensor,  # (B, T) sampling policy
+    advantages: torch.Tensor,  # (B,)
+    mask: torch.Tensor,  # (B, T)
+    *,
+    clip_low: float,
+    clip_high: float,
+    loss_agg: str,
+    normalizer: float,
+    ref_logps: torch.Tensor | None = None,  # (B, T) reference policy, needed when kl_beta > 0
+    kl_beta: torch.Tensor | None = None,  # (B,) per-sequence KL coefficient
+    entropies: torch.Tensor | None = None,  # (B, T) for the statistics only
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Loss = Σ_seq contribution / normalizer; stats are detached SUMS (divide by the counts).
+
+    stats: seqs, tokens, loss (this batch's loss value), pg (Σ policy-gradient contributions,
+    KL excluded), kl (Σ per-token KL, only if ref_logps given), clipped (Σ tokens in the
+    clipped region, TRL's region definition), entropy (Σ per-token entropy, if given).
+    """
+    mask = mask.to(logps.dtype)
+    adv = advantages.unsqueeze(1)  # (B, 1)
+    ratio = torch.exp(logps - old_logps)  # (B, T)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # (B, T)
+    pg = -torch.min(ratio * adv, clipped_ratio * adv)  # (B, T)
+    per_token = pg
+    kl = None
+    if ref_logps is not None:
+        delta = ref_logps - logps  # (B, T)
+        kl = torch.exp(delta) - delta - 1  # (B, T) k3 estimator, >= 0
+        if kl_beta is not None:
+            per_token = pg + kl_beta.to(pg.dtype).unsqueeze(1) * kl
+    loss = sequence_contributions(per_token, mask, loss_agg).sum() / normalizer
+
+    with torch.no_grad():
+        is_clipped = ((ratio < 1 - clip_low) & (adv < 0)) | ((ratio > 1 + clip_high) & (adv > 0))
+        stats = {
+            "seqs": float(mask.shape[0]),
+            "tokens": float(mask.sum()),
+            "loss": float(loss),
+            "pg": float(sequence_contributions(pg, mask, loss_agg).sum()),
+            "clipped": float((is_clipped.to(mask.dtype) * mask).sum()),
+        }
+        if kl is not None:
+            stats["kl"] = float((kl * mask).sum())
+        if entropies is not None:
+            stats["entropy"] = float((entropies * mask).sum())
+    return loss, stats

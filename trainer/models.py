@@ -1,0 +1,89 @@
+"""Load the model a config names: a built-in tiny model, a local directory or a Hub id.
+
+Nothing is ever downloaded at run time. A Hub id (e.g. `Qwen/Qwen3-0.6B`) is looked up only
+in the local Hugging Face cache; when it is not there the error names the model and the two
+ways to provide it. Real chat models run in bf16 on CUDA and fp32 on the CPU, and are
+prompted through their chat template with thinking disabled.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from trainer.config import TINY_MODELS
+
+
+class ModelUnavailable(RuntimeError):
+    """The named model cannot be loaded on this machine (message says how to fix it)."""
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    family: str  # "tiny" (compact prompts) or "chat" (chat template)
+    path: str
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelUnavailable("device is 'cuda' but no CUDA GPU is visible on this machine")
+    return device
+
+
+def load_model(name: str, device: str = "cpu") -> LoadedModel:
+    """The model and tokenizer for `name`, on `device`, in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name in TINY_MODELS:
+        from trainer.tiny import ensure_tiny_model
+
+        path = ensure_tiny_model(name)
+        family = "tiny"
+    else:
+        path = _locate(name)
+        family = "chat"
+    dtype = torch.bfloat16 if device == "cuda" and family == "chat" else torch.float32
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"could not load model {name!r} from {path}: {exc}") from exc
+    if family == "chat" and not getattr(tokenizer, "chat_template", None):
+        raise ModelUnavailable(
+            f"model {name!r} has no chat template; Troupe prompts real models through one"
+        )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.to(device).eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, family=family, path=str(path))
+
+
+def _locate(name: str) -> Path:
+    """A local directory as given, or a Hub id resolved in the local cache only."""
+    local = Path(os.path.expanduser(name))
+    if name.startswith(("/", "./", "../", "~")) or local.is_dir():
+        if not (local / "config.json").exists():
+            raise ModelUnavailable(
+                f"model directory {str(local)!r} has no config.json; point model at a directory "
+                "saved with save_pretrained (config, weights and tokenizer)"
+            )
+        return local
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any failure means "not in the local cache"
+        raise ModelUnavailable(
+            f"model {name!r} is not available offline and nothing is downloaded at run time. "
+            f"Provide it either as a local directory (set model to its path) or by "
+            f"pre-populating the Hugging Face cache on this machine "
+            f"(`huggingface-cli download {name}` where there is network, then copy HF_HOME)"
+        ) from None

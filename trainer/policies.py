@@ -1,0 +1,334 @@
+"""The trainable policies of a run and the routing from agents to them (DESIGN.md §4).
+
+`sharing` decides how many policies there are and which one an agent's turns use:
+`shared` → one policy called "shared"; `per_role` → one per role, named after it; `per_agent`
+→ one per agent instance, named after it. The routing is plain data (`agent_policy`), so the
+rollout, the update and the metrics all agree on it.
+
+A `PolicySet` owns those policies on top of ONE base model:
+
+- `finetune="lora"`: one peft LoRA adapter per policy, all injected into the same base model.
+  Only the active adapter takes part in a forward pass, so gradients can only reach it, and
+  peft's `set_adapter` additionally switches `requires_grad` to that adapter alone. The
+  reference policy is the base model with every adapter disabled.
+- `finetune="full"`: the base model itself is the first policy and every further policy is a
+  deep copy of it. A frozen copy of the initial weights is made, at construction, only when a
+  KL coefficient is positive (nothing else needs it).
+
+The set takes ownership of `base_model`: LoRA injects layers into it; full fine-tuning trains
+it in place. Dropout is switched off everywhere, so the update's first forward pass reproduces
+the sampling log-probs (the PPO ratio starts at 1) — as TRL does with `disable_dropout`.
+
+Each policy has its own AdamW (betas 0.9/0.999, no weight decay) and its own LambdaLR schedule:
+linear warm-up over `warmup_steps`, then cosine/linear/constant decay until `steps`. Unlike
+transformers' schedules, the first step's factor is 1/warmup_steps rather than 0, so the first
+rollout batch is not wasted. The schedule advances once per training step in which the policy
+received gradient (see `trainer/update.py`), not once per mini-batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainer.config import Config
+
+# ---------------------------------------------------------------------------------------------
+# Routing: agent -> policy
+# ---------------------------------------------------------------------------------------------
+
+
+def workflow_agents(config: Config) -> list[str]:
+    """The agents of `config.workflow`, in the order they first act (DESIGN.md §4)."""
+    if config.workflow == "single":
+        return ["solver"]
+    if config.workflow == "voting":
+        return [f"generator{i}" for i in range(config.n_voters)] + ["aggregator"]
+    if config.workflow == "eval_opt":
+        return ["generator", "evaluator"]
+    if config.workflow == "orch_workers":
+        workers = [f"worker{i}" for i in range(config.max_subtasks)]
+        return ["orchestrator", *workers, "synthesizer"]
+    raise ValueError(f"unknown workflow {config.workflow!r}")
+
+
+def role_of(agent: str) -> str:
+    """The role an agent instantiates: its name without the trailing instance number."""
+    return re.sub(r"\d+$", "", agent)
+
+
+def agent_policy(config: Config, agent: str, role: str) -> str:
+    """The policy whose weights generate `agent`'s turns under `config.sharing`."""
+    if config.sharing == "shared":
+        return "shared"
+    if config.sharing == "per_role":
+        return role
+    if config.sharing == "per_agent":
+        return agent
+    raise ValueError(f"unknown sharing mode {config.sharing!r}")
+
+
+def policy_names(config: Config, agents: Sequence[str] | None = None) -> list[str]:
+    """Every policy of a run, in a stable order (roles/agents in workflow order).
+
+    `agents` defaults to `workflow_agents(config)`; pass the workflow's own list when it differs.
+    """
+    agents = list(agents) if agents is not None else workflow_agents(config)
+    names: list[str] = []
+    for agent in agents:
+        name = agent_policy(config, agent, role_of(agent))
+        if name not in names:
+            names.append(name)
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning-rate schedule
+# ---------------------------------------------------------------------------------------------
+
+
+def lr_factor(step: int, *, warmup_steps: int, total_steps: int, schedule: str) -> float:
+    """Multiplier of the base lr for the `step`-th (0-based) optimizer step of a policy."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if schedule == "linear":
+        return 1.0 - progress
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The policy set
+# ---------------------------------------------------------------------------------------------
+
+
+def _disable_dropout(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def needs_reference(config: Config) -> bool:
+    """Whether any role is anchored to the base model by a KL term."""
+    return config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
+
+
+class PolicySet:
+    """One base model, N trainable policies (LoRA adapters or full copies), their optimizers."""
+
+    def __init__(self, base_model: nn.Module, config: Config, names: list[str]):
+        if not names:
+            raise ValueError("a PolicySet needs at least one policy name")
+        if len(set(names)) != len(names):
+            raise ValueError(f"policy names repeat: {names}")
+        self.config = config
+        self.names = list(names)
+        self.finetune = config.finetune
+        # EMA of each role's gradient per policy, for the coherence regulariser (gradients.py).
+        self.coherence: dict[tuple[str, str], torch.Tensor] = {}
+        _disable_dropout(base_model)
+        self._reference: nn.Module | None = None
+        if self.finetune == "lora":
+            self._build_lora(base_model)
+        elif self.finetune == "full":
+            self._build_full(base_model)
+        else:
+            raise ValueError(f"unknown finetune mode {self.finetune!r}")
+        self._optimizers = {
+            name: torch.optim.AdamW(
+                self._params[name], lr=config.lr, betas=(0.9, 0.999), weight_decay=0.0
+            )
+            for name in self.names
+        }
+        self._schedulers = {
+            name: torch.optim.lr_scheduler.LambdaLR(self._optimizers[name], self._lr_lambda)
+            for name in self.names
+        }
+
+    def _lr_lambda(self, step: int) -> float:
+        c = self.config
+        return lr_factor(
+            step, warmup_steps=c.warmup_steps, total_steps=c.steps, schedule=c.schedule
+        )
+
+    def _build_lora(self, base_model: nn.Module) -> None:
+        from peft import LoraConfig, get_peft_model
+
+        targets: str | list[str] = self.config.lora_targets
+        if targets != "all-linear":
+            targets = [t.strip() for t in targets.split(",") if t.strip()]
+        lora = LoraConfig(
+            r=self.config.lora_r,
+            lora_alpha=self.config.lora_alpha,
+            target_modules=targets,
+            lora_dropout=0.0,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(base_model, lora, adapter_name=self.names[0])
+        for name in self.names[1:]:
+            self.model.add_adapter(name, lora)
+        self._params = {name: self._adapter_parameters(name) for name in self.names}
+        self.model.set_adapter(self.names[0])
+
+    def _adapter_parameters(self, name: str) -> list[nn.Parameter]:
+        """Exactly the parameters of adapter `name`, read from peft's per-adapter containers."""
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        params: list[nn.Parameter] = []
+        seen: set[int] = set()
+        for module in self.model.modules():
+            if not isinstance(module, BaseTunerLayer):
+                continue
+            for attr in module.adapter_layer_names:
+                container = getattr(module, attr, None)
+                if container is None or name not in container:
+                    continue
+                for p in container[name].parameters():
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+        if not params:
+            raise ValueError(f"adapter {name!r} has no parameters: check lora_targets")
+        return params
+
+    def _build_full(self, base_model: nn.Module) -> None:
+        if needs_reference(self.config):
+            # Copied before any step, so it holds the initial weights for the KL anchor.
+            self._reference = copy.deepcopy(base_model).eval().requires_grad_(False)
+        base_model.requires_grad_(True)
+        self._models = {self.names[0]: base_model}
+        for name in self.names[1:]:
+            self._models[name] = copy.deepcopy(base_model)
+        self._params = {
+            name: [p for p in model.parameters() if p.requires_grad]
+            for name, model in self._models.items()
+        }
+
+    # --- using a policy ----------------------------------------------------------------------
+
+    def _check(self, name: str) -> None:
+        if name not in self._params:
+            raise KeyError(f"no policy {name!r}; policies are {', '.join(self.names)}")
+
+    @contextmanager
+    def use(self, name: str, *, train: bool = False) -> Iterator[nn.Module]:
+        """The module to call forward/generate on, with policy `name` active.
+
+        `train=True` for the update's forward passes (train mode; with dropout off this only
+        matters for modules such as gradient checkpointing), False for generation.
+        """
+        self._check(name)
+        if self.finetune == "lora":
+            # Activates the adapter and makes it, and only it, require grad.
+            self.model.set_adapter(name)
+            model = self.model
+        else:
+            model = self._models[name]
+        was_training = model.training
+        model.train(train)
+        try:
+            yield model
+        finally:
+            model.train(was_training)
+
+    @contextmanager
+    def reference(self) -> Iterator[nn.Module]:
+        """The frozen initial policy (base model without adapters), under torch.no_grad."""
+        if self.finetune == "lora":
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                with self.model.disable_adapter(), torch.no_grad():
+                    yield self.model
+            finally:
+                self.model.train(was_training)
+            return
+        if self._reference is None:
+            raise RuntimeError(
+                "full fine-tuning keeps a reference copy only when kl_beta (or a per-role KL) > 0"
+            )
+        with torch.no_grad():
+            yield self._reference
+
+    def parameters(self, name: str) -> list[nn.Parameter]:
+        """The trainable parameters of policy `name` only (the order is stable)."""
+        self._check(name)
+        return self._params[name]
+
+    def optimizer(self, name: str) -> torch.optim.Optimizer:
+        self._check(name)
+        return self._optimizers[name]
+
+    def scheduler(self, name: str) -> torch.optim.lr_scheduler.LambdaLR:
+        self._check(name)
+        return self._schedulers[name]
+
+    def trainable_parameter_count(self) -> int:
+        return sum(p.numel() for name in self.names for p in self._params[name])
+
+    @property
+    def device(self) -> torch.device:
+        return self._params[self.names[0]][0].device
+
+    # --- checkpoints -------------------------------------------------------------------------
+
+    def _named(self, name: str) -> dict[str, nn.Parameter]:
+        """Parameter name -> parameter for policy `name` (names as the module reports them)."""
+        model = self.model if self.finetune == "lora" else self._models[name]
+        wanted = {id(p) for p in self._params[name]}
+        return {n: p for n, p in model.named_parameters() if id(p) in wanted}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Adapter (LoRA) or model (full) weights, optimizer and scheduler state per policy."""
+        weights = {}
+        for name in self.names:
+            if self.finetune == "lora":
+                tensors = self._named(name)
+            else:
+                tensors = self._models[name].state_dict()
+            weights[name] = {k: v.detach().cpu().clone() for k, v in tensors.items()}
+        return {
+            "finetune": self.finetune,
+            "names": list(self.names),
+            "weights": weights,
+            "optimizers": {n: self._optimizers[n].state_dict() for n in self.names},
+            "schedulers": {n: self._schedulers[n].state_dict() for n in self.names},
+            "coherence": {f"{p}|{r}": v.detach().cpu().clone() for (p, r), v in self.coherence.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["finetune"] != self.finetune or list(state["names"]) != self.names:
+            raise ValueError(
+                f"checkpoint holds {state['finetune']} policies {state['names']}, "
+                f"this set is {self.finetune} {self.names}"
+            )
+        with torch.no_grad():
+            for name in self.names:
+                if self.finetune == "lora":
+                    named = self._named(name)
+                    missing = set(named) ^ set(state["weights"][name])
+                    if missing:
+                        raise ValueError(f"adapter {name!r}: mismatched keys {sorted(missing)[:5]}")
+                    for key, p in named.items():
+                        p.copy_(state["weights"][name][key])
+                else:
+                    self._models[name].load_state_dict(state["weights"][name])
+        for name in self.names:
+            self._optimizers[name].load_state_dict(state["optimizers"][name])
+            self._schedulers[name].load_state_dict(state["schedulers"][name])
+        self.coherence = {}
+        for key, value in state.get("coherence", {}).items():
+            policy, role = key.split("|", 1)
+            self.coherence[(policy, role)] = value.to(self.device)

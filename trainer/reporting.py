@@ -1,0 +1,112 @@
+"""How training code talks to the outside world: a small reporter interface.
+
+The loop calls `log`, `should_stop`, `on_checkpoint` and `on_progress`; it never knows whether
+the numbers go to a list (tests), a JSONL file (the CLI) or the database (the Celery worker,
+which implements the same four methods in `workers/`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Reporter(Protocol):
+    def log(self, step: int, metrics: dict[str, float]) -> None: ...
+
+    def should_stop(self) -> bool: ...
+
+    def on_checkpoint(self, step: int, path: str) -> None: ...
+
+    def on_progress(self, step: int, total: int, info: dict[str, Any]) -> None: ...
+
+
+class NullReporter:
+    """Discards everything; never asks to stop."""
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def should_stop(self) -> bool:
+        return False
+
+    def on_checkpoint(self, step: int, path: str) -> None:
+        pass
+
+    def on_progress(self, step: int, total: int, info: dict[str, Any]) -> None:
+        pass
+
+
+class ListReporter(NullReporter):
+    """Keeps every point in memory (tests); `stop_after` simulates a cancel at a step."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.points: list[tuple[int, str, float]] = []
+        self.checkpoints: list[tuple[int, str]] = []
+        self.progress: list[tuple[int, int, dict]] = []
+        self.stop_after = stop_after
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.points.extend((step, k, float(v)) for k, v in metrics.items())
+
+    def should_stop(self) -> bool:
+        done = max((s for s, _ in self.progress), default=-1) if self.progress else -1
+        return self.stop_after is not None and done >= self.stop_after
+
+    def on_checkpoint(self, step: int, path: str) -> None:
+        self.checkpoints.append((step, path))
+
+    def on_progress(self, step: int, total: int, info: dict[str, Any]) -> None:
+        self.progress.append((step, total, dict(info)))
+
+    def series(self, key: str) -> tuple[list[int], list[float]]:
+        pairs = sorted((s, v) for s, k, v in self.points if k == key)
+        return [s for s, _ in pairs], [v for _, v in pairs]
+
+    def keys(self) -> set[str]:
+        return {k for _, k, _ in self.points}
+
+
+class JsonlReporter(NullReporter):
+    """Appends `{"step", "key", "value"}` lines to metrics.jsonl (the CLI's output format).
+
+    On resume the file may already hold points past the checkpoint; `truncate_after` drops
+    them first so every (key, step) appears exactly once.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def truncate_after(self, step: int) -> None:
+        if not self.path.exists():
+            return
+        kept = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= step
+        ]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        with self.path.open("a") as fh:
+            for key, value in metrics.items():
+                value = float(value)
+                if math.isnan(value) or math.isinf(value):
+                    value = None  # JSON has no NaN; readers treat null as missing
+                fh.write(json.dumps({"step": step, "key": key, "value": value}) + "\n")
+
+
+def read_metrics_jsonl(path: str | Path) -> dict[str, tuple[list[int], list[float]]]:
+    """metrics.jsonl → {key: (steps, values)}, the shape `trainer.analysis` takes."""
+    series: dict[str, dict[int, float]] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            point = json.loads(line)
+            value = point["value"]
+            series.setdefault(point["key"], {})[int(point["step"])] = (
+                float("nan") if value is None else float(value)
+            )
+    return {k: (sorted(v), [v[s] for s in sorted(v)]) for k, v in series.items()}

@@ -1,0 +1,147 @@
+"""End-to-end multi-agent GRPO: rollout → rewards → advantages → update → evaluate → report.
+
+How this differs from textbook (single-agent) GRPO, following the study's setup:
+- An episode is a whole workflow (several agents, several turns). Every turn is a training
+  sequence for the policy its agent routes to (`sharing`: one shared policy, one per role,
+  or one per agent), and one step updates every policy.
+- Rewards are binary final-answer correctness, broadcast to every turn (`reward_mode=
+  broadcast`) or each role's own judgeable score (`per_role`).
+- GRPO groups are keyed by (problem, role) — or (problem, agent) — not by problem alone, so a
+  voter is compared with voters and an aggregator with aggregators.
+- Clip-higher (`clip_low` 0.2, `clip_high` 0.28), no KL term by default (optional per-role
+  anchors), seq-mean-token-mean aggregation, and an optional coherence regulariser.
+- The gradient each role and each agent puts on each policy is measured exactly, under every
+  sharing mode, from snapshots between micro-batch segments (`trainer/gradients.py`).
+- Evaluation at step 0 is the base model; then every `eval_every` steps and at the end.
+
+Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from trainer.advantages import assign_rewards, compute_advantages
+from trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainer.config import Config, config_from_dict
+from trainer.evaluate import evaluate, held_out
+from trainer.models import load_model, resolve_device
+from trainer.policies import PolicySet, policy_names
+from trainer.reporting import NullReporter, Reporter
+from trainer.rollout import Codec, make_prompts, rollout
+from trainer.tasks import load_task
+from trainer.update import update_policies
+
+
+def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
+    """Write config.json, or check that an existing run directory holds this same config."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "config.json"
+    if path.exists():
+        existing = config_from_dict(json.loads(path.read_text()))
+        if existing.hash() != config.hash():
+            raise ValueError(
+                f"{out} already holds a run with a different config; "
+                "resume it with the same flags or choose another --out"
+            )
+    else:
+        path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def sample_problems(pool: list, n: int, seed: int, step: int) -> list:
+    """The step's training problems: a pure function of (seed, step), so resume is exact."""
+    rng = random.Random(seed * 1_000_003 + step)
+    return [pool[i] for i in rng.sample(range(len(pool)), n)] if n <= len(pool) else [
+        pool[rng.randrange(len(pool))] for _ in range(n)
+    ]
+
+
+def _peak_memory_mb(device: str) -> float:
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def _eval_metrics(result: dict) -> dict[str, float]:
+    metrics = {"eval/accuracy": result["accuracy"]}
+    metrics.update({f"eval/accuracy/{role}": acc for role, acc in result["roles"].items()})
+    return metrics
+
+
+def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None) -> dict:
+    """Train (or resume) the run in `out_dir`; returns {"status", "step", "seconds"}."""
+    reporter = reporter or NullReporter()
+    started = time.perf_counter()
+    out = prepare_out_dir(config, out_dir)
+    device = resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    loaded = load_model(config.model, device)
+    task = load_task(config.task, config.dataset, seed=config.seed)
+    codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
+    prompts = make_prompts(config, loaded.tokenizer, loaded.family)
+    policies = PolicySet(loaded.model, config, policy_names(config))
+    eval_set = held_out(task, config.eval_problems)
+    pool = task.problems("train")
+    env = dict(policies=policies, codec=codec, prompts=prompts, task=task)
+
+    done = 0
+    if (ckpt := latest_checkpoint(out)) is not None:
+        done = load_checkpoint(ckpt, policies, config.hash())
+    if done == 0:
+        t0 = time.perf_counter()
+        result = evaluate(config, problems=eval_set, **env)
+        reporter.log(0, {**_eval_metrics(result), "sys/eval_seconds": time.perf_counter() - t0})
+    reporter.on_progress(done, config.steps, {})
+
+    for step in range(done + 1, config.steps + 1):
+        t0 = time.perf_counter()
+        problems = sample_problems(pool, config.prompts_per_step, config.seed, step)
+        episodes, stats = rollout(
+            problems, config.group_size, config=config, temperature=config.temperature,
+            seed_parts=(config.seed, "train", step), **env,
+        )
+        t1 = time.perf_counter()
+        assign_rewards(episodes, config)
+        metrics = dict(compute_advantages(episodes, config))
+        turns = [turn for ep in episodes for turn in ep.turns]
+        metrics.update(update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id))
+        t2 = time.perf_counter()
+
+        rewards = [ep.reward for ep in episodes]
+        metrics["train/reward"] = statistics.fmean(rewards)
+        metrics["train/reward_std"] = statistics.pstdev(rewards)
+        metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in turns)
+        metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in episodes) / len(episodes)
+        metrics["sys/rollout_seconds"] = t1 - t0
+        metrics["sys/update_seconds"] = t2 - t1
+        if step % config.eval_every == 0 or step == config.steps:
+            result = evaluate(config, problems=eval_set, **env)
+            metrics.update(_eval_metrics(result))
+            metrics["sys/eval_seconds"] = time.perf_counter() - t2
+        elapsed = time.perf_counter() - t0
+        metrics["sys/step_seconds"] = elapsed
+        metrics["sys/tokens_per_second"] = stats.tokens / max(t1 - t0, 1e-9)
+        metrics["sys/peak_memory_mb"] = _peak_memory_mb(device)
+        reporter.log(step, metrics)
+
+        stopping = reporter.should_stop()
+        if step % config.checkpoint_every == 0 or step == config.steps or stopping:
+            path = save_checkpoint(out, step, policies, config.hash())
+            reporter.on_checkpoint(step, str(path))
+        reporter.on_progress(
+            step, config.steps,
+            {"reward": metrics["train/reward"], "accuracy": metrics.get("eval/accuracy"),
+             "step_seconds": elapsed},
+        )
+        if stopping:
+            return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}
+    return {"status": "succeeded", "step": config.steps, "seconds": time.perf_counter() - started}

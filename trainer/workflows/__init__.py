@@ -1,0 +1,82 @@
+"""The multi-agent workflows: roles and agents as data, each workflow a small coroutine.
+
+A workflow runs one problem as a generator: it yields the list of turns it needs next (one
+`Request` per agent speaking in that stage), receives them back with their completions
+filled in, and finally returns an `Outcome`. The rollout driver (`trainer/rollout.py`) runs
+hundreds of these coroutines in lockstep and batches every stage's requests by policy, so a
+workflow never knows about batching, models or devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+from trainer.config import Config
+from trainer.episode import Turn
+from trainer.tasks.base import Problem
+
+
+@dataclass
+class Request:
+    agent: str
+    role: str
+    prompt: str  # text handed to the tokenizer (already chat-templated for real models)
+    max_new_tokens: int
+    text: str = ""  # the completion, filled in by the driver
+    turn: Turn | None = None  # the recorded turn, filled in by the driver
+
+
+@dataclass
+class Judgement:
+    """A turn whose own output can be scored once the task's verifier has run."""
+
+    turn: Turn
+    candidate: str  # the completion (or chosen candidate) to score against the problem
+    kind: str  # "answer": score = correct(candidate); "verdict": score = (accepted == correct)
+    accepted: bool = False
+
+
+@dataclass
+class Outcome:
+    final: str | None  # the completion holding the final answer (math) or the program (code)
+    judgements: list[Judgement] = field(default_factory=list)
+    malformed: dict[str, int] = field(default_factory=dict)
+
+
+WorkflowRun = Generator[list[Request], list[Request], Outcome]
+
+
+@dataclass
+class Context:
+    """What a workflow coroutine may use: the config, the task and the prompt builder."""
+
+    config: Config
+    prompts: "Prompts"  # noqa: F821 - trainer.workflows.prompts.Prompts
+    task_name: str
+
+
+def agents(config: Config) -> list[tuple[str, str]]:
+    """Every (agent, role) of the configured workflow, in turn order."""
+    if config.workflow == "single":
+        return [("solver", "solver")]
+    if config.workflow == "voting":
+        voters = [(f"generator{i}", "generator") for i in range(config.n_voters)]
+        return voters + [("aggregator", "aggregator")]
+    if config.workflow == "eval_opt":
+        return [("generator", "generator"), ("evaluator", "evaluator")]
+    if config.workflow == "orch_workers":
+        workers = [(f"worker{i}", "worker") for i in range(config.max_subtasks)]
+        return [("orchestrator", "orchestrator"), *workers, ("synthesizer", "synthesizer")]
+    raise ValueError(f"unknown workflow {config.workflow!r}")
+
+
+def runner(workflow: str) -> Callable[[Problem, Context], WorkflowRun]:
+    from trainer.workflows import eval_opt, orch_workers, single, voting
+
+    return {
+        "single": single.run,
+        "voting": voting.run,
+        "eval_opt": eval_opt.run,
+        "orch_workers": orch_workers.run,
+    }[workflow]

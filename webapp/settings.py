@@ -1,0 +1,149 @@
+"""Django settings for Troupe, driven by the environment (see .env.example).
+
+With no variables set, Troupe runs on an embedded default: SQLite and a filesystem message
+broker under TROUPE_DATA_DIR. DATABASE_URL switches to PostgreSQL and CELERY_BROKER_URL to
+Redis. A bad value stops start-up with one line naming the variable (webapp/env.py).
+"""
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from webapp import secret_key
+from webapp.env import EnvError, env_bool, env_int, env_list, env_str, parse_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Models, checkpoints, the embedded database and the embedded broker's folders live here.
+DATA_DIR = Path(env_str("TROUPE_DATA_DIR", str(BASE_DIR / ".data"))).expanduser().resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env_str("SECRET_KEY", "") or secret_key.load_or_create(DATA_DIR / "secret_key")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+
+INSTALLED_APPS = [
+    "webapp.accounts",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "webapp" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database
+
+DATABASE_URL = env_str("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": parse_database_url(DATABASE_URL)}
+else:
+    DATABASES = {
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "troupe.sqlite3"}
+    }
+
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db["OPTIONS"] = {
+        # WAL lets the web server read while a worker writes metrics. IMMEDIATE takes the write
+        # lock when a transaction starts, so a busy database makes writers wait (up to
+        # `timeout` seconds) instead of failing with "database is locked" half-way through.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    # A file, not Django's default in-memory test database, so that a Celery worker started
+    # by a test (a separate process) sees the same data.
+    _db["TEST"] = {"NAME": str(Path(_db["NAME"]).with_name("test_" + Path(_db["NAME"]).name))}
+else:
+    _db["CONN_MAX_AGE"] = 60
+    _db["CONN_HEALTH_CHECKS"] = True
+    # Fail within seconds, not minutes, when the server is down.
+    _db["OPTIONS"].setdefault("connect_timeout", 5)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Celery (read by workers/celery_app.py through the CELERY_ namespace)
+
+# A task that is not acknowledged within this many seconds is handed to another worker, so it
+# must exceed the longest run (runs acknowledge when they finish: task_acks_late).
+_visibility_timeout = env_int("CELERY_VISIBILITY_TIMEOUT", 48 * 3600, minimum=60)
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+if not CELERY_BROKER_URL:
+    # kombu's filesystem transport: one folder of message files, moved (an atomic rename) into
+    # `processed` by the worker that takes them, so two workers never take the same message.
+    _broker = DATA_DIR / "broker"
+    CELERY_BROKER_URL = "filesystem://localhost/"  # the host only silences a kombu warning
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker / "queue"),
+        "data_folder_out": str(_broker / "queue"),
+        "processed_folder": str(_broker / "processed"),
+        "store_processed": True,
+        "control_folder": str(_broker / "control"),
+        "polling_interval": 0.5,
+    }
+    CELERY_RESULT_BACKEND = f"file://{DATA_DIR / 'results'}"
+    for _folder in ("queue", "processed", "control"):
+        (_broker / _folder).mkdir(parents=True, exist_ok=True)
+    (DATA_DIR / "results").mkdir(exist_ok=True)
+elif urlsplit(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility_timeout}
+    CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+else:
+    raise EnvError(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r} is not supported: use redis://host:6379/0, "
+        "or leave it unset for the embedded broker."
+    )
+
+# Authentication
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# Static files: served by WhiteNoise from the web process itself; nothing comes from a CDN.
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]

@@ -1,0 +1,11 @@
+"""Top-level URL routes. Each app owns its own routes; this file only mounts them."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("webapp.accounts.urls")),
+    # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+]

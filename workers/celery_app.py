@@ -1,0 +1,37 @@
+"""The Celery application: `celery -A workers.celery_app worker -Q cpu`.
+
+Where the broker and result backend are comes from Django settings (the CELERY_ names in
+webapp/settings.py, which read the environment). How tasks run is fixed here, because training
+runs are long, heavy and must never run twice at once.
+"""
+
+import os
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+app = Celery("troupe", include=["workers.tasks"])
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.update(
+    # Queues by device: GPU workers take `gpu`, everything else `cpu`. Each queue has its own
+    # exchange and routing key; left to Celery's defaults, both would bind to the default
+    # exchange with the same key and every task would be delivered to both.
+    task_queues=[Queue(name, Exchange(name), routing_key=name) for name in ("cpu", "gpu")],
+    task_default_queue="cpu",
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    # Acknowledge a run when it ends, not when it starts, so a run whose worker vanished is
+    # delivered again (the visibility timeout in settings must exceed the longest run).
+    task_acks_late=True,
+    # task_reject_on_worker_lost stays off: with it, a run killed for using too much memory is
+    # redelivered, killed again, redelivered… The database, not the broker, decides re-runs.
+    task_reject_on_worker_lost=False,
+    # Take one run at a time and start each in a fresh process, so GPU memory and CUDA state
+    # never leak from one run into the next.
+    worker_prefetch_multiplier=1,
+    worker_max_tasks_per_child=1,
+    broker_connection_retry_on_startup=True,
+)
