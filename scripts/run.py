@@ -75,7 +75,7 @@ def broker_problem(url: str) -> str | None:
     try:
         with Connection(url, connect_timeout=5) as conn:
             conn.ensure_connection(max_retries=1)
-    except Exception as exc:  # noqa: BLE001 - whatever the transport raises, the advice is the same
+    except Exception as exc:  # whatever the transport raises, the advice is the same
         reason = " ".join(str(exc).split())
         return f"Cannot connect to the broker at CELERY_BROKER_URL={redact_url(url)}: {reason}"
     return None
@@ -159,7 +159,12 @@ def stop(children: dict[str, subprocess.Popen], grace: float) -> None:
 
 
 def main() -> int:
-    port = int(os.environ.get("PORT") or 8000)
+    from webapp.env import EnvError, env_int
+
+    try:
+        port = env_int("PORT", 8000, minimum=1)
+    except EnvError as exc:
+        fail(str(exc))
     if port_in_use(port):
         fail(f"port {port} on 127.0.0.1 is in use: stop what holds it, or set PORT=<another>.")
     login = prepare()

@@ -6,12 +6,14 @@ it when TROUPE_REQUIRE_SERVICES=1 — see tests/helpers.py.
 """
 
 import os
+import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 import redis
+from django.conf import settings
 
 from tests.helpers import Worker, database_url, require_service, service_env, start_worker
 
@@ -28,6 +30,17 @@ def postgres_url() -> str:
         url = LOCAL_POSTGRES
     require_service("PostgreSQL", lambda: psycopg.connect(url, connect_timeout=3).close())
     return url
+
+
+@pytest.fixture
+def postgres_database(postgres_url) -> Iterator[str]:
+    """The URL of a new, empty database on the test server, dropped afterwards."""
+    name = f"troupe_test_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield urlsplit(postgres_url)._replace(path=f"/{name}").geturl()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +62,23 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """pytest-django's hook before it creates the test database: a test database of this
+    session's own, so that test sessions running at the same time (several developers, one
+    server) never drop each other's. On SQLite it is a file rather than Django's in-memory
+    default: a Celery worker started by a test is another process and must see the same data.
+    """
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+    else:
+        name = f"test_{db['NAME']}_{os.getpid()}"
+    db.setdefault("TEST", {})["NAME"] = name
+
+
 @pytest.fixture
-def celery_worker(django_db_setup, settings) -> Iterator[Worker]:
+def celery_worker(django_db_setup) -> Iterator[Worker]:
     """A real worker wired to this test session: its database (the test database) and its
     broker, so that tasks the test enqueues (`some_task.delay(...)`) reach it.
 
@@ -60,8 +88,7 @@ def celery_worker(django_db_setup, settings) -> Iterator[Worker]:
     """
     env = service_env(
         DATABASE_URL=database_url(settings.DATABASES["default"]),
-        TROUPE_DATA_DIR=str(Path(settings.DATA_DIR)),
-        CELERY_BROKER_URL=os.environ.get("CELERY_BROKER_URL") or None,
+        TROUPE_DATA_DIR=str(settings.DATA_DIR),
     )
     with start_worker(env) as worker:
         yield worker

@@ -2,8 +2,8 @@
 
 - `require_service(name, probe)`: skip a test when a service is missing, or fail it when
   TROUPE_REQUIRE_SERVICES=1 (as CI sets), so CI never passes by skipping.
-- `start_worker(env)`: a real Celery worker subprocess, answered a ping before it is handed
-  over, stopped (or killed) at the end.
+- `start_worker(env)`: a real Celery worker subprocess, handed over once it answers through
+  its broker, stopped at the end; `Worker.kill()` kills it as the OOM killer would.
 - `service_env(...)`, `database_url(...)`, `descendants(pid)`, `free_port()`: the small pieces
   those need.
 """
@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import pytest
 
+from webapp.env import env_bool
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,10 +33,10 @@ def require_service(name: str, probe: Callable[[], object]) -> None:
     """Run `probe`; if it raises, the service is missing: skip, or fail when required."""
     try:
         probe()
-    except Exception as exc:  # noqa: BLE001 - any failure of the probe means "not available"
+    except Exception as exc:  # any failure of the probe means "not available"
         reason = " ".join(str(exc).split()) or type(exc).__name__
         message = f"{name} is not available: {reason}"
-        if os.environ.get("TROUPE_REQUIRE_SERVICES", "").lower() in ("1", "true", "yes", "on"):
+        if env_bool("TROUPE_REQUIRE_SERVICES", False):
             pytest.fail(f"{message} (TROUPE_REQUIRE_SERVICES is set)", pytrace=False)
         pytest.skip(message)
 
@@ -107,6 +109,24 @@ class Worker:
     def pid(self) -> int:
         return self.process.pid
 
+    def assert_running(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {self.process.returncode}:\n{self.log_tail()}"
+            )
+
+    def answers_control_ping(self, timeout: float = 1.0) -> bool:
+        """Whether the worker's main process answers Celery's remote-control ping; it does
+        even while its pool process runs a task."""
+        result = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "inspect", "ping",
+             "--destination", self.name, "--timeout", str(timeout)],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+        )  # fmt: skip
+        return result.returncode == 0
+
     def ping(self, timeout: float = 30, queue: str = "cpu") -> dict:
         """Send the ping task through this worker's broker (from a separate client process
         with the worker's environment) and return the reply; AssertionError on no answer."""
@@ -121,12 +141,12 @@ class Worker:
         # Watch the worker while waiting, so that a worker that dies is reported at once with
         # its log, not as a timeout.
         while client.poll() is None:
-            if self.process.poll() is not None:
+            try:
+                self.assert_running()
+            except AssertionError:
                 client.kill()
                 client.wait()
-                raise AssertionError(
-                    f"worker exited with {self.process.returncode}:\n{self.log_tail()}"
-                )
+                raise
             time.sleep(0.1)
         stdout, stderr = client.communicate()
         if client.returncode != 0:
@@ -160,10 +180,17 @@ class Worker:
 def start_worker(
     env: dict[str, str], queues: str = "cpu,gpu", ready_timeout: float = 60
 ) -> Iterator[Worker]:
-    """Start `celery -A workers.celery_app worker` with `env`, wait until it has answered a
-    ping on one of `queues`, hand it over, and stop it on exit."""
+    """Start `celery -A workers.celery_app worker` with `env`, wait until it answers Celery's
+    remote-control ping through its broker, hand it over, and stop it on exit.
+
+    Readiness uses the control ping, answered by the worker's main process, rather than the
+    `ping` task: with worker_max_tasks_per_child=1 a task would use up the first pool process,
+    and the test's own first task would wait seconds for its replacement.
+    """
     name = f"troupe-test-{uuid.uuid4().hex[:8]}@%h"
-    log = Path(tempfile.mkstemp(prefix="celery-worker-", suffix=".log")[1])
+    fd, log_name = tempfile.mkstemp(prefix="celery-worker-", suffix=".log")
+    os.close(fd)
+    log = Path(log_name)
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
@@ -179,8 +206,15 @@ def start_worker(
         )  # fmt: skip
     worker = Worker(process, name.replace("%h", socket.gethostname()), env, log)
     try:
-        reply = worker.ping(timeout=ready_timeout, queue=queues.split(",")[0])
-        assert reply["hostname"] == worker.name, f"another worker answered: {reply}"
+        deadline = time.monotonic() + ready_timeout
+        # The log line first (cheap to poll), then the answer through the broker.
+        while f"{worker.name} ready." not in log.read_text(errors="replace"):
+            worker.assert_running()
+            assert time.monotonic() < deadline, f"worker not ready:\n{worker.log_tail()}"
+            time.sleep(0.1)
+        while not worker.answers_control_ping():
+            worker.assert_running()
+            assert time.monotonic() < deadline, f"worker does not answer:\n{worker.log_tail()}"
         yield worker
     finally:
         worker.stop()

@@ -113,8 +113,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from trainer.analyze_cli import analyze_dirs, format_report
 
     results = analyze_dirs(args.dirs)
-    print(json.dumps(results, indent=2) if args.json else format_report(results))
-    return 0
+    print(format_report(results, as_json=args.json))
+    return 1 if any("error" in r for r in results) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

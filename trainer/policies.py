@@ -195,7 +195,8 @@ class PolicySet:
                 container = getattr(module, attr, None)
                 if container is None or name not in container:
                     continue
-                for p in container[name].parameters():
+                item = container[name]  # a module, or a bare Parameter (embedding LoRA)
+                for p in [item] if isinstance(item, nn.Parameter) else item.parameters():
                     if id(p) not in seen:
                         seen.add(id(p))
                         params.append(p)
@@ -305,7 +306,9 @@ class PolicySet:
             "weights": weights,
             "optimizers": {n: self._optimizers[n].state_dict() for n in self.names},
             "schedulers": {n: self._schedulers[n].state_dict() for n in self.names},
-            "coherence": {f"{p}|{r}": v.detach().cpu().clone() for (p, r), v in self.coherence.items()},
+            "coherence": {
+                f"{p}|{r}": v.detach().cpu().clone() for (p, r), v in self.coherence.items()
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -1,0 +1,1 @@
+"""The Troupe Django project: settings, URLs, WSGI entry point, and its apps."""

@@ -80,9 +80,6 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-    # A file, not Django's default in-memory test database, so that a Celery worker started
-    # by a test (a separate process) sees the same data.
-    _db["TEST"] = {"NAME": str(Path(_db["NAME"]).with_name("test_" + Path(_db["NAME"]).name))}
 else:
     _db["CONN_MAX_AGE"] = 60
     _db["CONN_HEALTH_CHECKS"] = True
@@ -99,8 +96,11 @@ _visibility_timeout = env_int("CELERY_VISIBILITY_TIMEOUT", 48 * 3600, minimum=60
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 if not CELERY_BROKER_URL:
-    # kombu's filesystem transport: one folder of message files, moved (an atomic rename) into
-    # `processed` by the worker that takes them, so two workers never take the same message.
+    # kombu's filesystem transport: one folder of message files. A worker takes a message by
+    # moving it into `processed`; store_processed keeps that folder in the data directory, so
+    # the move is an atomic rename and two workers never take the same message (the default,
+    # the system's temp dir, may be another file system, where a move is a copy). The cost:
+    # one small file per task stays in `processed`.
     _broker = DATA_DIR / "broker"
     CELERY_BROKER_URL = "filesystem://localhost/"  # the host only silences a kombu warning
     CELERY_BROKER_TRANSPORT_OPTIONS = {

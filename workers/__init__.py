@@ -1,0 +1,1 @@
+"""Celery app and tasks: the glue between the database and the trainer."""

@@ -22,7 +22,6 @@ def main() -> None:
     try:
         reply = result.get(timeout=args.timeout)
     except TimeoutError:
-        result.forget()
         sys.exit(f"No worker answered on queue {args.queue!r} within {args.timeout:g} s.")
     print(json.dumps(reply))
 

@@ -1,0 +1,1 @@
+"""The accounts app: signing in, the home page and the account page."""

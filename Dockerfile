@@ -1,0 +1,28 @@
+# One image for the web server and the workers (docker-compose.yml picks the command).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    TROUPE_DATA_DIR=/data
+
+WORKDIR /app
+
+# torch==2.13.0 from PyPI is the CUDA build on Linux x86_64, which the GPU workers need. For a
+# smaller CPU-only image: --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ARG TORCH_INDEX=""
+COPY requirements.txt .
+RUN pip install ${TORCH_INDEX:+--extra-index-url $TORCH_INDEX} -r requirements.txt
+
+COPY . .
+# Static files are served by WhiteNoise from the image; the key only satisfies settings here.
+RUN SECRET_KEY=collectstatic-only TROUPE_DATA_DIR=/tmp/troupe-build \
+    python manage.py collectstatic --no-input --verbosity 0 \
+    && rm -rf /tmp/troupe-build
+
+RUN useradd --create-home --uid 1000 troupe && mkdir -p /data && chown troupe /data
+USER troupe
+
+EXPOSE 8000
+CMD ["gunicorn", "webapp.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]

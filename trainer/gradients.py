@@ -1,0 +1,217 @@
+"""Exact per-agent and per-role gradients of one optimizer step, without extra backward passes.
+
+The update (trainer/update.py) runs a policy's turns in segments — ordered by role, then by
+agent within the role — and accumulates every micro-batch's gradient in `.grad`. Because the
+loss is a sum of per-sequence contributions over a normaliser fixed for the whole optimizer
+batch (trainer/grpo.py), the gradient a segment adds to `.grad` is exactly the gradient of its
+own share of the loss. `GradientTracker.end_segment` snapshots the accumulated `.grad` (as one
+flat fp32 vector) after each agent segment; the difference of consecutive snapshots is that
+agent's gradient, and a role's gradient is the sum of its agents'. From these vectors come the
+norms, shares and cosines of DESIGN.md §5, under every sharing mode, at the cost of one
+flatten-and-subtract per segment instead of a backward pass per role or agent. With the
+coherence regulariser off, `.grad` is never modified, so the optimizer step is bit-identical to
+an un-instrumented one. (With low-precision parameters `.grad` itself accumulates in that
+precision; the figures are then exact up to that accumulator's rounding.)
+
+Memory. Each vector is one fp32 copy of the policy's trainable gradient: ≈160 MB for
+Qwen3-0.6B with LoRA r64 on all linear layers (≈40 M parameters), ≈530 MB at 4B; with full
+fine-tuning 2.4 GB (0.6B) to 16 GB (4B). Held at once, per policy and optimizer step: the
+running snapshot, the freshly taken one, the agent vectors of the role being processed (needed
+for its agent-pair cosines) and one accumulated vector per finished role (needed for role-pair
+cosines and the coherence regulariser) — at most (2 + max agents of a role + roles) vectors,
+e.g. 7 for Voting with 3 voters under `shared` (6 measured, bench/grad_overhead.py). Vectors are
+freed before the optimizer step. To keep this bounded, the update moves the vectors to host
+memory (`offload=True`) when they would exceed `SNAPSHOT_BUDGET_BYTES` on the accelerator; the
+dot products are then computed on the CPU, slower but exact. The limit: full fine-tuning of a
+4B model under Voting/shared would need ≈110 GB even on the host — run such a configuration
+with `instrument=False` (and no coherence regulariser), or with LoRA. The coherence EMA adds
+one persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
+batch is a single segment (one role, one agent: every policy under `per_agent`) needs no
+vectors at all: its role and agent gradient is the whole gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+SNAPSHOT_BUDGET_BYTES = 8 * 2**30  # vectors beyond this live in host memory
+_CHUNK = 1 << 22  # elements per float64 chunk when reducing dot products
+
+
+def dot(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Dot product of two flat fp32 vectors, accumulated in float64 chunk by chunk."""
+    total = torch.zeros((), dtype=torch.float64, device=a.device)
+    for start in range(0, a.numel(), _CHUNK):
+        stop = start + _CHUNK
+        total += torch.dot(a[start:stop].double(), b[start:stop].double())
+    return float(total)
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """Cosine of two vectors; None when either is zero (the angle is undefined)."""
+    na, nb = dot(a, a), dot(b, b)
+    if na <= 0 or nb <= 0:
+        return None
+    return dot(a, b) / math.sqrt(na * nb)
+
+
+def vectors_needed(n_roles: int, max_agents: int) -> int:
+    """How many gradient-sized fp32 vectors a tracker holds at its peak (module docstring)."""
+    return 2 + (max_agents if max_agents > 1 else 0) + n_roles
+
+
+@dataclass
+class GradientFigures:
+    """What one optimizer step of one policy reveals about who pushed it where."""
+
+    role_sq: dict[str, float] = field(default_factory=dict)  # role -> ‖g_role‖²
+    agent_sq: dict[str, float] = field(default_factory=dict)  # agent -> ‖g_agent‖²
+    cos: dict[str, float] = field(default_factory=dict)  # "a|b" (a < b) -> cosine
+
+    def shares(self) -> dict[str, float]:
+        """‖g_role‖ / Σ_r ‖g_r‖ over the roles on this policy (they sum to 1)."""
+        norms = {r: math.sqrt(max(sq, 0.0)) for r, sq in self.role_sq.items()}
+        total = sum(norms.values())
+        return {r: n / total for r, n in norms.items()} if total > 0 else {}
+
+
+def pair_key(a: str, b: str) -> str:
+    a, b = sorted((a, b))
+    return f"{a}|{b}"
+
+
+class GradientTracker:
+    """Splits the gradient accumulated during one optimizer step into agent and role parts.
+
+    Call `end_segment(role, agent)` after the backward passes of each agent segment (segments
+    of one role must be contiguous), then `finish()`. `roles` then maps each role to its
+    gradient vector (flat fp32, parameter order of `params`).
+    """
+
+    def __init__(self, params: list[nn.Parameter], *, offload: bool = False):
+        self.params = list(params)
+        self.numel = sum(p.numel() for p in self.params)
+        self.storage = torch.device("cpu") if offload else self.params[0].device
+        self.roles: dict[str, torch.Tensor] = {}
+        self.figures = GradientFigures()
+        self._last: torch.Tensor | None = None  # (N,) snapshot at the previous boundary
+        self._role: str | None = None
+        self._agents: dict[str, torch.Tensor] = {}  # agent vectors of the open role
+        self.peak_bytes = 0  # largest total size of held vectors, for the benchmark
+
+    def flat_grad(self) -> torch.Tensor:
+        """A flat fp32 copy of the accumulated `.grad` (zeros where a parameter has none)."""
+        out = torch.zeros(self.numel, dtype=torch.float32, device=self.params[0].device)  # (N,)
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            if p.grad is not None:
+                out[offset : offset + n].copy_(p.grad.reshape(-1))
+            offset += n
+        return out.to(self.storage)
+
+    def _note_memory(self, *extra: torch.Tensor | None) -> None:
+        held = [*self.roles.values(), *self._agents.values(), self._last, *extra]
+        unique = {t.data_ptr(): t.numel() * 4 for t in held if t is not None}
+        self.peak_bytes = max(self.peak_bytes, sum(unique.values()))
+
+    def end_segment(self, role: str, agent: str) -> None:
+        current = self.flat_grad()  # (N,)
+        if role != self._role:
+            self._close_role(current)
+            if role in self.roles:
+                raise ValueError(f"segments of role {role!r} are not contiguous")
+            self._role = role
+        if agent in self._agents:
+            raise ValueError(f"segments of agent {agent!r} are not contiguous")
+        # The first segment's gradient is the snapshot itself: share the storage.
+        gradient = current if self._last is None else current - self._last  # (N,)
+        self._note_memory(current, gradient)
+        self._last = current
+        self._agents[agent] = gradient
+
+    def _close_role(self, current: torch.Tensor | None = None) -> None:
+        if self._role is None:
+            return
+        agents = self._agents
+        names = list(agents)
+        for name in names:
+            self.figures.agent_sq[name] = dot(agents[name], agents[name])
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                c = cosine(agents[a], agents[b])
+                if c is not None:
+                    self.figures.cos[pair_key(a, b)] = c
+        if len(names) == 1:
+            role_vector = agents[names[0]]
+        else:
+            role_vector = torch.zeros_like(agents[names[0]])  # (N,)
+            for name in names:
+                role_vector += agents[name]
+        self._note_memory(current, role_vector)
+        self.roles[self._role] = role_vector
+        self.figures.role_sq[self._role] = dot(role_vector, role_vector)
+        self._agents = {}
+        self._role = None
+
+    def finish(self) -> GradientFigures:
+        """Close the last role; compute role-pair cosines. The running snapshot is freed."""
+        self._close_role()
+        self._last = None
+        names = list(self.roles)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                c = cosine(self.roles[a], self.roles[b])
+                if c is not None:
+                    self.figures.cos[pair_key(a, b)] = c
+        return self.figures
+
+    def write_back(self, scales: dict[str, float]) -> None:
+        """Replace `.grad` by Σ_role scale·g_role (the coherence regulariser's recombination)."""
+        if all(scales.get(role, 1.0) == 1.0 for role in self.roles):
+            return  # .grad already holds the plain sum; leave it bit-exact
+        combined = torch.zeros(self.numel, dtype=torch.float32, device=self.storage)  # (N,)
+        for role, vector in self.roles.items():
+            combined.add_(vector, alpha=scales.get(role, 1.0))
+        combined = combined.to(self.params[0].device)
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            piece = combined[offset : offset + n].view_as(p).to(p.dtype)
+            if p.grad is None:
+                p.grad = piece.clone()
+            else:
+                p.grad.copy_(piece)
+            offset += n
+
+
+def coherence_scales(
+    roles: dict[str, torch.Tensor],
+    ema: dict[tuple[str, str], torch.Tensor],
+    policy: str,
+    lam: float,
+    decay: float,
+) -> dict[str, tuple[float, float | None]]:
+    """The coherence regulariser: role -> (scale, cos), and the EMA updated in place.
+
+    scale = 1 − λ·max(0, cos(g_role, EMA of g_role)). A role persistently pushing its policy in
+    the same direction is damped. The EMA is of the raw (unscaled) gradient and starts at the
+    first gradient seen; until then there is no direction to compare with, so the scale is 1.
+    """
+    out: dict[str, tuple[float, float | None]] = {}
+    for role, g in roles.items():
+        key = (policy, role)
+        previous = ema.get(key)
+        if previous is None:
+            ema[key] = g.detach().clone()
+            out[role] = (1.0, None)
+            continue
+        c = cosine(g, previous.to(g.device))
+        scale = 1.0 - lam * max(0.0, c) if c is not None else 1.0
+        previous.mul_(decay).add_(g.to(previous.device), alpha=1.0 - decay)
+        out[role] = (scale, c)
+    return out

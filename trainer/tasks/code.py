@@ -1,0 +1,418 @@
+"""Code tasks: write a Python program; it is run against hidden tests in the sandbox.
+
+`CodeTask` wraps any list of code problems. A problem's tests come in one of three kinds,
+named by `meta["io"]`:
+
+- "assert" (default): test code appended to the program — assert lines, or HumanEval's
+  `def check(candidate)` followed by `check(entry_point)`;
+- "call": a generated check that calls `entry_point` (or `Solution().entry_point`) on
+  argument lists and compares the results (DeepCoder/TACO function-call tests);
+- "stdio": a generated harness that runs the program once per case with the case's input
+  on stdin and compares what it prints (DeepCoder stdin/stdout tests).
+
+A problem may carry `meta["prefix"]` (HumanEval's prompt: imports, helpers, signature); it is
+put before the extracted program, which then either continues the prompt's function body or
+redefines the whole function.
+
+The built-in synthetic dataset (`synthetic_code`) is the code counterpart of the synthetic
+arithmetic: f(x) applies a chain of k operations (`add N`, `sub N`, `times N`, `mod N`,
+`neg`, `square`; N in 1..9, mod N >= 2) to an integer. compact: `add 3; times 2 | f(1)=8`;
+subproblems: one per operation (compact `add 3`, answer `x=x+3`); answer: the reference
+program; tests: asserts on five inputs including 0 and a negative. Splits as for synthetic
+math: fixed sizes, lazily generated, disjoint by operation chain (see `StratumSplit`).
+
+Scoring is batched: `score_many` deduplicates (program, tests) pairs, looks them up in a
+bounded cache, and runs the rest in parallel sandbox processes (`sandbox.run_many`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import random
+import re
+import threading
+from collections import OrderedDict
+
+from trainer.tasks import sandbox
+from trainer.tasks.base import (
+    MAX_REDRAWS,
+    SYNTHETIC_SIZES,
+    TEST_FRACTION,
+    LazySplits,
+    Problem,
+    StratumSplit,
+    Subproblem,
+    Task,
+)
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+CACHE_SIZE = 100_000  # (program, tests) results kept per task
+
+# name -> (natural-language step, statement); N is filled in.
+OPERATIONS = {
+    "add": ("add {n} to x", "x=x+{n}"),
+    "sub": ("subtract {n} from x", "x=x-{n}"),
+    "times": ("multiply x by {n}", "x=x*{n}"),
+    "mod": ("replace x by x modulo {n} (Python's %, a number from 0 to {m})", "x=x%{n}"),
+    "neg": ("negate x", "x=-x"),
+    "square": ("square x", "x=x*x"),
+}
+_OP_NAMES = tuple(OPERATIONS)
+
+
+def extract_program(completion: str | None, entry_point: str = "") -> str | None:
+    """The program in a completion: the last ```python (or ```) block — preferring the last
+    one that defines `entry_point` — else everything from the first `def ` on; else None."""
+    if not completion:
+        return None
+    blocks = [
+        body
+        for lang, body in _FENCE.findall(completion)
+        if lang.lower() in ("", "python", "py", "python3") and body.strip()
+    ]
+    if blocks:
+        if entry_point:
+            defining = [b for b in blocks if _defines(b, entry_point)]
+            if defining:
+                return defining[-1].strip("\n")
+        return blocks[-1].strip("\n")
+    start = completion.find("def ")
+    if start >= 0:
+        return completion[start:].strip("\n")
+    return None
+
+
+class CodeTask(Task):
+    """Problems with hidden tests; a completion scores 1.0 when its program passes them all."""
+
+    name = "code"
+
+    def __init__(
+        self,
+        dataset: str,
+        splits: dict[str, list[Problem]],
+        seed: int = 0,
+        *,
+        timeout: float = 6.0,
+        memory_mb: int = 512,
+        workers: int = 2,
+    ):
+        super().__init__(dataset, splits, seed)
+        self.timeout = timeout  # wall-clock seconds per program (all its test cases)
+        self.memory_mb = memory_mb
+        self.workers = workers  # sandbox processes running at once
+        self._cache: OrderedDict[tuple, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def extract(self, completion: str) -> str | None:
+        return extract_program(completion)
+
+    def score(self, problem: Problem, completion: str) -> float:
+        return self.score_many([problem], [completion])[0]
+
+    def score_many(self, problems: list[Problem], completions: list[str]) -> list[float]:
+        if len(problems) != len(completions):
+            raise ValueError(f"{len(problems)} problems but {len(completions)} completions")
+        scores: list[float | None] = [None] * len(problems)
+        pending: dict[tuple, list[int]] = {}
+        for i, (problem, completion) in enumerate(zip(problems, completions)):
+            program = self._program(problem, completion)
+            if program is None or not problem.tests:
+                scores[i] = 0.0
+                continue
+            key = _key(problem, program)
+            with self._lock:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    self._cache.move_to_end(key)
+            if cached is not None:
+                scores[i] = cached
+            else:
+                pending.setdefault(key, []).append(i)
+        if pending:
+            keys = list(pending)
+            jobs = [self._job(*key) for key in keys]
+            results = sandbox.run_many(jobs, workers=self.workers)
+            with self._lock:
+                for key, result in zip(keys, results):
+                    value = 1.0 if result.passed else 0.0
+                    if result.returncode is not None or result.status != "crash":
+                        self._cache[key] = value  # not when the sandbox itself failed
+                    for i in pending[key]:
+                        scores[i] = value
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return scores  # type: ignore[return-value]
+
+    def run(self, problem: Problem, completion: str) -> sandbox.SandboxResult | None:
+        """The full sandbox result for one completion (for debugging and examples)."""
+        program = self._program(problem, completion)
+        if program is None:
+            return None
+        return sandbox.run_many([self._job(*_key(problem, program))], workers=1)[0]
+
+    @staticmethod
+    def _program(problem: Problem, completion: str) -> str | None:
+        if (
+            problem.meta.get("prefix")
+            and completion
+            and completion.strip()
+            and "```" not in completion
+            and not _defines(completion, problem.entry_point)
+        ):
+            return completion  # a bare continuation of the prompt's function body
+        return extract_program(completion, problem.entry_point)
+
+    def _job(self, program: str, tests: tuple[str, ...], entry_point: str, io: str):
+        limits = {"timeout": self.timeout, "memory_mb": self.memory_mb}
+        if io == "stdio":
+            return sandbox.tests_job(f"_TROUPE_PROGRAM = {program!r}", tests, "", **limits)
+        if io == "call":  # the check finds `entry_point` itself (it may be a Solution method)
+            return sandbox.tests_job(program, tests, "", **limits)
+        return sandbox.tests_job(program, tests, entry_point, **limits)
+
+
+def _key(problem: Problem, program: str) -> tuple:
+    """What a result depends on: the cache key, and the arguments of `CodeTask._job`."""
+    io = problem.meta.get("io", "assert")
+    return (_full_program(problem, program), problem.tests, problem.entry_point, io)
+
+
+def _defines(program: str, name: str) -> bool:
+    return bool(name) and re.search(rf"\bdef\s+{re.escape(name)}\b", program) is not None
+
+
+def _full_program(problem: Problem, program: str) -> str:
+    prefix = problem.meta.get("prefix", "")
+    if not prefix:
+        return program
+    if _defines(program, problem.entry_point):
+        return f"{prefix.rstrip()}\n\n{program}"  # a whole function: it replaces the stub
+    return prefix + program  # a body: it continues the prompt's function
+
+
+# --- test harnesses for loaded datasets ---------------------------------------------------
+
+_CALL_CHECK = """
+import json as _json
+
+_TROUPE_CASES = _json.loads({cases!r})
+
+
+def _troupe_target(name):
+    scope = globals()
+    if callable(scope.get(name)):
+        return scope[name]
+    if "Solution" in scope:
+        return getattr(scope["Solution"](), name)
+    raise NameError(f"the program defines neither {{name}}() nor Solution.{{name}}()")
+
+
+def _troupe_same(got, want):
+    if isinstance(got, tuple):
+        got = list(got)
+    if got == want:
+        return True
+    if isinstance(want, list) and len(want) == 1 and _troupe_same(got, want[0]):
+        return True  # TACO wraps each expected value in a list
+    if isinstance(got, float) and isinstance(want, (int, float)) and not isinstance(want, bool):
+        return abs(got - want) <= 1e-6 * max(1.0, abs(want))
+    return False
+
+
+_troupe_f = _troupe_target({name!r})
+for _troupe_i, (_troupe_args, _troupe_want) in enumerate(_TROUPE_CASES):
+    _troupe_got = _troupe_f(*_troupe_args)
+    assert _troupe_same(_troupe_got, _troupe_want), (
+        f"case {{_troupe_i}}: expected {{_troupe_want!r}}, got {{_troupe_got!r}}"
+    )
+"""
+
+_STDIO_CHECK = """
+import io as _io
+import json as _json
+import sys as _sys
+
+_TROUPE_CASES = _json.loads({cases!r})
+_troupe_code = compile(_TROUPE_PROGRAM, "<program>", "exec")
+
+
+def _troupe_lines(text):
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    return [line for line in lines if line]
+
+
+def _troupe_same(got, want):
+    a, b = _troupe_lines(got), _troupe_lines(want)
+    if a == b:
+        return True
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):  # numbers may differ in formatting: 0.5 vs 0.500000
+        xs, ys = x.split(), y.split()
+        if len(xs) != len(ys):
+            return False
+        for u, v in zip(xs, ys):
+            if u == v:
+                continue
+            try:
+                if abs(float(u) - float(v)) > 1e-6 * max(1.0, abs(float(v))):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+_troupe_real = _sys.stdin, _sys.stdout
+for _troupe_i, (_troupe_in, _troupe_want) in enumerate(_TROUPE_CASES):
+    _troupe_out = _io.BytesIO()
+    _sys.stdin = _io.TextIOWrapper(_io.BytesIO(_troupe_in.encode()), encoding="utf-8")
+    _sys.stdout = _io.TextIOWrapper(_troupe_out, encoding="utf-8", write_through=True)
+    try:
+        exec(_troupe_code, {{"__name__": "__main__"}})
+    except SystemExit:
+        pass
+    finally:
+        _sys.stdout.flush()
+        _troupe_got = _troupe_out.getvalue().decode("utf-8", "replace")
+        _sys.stdin, _sys.stdout = _troupe_real
+    assert _troupe_same(_troupe_got, _troupe_want), (
+        f"case {{_troupe_i}}: expected {{_troupe_want[:200]!r}}, got {{_troupe_got[:200]!r}}"
+    )
+"""
+
+
+def call_tests(entry_point: str, cases: list[tuple[list, object]]) -> tuple[str, ...]:
+    """A check program calling `entry_point(*args)` on each (args, expected) case."""
+    return (
+        _CALL_CHECK.format(cases=json.dumps([[list(a), w] for a, w in cases]), name=entry_point),
+    )
+
+
+def stdio_tests(cases: list[tuple[str, str]]) -> tuple[str, ...]:
+    """A harness running the program (`_TROUPE_PROGRAM`) once per (stdin, expected stdout)."""
+    return (_STDIO_CHECK.format(cases=json.dumps([[i, o] for i, o in cases])),)
+
+
+# --- the synthetic dataset ----------------------------------------------------------------
+
+
+def synthetic_code(
+    seed: int = 0,
+    *,
+    min_ops: int = 1,
+    max_ops: int = 3,
+    max_operand: int = 9,
+    train_size: int = SYNTHETIC_SIZES["train"],
+    test_size: int = SYNTHETIC_SIZES["test"],
+    **task_options,
+) -> CodeTask:
+    """The built-in program-synthesis dataset (see the module docstring)."""
+    if not 1 <= min_ops <= max_ops:
+        raise ValueError(f"need 1 <= min_ops <= max_ops, got {min_ops}..{max_ops}")
+    if max_operand < 2:
+        raise ValueError(f"max_operand must be at least 2 (mod needs N >= 2), got {max_operand}")
+    sizes = {"train": int(train_size), "test": int(test_size)}
+    all_ops = [(name, n) for name in ("add", "sub", "times") for n in range(1, max_operand + 1)]
+    all_ops += [("mod", n) for n in range(2, max_operand + 1)] + [("neg", 0), ("square", 0)]
+    strata = {
+        k: StratumSplit(
+            lambda k=k: (_chain(ops) for ops in itertools.product(all_ops, repeat=k)),
+            len(all_ops) ** k,
+            TEST_FRACTION,
+        )
+        for k in range(min_ops, max_ops + 1)
+    }
+
+    def make(split: str) -> list[Problem]:
+        rng = random.Random(f"synthetic-code-{seed}-{split}")
+        problems = []
+        for i in range(sizes[split]):
+            k = min_ops + int(rng.random() * (max_ops - min_ops + 1))
+            for _ in range(MAX_REDRAWS):
+                ops = tuple(_draw_op(rng, max_operand) for _ in range(k))
+                if strata[k](_chain(ops)) == split:
+                    break
+            problems.append(_code_problem(f"synthetic-code-{split}-{i}", ops, rng))
+        return problems
+
+    task_options.setdefault("timeout", 2.0)  # the programs are straight-line: 2 s is plenty
+    return CodeTask("synthetic", LazySplits(make), seed, **task_options)
+
+
+def _draw_op(rng: random.Random, max_operand: int) -> tuple[str, int]:
+    name = _OP_NAMES[int(rng.random() * len(_OP_NAMES))]
+    if name in ("neg", "square"):
+        return (name, 0)
+    low = 2 if name == "mod" else 1
+    return (name, low + int(rng.random() * (max_operand - low + 1)))
+
+
+@functools.cache
+def _op(name: str, n: int) -> Subproblem:
+    step, statement = OPERATIONS[name]
+    step = step.format(n=n, m=n - 1)
+    return Subproblem(
+        compact=name if name in ("neg", "square") else f"{name} {n}",
+        question=f"{step[0].upper()}{step[1:]}.",
+        answer=statement.format(n=n),
+    )
+
+
+def _chain(ops: tuple[tuple[str, int], ...]) -> str:
+    return "; ".join(_op(*op).compact for op in ops)
+
+
+def apply_ops(ops: tuple[tuple[str, int], ...], x: int) -> int:
+    for name, n in ops:
+        if name == "add":
+            x = x + n
+        elif name == "sub":
+            x = x - n
+        elif name == "times":
+            x = x * n
+        elif name == "mod":
+            x = x % n
+        elif name == "neg":
+            x = -x
+        else:
+            x = x * x
+    return x
+
+
+def _distinct(rng: random.Random, low: int, high: int, n: int, exclude: tuple) -> list[int]:
+    picked: list[int] = []
+    while len(picked) < n:
+        v = low + int(rng.random() * (high - low + 1))
+        if v not in picked and v not in exclude:
+            picked.append(v)
+    return picked
+
+
+def _code_problem(problem_id: str, ops: tuple[tuple[str, int], ...], rng: random.Random) -> Problem:
+    subproblems = tuple(_op(*op) for op in ops)
+    examples = _distinct(rng, -5, 5, 2, exclude=())
+    # Hidden inputs: 0, a negative, and three more distinct values from -9..9.
+    negative = -1 - int(rng.random() * 9)
+    inputs = [0, negative, *_distinct(rng, -9, 9, 3, exclude=(0, negative))]
+    steps = "\n".join(f"{i + 1}. {s.question}" for i, s in enumerate(subproblems))
+    shown = " and ".join(f"f({x}) = {apply_ops(ops, x)}" for x in examples)
+    question = (
+        "Write a Python function f(x) that takes an integer x, applies these steps in order "
+        f"and returns the result:\n{steps}\nFor example, {shown}.\n"
+        "Write the function as `def f(x):` in a ```python code block."
+    )
+    x0 = examples[0]
+    body = "".join(f"    {s.answer}\n" for s in subproblems)
+    return Problem(
+        id=problem_id,
+        question=question,
+        compact=f"{_chain(ops)} | f({x0})={apply_ops(ops, x0)}",
+        answer=f"def f(x):\n{body}    return x",
+        tests=tuple(f"assert f({x}) == {apply_ops(ops, x)}" for x in inputs),
+        entry_point="f",
+        subproblems=subproblems,
+        meta={"source": "synthetic", "ops": len(ops)},
+    )

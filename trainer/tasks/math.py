@@ -1,0 +1,131 @@
+"""Math tasks: a boxed final answer, scored by exact (rational) comparison with the gold answer.
+
+`MathTask` wraps any list of math problems (synthetic, GSM-Symbolic, DAPO-Math, a JSONL
+file). The built-in synthetic dataset is what the CPU demo trains on:
+
+- a problem is a sum of k independent terms (k in `min_terms`..`max_terms`, default 1..3),
+  each `a*b` or `a+b` with 1 <= a, b <= `max_operand` (default 9); compact form
+  `(3*4)+(5+2)`, a single term without parentheses (`3*4`);
+- `answer` is the value as a decimal integer; `subproblems` are the terms (compact `3*4`,
+  answer `12`), the pieces an Orch-Workers orchestrator should hand out;
+- splits are fixed-size (train 20,000, test 1,000) and generated lazily but
+  deterministically from `random.Random` seeded with (seed, split);
+- train and test are disjoint by problem text: for each number of terms, ~5% of all
+  possible problem texts (chosen by a stable hash, see `StratumSplit`) form the test pool and
+  the rest the train pool, and each split draws only from its pool. Only when a pool cannot
+  exist (a single possible problem) does a draw fall back to any problem, after
+  `MAX_REDRAWS` tries.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+
+from trainer.tasks.answers import answers_match, extract_boxed
+from trainer.tasks.base import (
+    MAX_REDRAWS,
+    SYNTHETIC_SIZES,
+    TEST_FRACTION,
+    LazySplits,
+    Problem,
+    StratumSplit,
+    Subproblem,
+    Task,
+)
+
+
+class MathTask(Task):
+    """Problems with a canonical final answer; a completion scores 1.0 when its last
+    \\boxed{} matches it (`answers_match`)."""
+
+    name = "math"
+
+    def extract(self, completion: str) -> str | None:
+        return extract_boxed(completion)
+
+    def score(self, problem: Problem, completion: str) -> float:
+        return 1.0 if answers_match(self.extract(completion), problem.answer) else 0.0
+
+
+def synthetic_math(
+    seed: int = 0,
+    *,
+    min_terms: int = 1,
+    max_terms: int = 3,
+    max_operand: int = 9,
+    train_size: int = SYNTHETIC_SIZES["train"],
+    test_size: int = SYNTHETIC_SIZES["test"],
+) -> MathTask:
+    """The built-in arithmetic dataset (see the module docstring)."""
+    if not 1 <= min_terms <= max_terms:
+        raise ValueError(f"need 1 <= min_terms <= max_terms, got {min_terms}..{max_terms}")
+    if max_operand < 1:
+        raise ValueError(f"max_operand must be at least 1, got {max_operand}")
+    sizes = {"train": int(train_size), "test": int(test_size)}
+    all_terms = [
+        (a, op, b)
+        for a in range(1, max_operand + 1)
+        for op in "*+"
+        for b in range(1, max_operand + 1)
+    ]
+    strata = {
+        k: StratumSplit(
+            lambda k=k: (_compact(list(t)) for t in itertools.product(all_terms, repeat=k)),
+            len(all_terms) ** k,
+            TEST_FRACTION,
+        )
+        for k in range(min_terms, max_terms + 1)
+    }
+
+    def make(split: str) -> list[Problem]:
+        rng = random.Random(f"synthetic-math-{seed}-{split}")
+        problems = []
+        for i in range(sizes[split]):
+            # Redraw the terms but keep their number, so each split keeps the same mix of
+            # lengths even though the pools cover each length unevenly.
+            k = min_terms + int(rng.random() * (max_terms - min_terms + 1))
+            for _ in range(MAX_REDRAWS):
+                terms = _draw_terms(rng, k, max_operand)
+                if strata[k](_compact(terms)) == split:
+                    break
+            problems.append(_math_problem(f"synthetic-math-{split}-{i}", terms))
+        return problems
+
+    return MathTask("synthetic", LazySplits(make), seed)
+
+
+def _draw_terms(rng: random.Random, k: int, operand: int) -> list[tuple]:
+    r = rng.random  # uniform draws via random(): several times faster than randint/choice
+    return [
+        (1 + int(r() * operand), "*" if r() < 0.5 else "+", 1 + int(r() * operand))
+        for _ in range(k)
+    ]
+
+
+def _compact(terms: list[tuple]) -> str:
+    if len(terms) == 1:
+        a, op, b = terms[0]
+        return f"{a}{op}{b}"
+    return "+".join(f"({a}{op}{b})" for a, op, b in terms)
+
+
+@functools.cache
+def _term(a: int, op: str, b: int) -> Subproblem:
+    # Few distinct terms exist (2 * max_operand**2), so each Subproblem is built once.
+    value = a * b if op == "*" else a + b
+    return Subproblem(compact=f"{a}{op}{b}", question=f"Compute {a}{op}{b}.", answer=str(value))
+
+
+def _math_problem(problem_id: str, terms: list[tuple]) -> Problem:
+    subproblems = tuple(_term(*t) for t in terms)
+    compact = _compact(terms)
+    return Problem(
+        id=problem_id,
+        question=f"Compute {compact}. Put the final answer in \\boxed{{}}.",
+        compact=compact,
+        answer=str(sum(int(s.answer) for s in subproblems)),
+        subproblems=subproblems,
+        meta={"source": "synthetic", "terms": len(terms)},
+    )

@@ -1,0 +1,330 @@
+"""Run model-written Python in a separate, fenced-off process and report what happened.
+
+How a program runs
+------------------
+The host starts one *supervisor* (`python -I -S`, a scrubbed environment, its own session and
+process group; the code is `trainer/tasks/_supervisor.py`) per batch of programs — a batch of
+one is `run_program`. The supervisor sets up its fences once, then forks two processes per
+program:
+
+    host ── supervisor (root, host pid namespace)
+              └── init (pid 1 of a fresh pid namespace, its own mount namespace)
+                    └── program (an unprivileged uid of its own, rlimits, chroot)
+
+Forking from a warm supervisor costs a few milliseconds per program instead of a new
+interpreter each, and no `preexec_fn` ever runs in the (multi-threaded) host: every
+privileged step happens in single-threaded processes of our own.
+
+What holds (kernel-enforced; `SandboxResult.isolation` lists the layers in force for a run,
+and all of them are when the host runs as root with CAP_SYS_ADMIN, as here and in the
+compose workers):
+
+- `uid`: the program runs as uid `UID_BASE + supervisor pid`, with no supplementary groups,
+  no capabilities and PR_SET_NO_NEW_PRIVS. It cannot signal, ptrace, or read the memory or
+  environment of the host, the supervisor or any other process (they belong to other uids),
+  and RLIMIT_NPROC — which the kernel ignores for root — is enforced and counts this
+  sandbox's processes only.
+- `rlimits`: RLIMIT_CPU (CPU seconds), RLIMIT_AS (address space: memory bombs hit
+  MemoryError), RLIMIT_NPROC (processes + threads: fork bombs stall), RLIMIT_FSIZE,
+  RLIMIT_NOFILE, RLIMIT_CORE = 0.
+- `pid`: init is pid 1 of a fresh pid namespace per program. When it exits or is killed, the
+  kernel kills every process left in the namespace, whatever session or process group it
+  moved to; host pids are invisible to the program.
+- `net`: a network namespace with only a downed loopback device: no connection leaves the
+  sandbox, not even to 127.0.0.1 of the host.
+- `mount`: the program is chrooted into a read-only skeleton holding only /usr, the
+  interpreter's prefix, /dev/{null,zero,urandom} and a fresh size-limited tmpfs at /tmp — its
+  working directory, which vanishes with the run. The repository, .env files, /etc, home
+  directories and other runs' files are not visible; nothing outside /tmp is writable.
+- `ipc`: private System V IPC and hostname.
+- always: stdin is /dev/null; only PATH, LANG, LC_ALL, HOME, TMPDIR and PYTHONHASHSEED reach
+  the program (never the parent's secrets, e.g. DATABASE_URL); `-I -S` (no site-packages,
+  no PYTHON* variables); stdout and stderr are each capped at `max_output` bytes (beyond it
+  the run is stopped: `truncated`); the wall-clock timeout SIGKILLs init and so the whole
+  pid namespace; the host kills the supervisor's process group if it overruns, and init has
+  PR_SET_PDEATHSIG=SIGKILL, so nothing outlives a killed supervisor.
+- Python guard (defence in depth, *not* a boundary): os.fork/exec/spawn/system/kill are
+  replaced and an audit hook refuses sockets, subprocess, fork, exec and ctypes. Programs can
+  get around a Python-level guard; the layers above are what hold.
+
+What does NOT hold:
+- Not a boundary against kernel exploits: no seccomp filter, no cgroups, no VM; the program
+  can make any system call an unprivileged user can.
+- Memory is capped as address space, not resident memory; tmpfs pages count against the
+  host's RAM (at most `disk_mb` per run). CPU is not shared fairly (no cgroup).
+- World-readable files under /usr and the interpreter prefix are readable.
+- A program can read its own hidden tests from memory, or fake the harness' "tests ran to
+  the end" message on its status pipe. The sandbox protects the host from a program, not
+  the reward from a program written against this harness.
+- Fallbacks (check `isolation`; tests/trainer/test_sandbox.py was run under each):
+  - root without CAP_SYS_ADMIN (e.g. a default Docker container): `uid` and `rlimits` only.
+    No network isolation beyond the Python guard; the working directory is a host temporary
+    directory (deleted after) and world-writable host places (/tmp, /dev/shm) are writable;
+    world-readable host files are visible; processes left behind are killed by uid (the
+    supervisor is their subreaper and reaps them). If the interpreter lives where the
+    sandbox uid cannot read (pyenv under /root), its library directories are opened before
+    dropping root and imported through /proc/self/fd.
+  - non-root with unprivileged user namespaces: `pid`, `net`, `ipc`, `mount`, `rlimits`
+    (plus `userns`) as above, but no `uid`: the program keeps the host user's uid (without
+    any capability), so RLIMIT_NPROC counts inside the namespace only.
+  - non-root without them: `rlimits` (RLIMIT_NPROC then counts all the host user's
+    processes, which usually forbids forking at all) and the Python guard; only the
+    program's process group is killed afterwards.
+
+API
+---
+`run_program(code, timeout=5.0, memory_mb=512, max_output=64_000, cpu_seconds=None)`,
+`run_tests(program, tests, entry_point, **limits)` and `run_many(jobs, workers=2)` return
+`SandboxResult`s whose status is one of: "passed" (exit 0 — and, for tests, the test code ran
+to its end), "failed" (non-zero exit, e.g. an AssertionError), "timeout" (wall clock or CPU),
+"memory" (MemoryError under the address-space cap) or "crash" (killed by a signal, over the
+output cap, or the sandbox could not run it).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from trainer.tasks import _supervisor
+
+STATUSES = ("passed", "failed", "timeout", "memory", "crash")
+UID_BASE = _supervisor.UID_BASE
+MAX_BATCH = 32  # programs per supervisor: bounds what one crash or overrun can take down
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    status: str  # one of STATUSES
+    returncode: int | None  # exit code, or -signal; None when it never finished on its own
+    stdout: str
+    stderr: str
+    seconds: float  # wall clock of the program itself (supervisor start-up not included)
+    truncated: bool = False  # stdout or stderr went over max_output and the run was stopped
+    network_isolated: bool = False  # ran in its own network namespace
+    isolation: tuple[str, ...] = ()  # layers in force: uid, rlimits, pid, net, ipc, mount, ...
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run, with its limits."""
+
+    code: str
+    timeout: float = 5.0  # wall-clock seconds
+    memory_mb: int = 512  # address-space cap, the interpreter's ~40 MB included
+    max_output: int = 64_000  # bytes kept of stdout and of stderr each
+    cpu_seconds: float | None = None  # default: the timeout rounded up, plus one
+    disk_mb: int = 64  # size of the private /tmp, and the largest file it may write
+    max_processes: int = 32  # processes + threads of the sandbox uid
+    require_completion: bool = False  # an exit(0) before the code's end counts as failed
+    python_guard: bool = True  # False only to test that the kernel layers hold on their own
+
+
+def run_program(
+    code: str,
+    *,
+    timeout: float = 5.0,
+    memory_mb: int = 512,
+    max_output: int = 64_000,
+    cpu_seconds: float | None = None,
+    **limits,
+) -> SandboxResult:
+    """Run `code` as __main__ in the sandbox; "passed" iff it exits with status 0."""
+    job = Job(code, timeout, memory_mb, max_output, cpu_seconds, **limits)
+    return _run_batch([job])[0]
+
+
+def compose_tests(program: str, tests: str | Sequence[str], entry_point: str = "") -> str:
+    """What `run_tests` runs: the program, a check that `entry_point` exists, then the tests."""
+    if not isinstance(tests, str):
+        tests = "\n".join(tests)
+    parts = [program.rstrip(), ""]
+    if entry_point:
+        parts.append(
+            f"if not callable(globals().get({entry_point!r})):\n"
+            f"    raise NameError('the program does not define {entry_point}()')\n"
+        )
+    parts.append(tests.rstrip())
+    return "\n".join(parts) + "\n"
+
+
+def tests_job(program: str, tests: str | Sequence[str], entry_point: str = "", **limits) -> Job:
+    """A Job that passes only if every test ran and none failed."""
+    return Job(compose_tests(program, tests, entry_point), require_completion=True, **limits)
+
+
+def run_tests(
+    program: str, tests: str | Sequence[str], entry_point: str = "", **limits
+) -> SandboxResult:
+    """Run `program` followed by `tests` (assert lines, or a check program).
+
+    "passed" needs exit status 0 *and* the tests to have run to their end, so a program that
+    calls sys.exit(0) or os._exit(0) before the tests does not pass.
+    """
+    return _run_batch([tests_job(program, tests, entry_point, **limits)])[0]
+
+
+def run_many(jobs: Iterable[Job | str], workers: int = 2) -> list[SandboxResult]:
+    """Run jobs (Job objects or code strings) on up to `workers` supervisors at a time.
+
+    Jobs are dealt round-robin into batches of at most MAX_BATCH; each batch is one
+    supervisor process, so the interpreter start-up is paid per batch, not per program.
+    """
+    jobs = [j if isinstance(j, Job) else Job(str(j)) for j in jobs]
+    if not jobs:
+        return []
+    workers = max(1, int(workers))
+    n_batches = max(min(workers, len(jobs)), -(-len(jobs) // MAX_BATCH))
+    batches = [list(range(b, len(jobs), n_batches)) for b in range(n_batches)]
+    results: list[SandboxResult | None] = [None] * len(jobs)
+
+    def work(indices: list[int]) -> None:
+        for i, res in zip(indices, _run_batch([jobs[i] for i in indices])):
+            results[i] = res
+
+    if len(batches) == 1 or workers == 1:
+        for batch in batches:
+            work(batch)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(work, batches))
+    return results  # type: ignore[return-value]
+
+
+def _launch_command() -> list[str]:
+    # The supervisor is imported as a top-level module from its own directory, so its .pyc
+    # is used and neither the trainer package nor this module's imports are loaded there.
+    # The directory leaves sys.path at once: its math.py and code.py would shadow the
+    # standard library's modules of those names.
+    here = os.path.dirname(os.path.abspath(_supervisor.__file__))
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {here!r}); import _supervisor; del sys.path[0]; "
+        "_supervisor.main()"
+    )
+    return [sys.executable, "-I", "-S", "-c", bootstrap]
+
+
+def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
+    """One supervisor process for `jobs`; a backstop deadline kills it if it overruns."""
+    import selectors
+
+    payload = marshal.dumps(
+        {
+            "jobs": [
+                {
+                    "code": str(j.code),
+                    "timeout": float(j.timeout),
+                    "memory_mb": int(j.memory_mb),
+                    "max_output": int(j.max_output),
+                    "cpu_seconds": None if j.cpu_seconds is None else float(j.cpu_seconds),
+                    "disk_mb": int(j.disk_mb),
+                    "max_processes": int(j.max_processes),
+                    "require_completion": bool(j.require_completion),
+                    "python_guard": bool(j.python_guard),
+                }
+                for j in jobs
+            ]
+        }
+    )
+    deadline = time.monotonic() + 10.0 + sum(j.timeout + 0.5 for j in jobs)
+    cap = 65_536 + sum(2 * j.max_output * 4 + 4096 for j in jobs)  # utf-8 may grow replaced bytes
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            _launch_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(_supervisor.ENV),
+            cwd="/",
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        return [SandboxResult("crash", None, "", f"could not start the sandbox: {exc}", 0.0)] * len(
+            jobs
+        )
+
+    out, err = bytearray(), bytearray()
+    killed = False
+    try:
+        proc.stdin.write(payload)  # the supervisor reads all of it before writing anything
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or len(out) > cap:
+                killed = True
+                break
+            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif len(key.data) < cap:
+                    key.data.extend(chunk)
+    if killed:
+        _kill_group(proc.pid)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        proc.wait()
+    _kill_group(proc.pid)  # whatever is left in the supervisor's group (nothing, normally)
+    proc.stdout.close()
+    proc.stderr.close()
+
+    frames = _supervisor.read_frames(bytes(out))
+    header = next((f for f in frames if "isolation" in f), {})
+    by_index = {f["i"]: f for f in frames if "i" in f}
+    isolation = tuple(header.get("isolation", ()))
+    problem = err.decode("utf-8", "replace")[-2000:]
+    if killed:
+        problem = f"the sandbox supervisor overran its deadline and was killed\n{problem}"
+    results = []
+    for i in range(len(jobs)):
+        record = by_index.get(i)
+        if record is None:
+            record = {
+                "status": "timeout" if killed else "crash",
+                "returncode": None,
+                "stdout": "",
+                "stderr": problem or "the sandbox supervisor exited without a result",
+                "seconds": round(time.monotonic() - started, 4),
+                "truncated": False,
+            }
+        results.append(
+            SandboxResult(
+                status=record["status"],
+                returncode=record["returncode"],
+                stdout=record["stdout"],
+                stderr=record["stderr"],
+                seconds=record["seconds"],
+                truncated=record["truncated"],
+                network_isolated="net" in isolation,
+                isolation=isolation,
+            )
+        )
+    return results
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,381 @@
+"""One training step's policy update: GRPO on every policy, with exact per-role gradient figures.
+
+`update_policies(policies, turns, config, tokenizer_pad_id=…)` takes the step's turns (with
+their advantages filled in by trainer/advantages.py) and returns the step's metrics.
+
+How this differs from textbook GRPO (one policy, one clipped loss over a batch of completions):
+
+- Many policies. Each turn carries the policy that generated it (trainer/policies.py); each
+  policy gets its own loss over its own turns, its own normaliser, clip, optimizer step and
+  schedule step. A policy with no turns this step is left alone (its schedule does not move).
+- A sample is a turn, not an episode: the prompt (which may hold other agents' outputs) is
+  context, the loss covers only the turn's completion tokens. Advantages come from
+  (problem, role) or (problem, agent) groups, so an episode's turns can get different ones.
+- The "old" log-probs are the sampling log-probs recorded at rollout. With one mini-batch the
+  ratio is 1 up to kernel numerics (dropout is off); with `mini_batches` > 1 each policy's turns
+  are split into that many optimizer steps and the ratio moves after the first one, so the
+  clip bites. The split is stratified (round robin over turns sorted by role and agent), so
+  every optimizer step sees every role; it is deterministic, no shuffling.
+- Segments. Within an optimizer step, turns run ordered by role (workflow order) then agent,
+  micro-batches never straddle an agent, and `GradientTracker` (trainer/gradients.py)
+  snapshots the accumulated gradient between agents: the per-agent and per-role gradients,
+  their norms, shares and cosines are exact and need no extra backward pass. `instrument=False`
+  skips this (the parameters come out bit-identical either way when the coherence regulariser
+  is off). The loss of a micro-batch is a sum over its sequences divided by the normaliser of
+  the whole optimizer batch (trainer/grpo.py), so accumulation is exact.
+- Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
+  scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
+  role gradients. The EMA lives on the PolicySet (and in its state_dict).
+- Then clipping of each policy's gradient to `grad_clip` (0 = off) and AdamW. A non-finite
+  gradient skips that policy's optimizer step (`policy/<p>/skipped` = 1) instead of writing
+  NaN into the weights.
+
+Metrics (DESIGN.md §5), and how they are aggregated:
+
+- Gradient figures are per optimizer step. With several mini-batches they are averaged over
+  the step's optimizer steps (those in which the role, agent or pair took part). A role that
+  spans several policies (`per_agent`: one adapter per generator) has the norm of its
+  concatenated gradient, sqrt(Σ_policies ‖g‖²), and the mean of its per-policy shares; a
+  cosine is only defined between roles or agents on the same policy. `agent/<a>/grad_norm` is
+  logged for roles with more than one agent. `policy/<p>/grad_norm` is the norm before
+  clipping (after the coherence regulariser).
+- Token statistics (entropy, kl, clip_frac) are exact token means over the whole step;
+  `role/<r>/pg_loss` is the policy-gradient part of the loss (KL excluded) with the role's
+  turns normalised as if they were a batch of their own; `role/<r>/opt_steps` counts the
+  optimizer steps (over all policies) that the role's turns took part in. `train/loss` is the
+  sequence-weighted mean of the losses each optimizer step minimised. KL figures appear only
+  where a KL coefficient is > 0 (the reference forward pass is skipped otherwise).
+- `sys/grad_snapshot_mb`: the most memory the gradient snapshots of one optimizer step held
+  (trainer/gradients.py), logged when instrumented.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from itertools import groupby
+
+import torch
+
+from trainer.config import Config
+from trainer.episode import Turn
+from trainer.gradients import (
+    SNAPSHOT_BUDGET_BYTES,
+    GradientFigures,
+    GradientTracker,
+    coherence_scales,
+    vectors_needed,
+)
+from trainer.grpo import grpo_loss, loss_normalizer, make_batch, token_logprobs
+from trainer.policies import PolicySet
+
+Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
+
+
+def _natural(name: str) -> tuple:
+    """generator2 < generator10: digits compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def segment_key(config: Config) -> Callable[[Turn], tuple]:
+    """Sort key putting turns in segment order: role (workflow order), then agent."""
+    rank = {role: i for i, role in enumerate(config.roles)}
+
+    def key(turn: Turn) -> tuple:
+        return (rank.get(turn.role, len(rank)), turn.role, _natural(turn.agent), turn.agent)
+
+    return key
+
+
+def split_mini_batches(turns: list[Turn], n: int, config: Config) -> list[list[Turn]]:
+    """Stratified split into at most `n` non-empty optimizer batches, each in segment order."""
+    ordered = sorted(turns, key=segment_key(config))
+    return [chunk for chunk in (ordered[i::n] for i in range(n)) if chunk]
+
+
+def batch_normalizer(turns: list[Turn], config: Config) -> float:
+    """The loss normaliser of one optimizer batch (trainer/grpo.py)."""
+    tokens = sum(len(t.completion_ids) for t in turns)
+    return loss_normalizer(config.loss_agg, len(turns), tokens, config.max_new_tokens)
+
+
+def accumulate_gradients(
+    policies: PolicySet,
+    name: str,
+    turns: list[Turn],
+    config: Config,
+    *,
+    pad_id: int,
+    normalizer: float | None = None,
+    on_segment: Callable[[str, str], None] | None = None,
+) -> Stats:
+    """Forward and backward `turns` on policy `name`, adding their gradient to `.grad`.
+
+    Turns run in segment order; `on_segment(role, agent)` is called after each agent's last
+    micro-batch. `normalizer` defaults to that of `turns` as one optimizer batch. Returns the
+    summed statistics of `grpo_loss` per role.
+    """
+    turns = sorted(turns, key=segment_key(config))
+    if normalizer is None:
+        normalizer = batch_normalizer(turns, config)
+    stats: Stats = defaultdict(lambda: defaultdict(float))
+    device = policies.device
+    for (role, agent), segment in groupby(turns, key=lambda t: (t.role, t.agent)):
+        segment = list(segment)
+        beta = config.kl_for(role)
+        for start in range(0, len(segment), config.micro_batch_size):
+            micro = segment[start : start + config.micro_batch_size]
+            batch = make_batch(micro, pad_id, device)
+            if batch.completion_len == 0:
+                stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
+                continue
+            ref_logps = None
+            if beta > 0:
+                with policies.reference() as ref:
+                    ref_logps, _ = token_logprobs(
+                        ref,
+                        batch.input_ids,
+                        batch.attention_mask,
+                        batch.completion_len,
+                        config.temperature,
+                        with_entropy=False,
+                    )
+            with policies.use(name, train=True) as model:
+                logps, entropies = token_logprobs(
+                    model,
+                    batch.input_ids,
+                    batch.attention_mask,
+                    batch.completion_len,
+                    config.temperature,
+                )
+                loss, micro_stats = grpo_loss(
+                    logps,
+                    batch.old_logps,
+                    batch.advantages,
+                    batch.completion_mask,
+                    clip_low=config.clip_low,
+                    clip_high=config.clip_high,
+                    loss_agg=config.loss_agg,
+                    normalizer=normalizer,
+                    ref_logps=ref_logps,
+                    kl_beta=torch.full((len(micro),), beta, device=device) if beta > 0 else None,
+                    entropies=entropies,
+                )
+                loss.backward()
+            for key, value in micro_stats.items():
+                stats[role][key] += value
+            if ref_logps is not None:
+                stats[role]["kl_tokens"] += micro_stats["tokens"]
+        if on_segment is not None:
+            on_segment(role, agent)
+    return stats
+
+
+def _optimizer_step(
+    policies: PolicySet, name: str, turns: list[Turn], config: Config, pad_id: int, track: bool
+) -> dict:
+    """One optimizer step of policy `name` on `turns`; returns what the metrics need."""
+    params = policies.parameters(name)
+    optimizer = policies.optimizer(name)
+    optimizer.zero_grad(set_to_none=True)
+
+    key = segment_key(config)
+    segments = [k for k, _ in groupby(sorted(turns, key=key), key=lambda t: (t.role, t.agent))]
+    roles = {role for role, _ in segments}
+    max_agents = max(sum(1 for r, _ in segments if r == role) for role in roles)
+    coherence_on = config.coherence_lambda > 0
+    # One segment needs no snapshots: its role and agent gradient is the whole gradient.
+    tracker = None
+    if (track and len(segments) > 1) or coherence_on:
+        numel = sum(p.numel() for p in params)
+        needed = vectors_needed(len(roles), max_agents) * numel * 4
+        tracker = GradientTracker(params, offload=needed > SNAPSHOT_BUDGET_BYTES)
+
+    stats = accumulate_gradients(
+        policies,
+        name,
+        turns,
+        config,
+        pad_id=pad_id,
+        on_segment=tracker.end_segment if tracker is not None else None,
+    )
+
+    figures, coherence, peak = None, {}, 0
+    if tracker is not None:
+        figures = tracker.finish()
+        if coherence_on:
+            coherence = coherence_scales(
+                tracker.roles,
+                policies.coherence,
+                name,
+                config.coherence_lambda,
+                config.coherence_ema,
+            )
+            tracker.write_back({role: scale for role, (scale, _) in coherence.items()})
+        peak = tracker.peak_bytes
+        del tracker  # free the vectors before the optimizer allocates its state
+
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.nn.utils.get_total_norm(grads) if grads else None
+    norm = float(total) if total is not None else 0.0
+    skipped = not math.isfinite(norm)
+    if not skipped:
+        if config.grad_clip > 0 and total is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, config.grad_clip, total)
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+    if figures is None and track:
+        # Single segment: the whole gradient belongs to that role and agent.
+        (role, agent), sq = segments[0], norm**2
+        figures = GradientFigures(role_sq={role: sq}, agent_sq={agent: sq})
+    loss = sum(s["loss"] for s in stats.values())
+    return {
+        "policy": name,
+        "stats": stats,
+        "figures": figures,
+        "coherence": coherence,
+        "grad_norm": norm,
+        "skipped": skipped,
+        "loss": loss,
+        "seqs": len(turns),
+        "roles": roles,
+        "peak_bytes": peak,
+    }
+
+
+def update_policies(
+    policies: PolicySet,
+    turns: list[Turn],
+    config: Config,
+    *,
+    tokenizer_pad_id: int,
+    instrument: bool = True,
+) -> dict[str, float]:
+    """Update every policy that has turns; return the step's metrics (module docstring)."""
+    by_policy: dict[str, list[Turn]] = defaultdict(list)
+    for turn in turns:
+        if turn.policy not in policies.names:
+            raise KeyError(
+                f"turn of {turn.agent} routed to unknown policy {turn.policy!r}; "
+                f"policies are {', '.join(policies.names)}"
+            )
+        by_policy[turn.policy].append(turn)
+
+    metrics: dict[str, float] = {}
+    records: list[tuple[int, dict]] = []  # (mini-batch index, record)
+    for name in policies.names:
+        if not by_policy.get(name):
+            continue
+        scheduler = policies.scheduler(name)
+        metrics[f"policy/{name}/lr"] = float(scheduler.get_last_lr()[0])
+        norms, skipped = [], 0
+        for k, batch in enumerate(split_mini_batches(by_policy[name], config.mini_batches, config)):
+            record = _optimizer_step(policies, name, batch, config, tokenizer_pad_id, instrument)
+            records.append((k, record))
+            norms.append(record["grad_norm"])
+            skipped += record["skipped"]
+        scheduler.step()
+        finite = [n for n in norms if math.isfinite(n)]
+        metrics[f"policy/{name}/grad_norm"] = sum(finite) / len(finite) if finite else math.nan
+        if skipped:
+            metrics[f"policy/{name}/skipped"] = float(skipped)
+
+    metrics.update(_token_metrics(records, config))
+    if instrument:
+        metrics.update(_gradient_metrics(records, turns))
+        peak = max((r["peak_bytes"] for _, r in records), default=0)
+        metrics["sys/grad_snapshot_mb"] = peak / 2**20
+    metrics.update(_coherence_metrics(records))
+    return metrics
+
+
+def _token_metrics(records: list[tuple[int, dict]], config: Config) -> dict[str, float]:
+    totals: Stats = defaultdict(lambda: defaultdict(float))
+    opt_steps: dict[str, int] = defaultdict(int)
+    for _, record in records:
+        for role, stats in record["stats"].items():
+            for key, value in stats.items():
+                totals[role][key] += value
+            opt_steps[role] += 1
+    out: dict[str, float] = {}
+    grand: dict[str, float] = defaultdict(float)
+    for role, t in totals.items():
+        tokens = t["tokens"]
+        out[f"role/{role}/tokens"] = tokens
+        out[f"role/{role}/resp_len"] = tokens / t["seqs"] if t["seqs"] else 0.0
+        out[f"role/{role}/opt_steps"] = float(opt_steps[role])
+        norm = loss_normalizer(config.loss_agg, int(t["seqs"]), int(tokens), config.max_new_tokens)
+        out[f"role/{role}/pg_loss"] = t["pg"] / norm
+        if tokens:
+            out[f"role/{role}/entropy"] = t["entropy"] / tokens
+            out[f"role/{role}/clip_frac"] = t["clipped"] / tokens
+        if t["kl_tokens"]:
+            out[f"role/{role}/kl"] = t["kl"] / t["kl_tokens"]
+        for key in ("tokens", "entropy", "clipped", "kl", "kl_tokens"):
+            grand[key] += t[key]
+    if grand["tokens"]:
+        out["train/entropy"] = grand["entropy"] / grand["tokens"]
+        out["train/clip_frac"] = grand["clipped"] / grand["tokens"]
+    if grand["kl_tokens"]:
+        out["train/kl"] = grand["kl"] / grand["kl_tokens"]
+    seqs = sum(r["seqs"] for _, r in records)
+    if seqs:
+        out["train/loss"] = sum(r["loss"] * r["seqs"] for _, r in records) / seqs
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _gradient_metrics(records: list[tuple[int, dict]], turns: list[Turn]) -> dict[str, float]:
+    """Combine per-(policy, optimizer step) figures into the step's gradient metrics."""
+    by_step: dict[int, list[dict]] = defaultdict(list)
+    for k, record in records:
+        if record["figures"] is not None:
+            by_step[k].append(record)
+    series: dict[str, list[float]] = defaultdict(list)  # metric -> one value per optimizer step
+    for step_records in by_step.values():
+        role_sq: dict[str, float] = defaultdict(float)
+        shares: dict[str, list[float]] = defaultdict(list)
+        for record in step_records:
+            figures: GradientFigures = record["figures"]
+            for role, sq in figures.role_sq.items():
+                role_sq[role] += sq
+            for role, share in figures.shares().items():
+                shares[role].append(share)
+            for agent, sq in figures.agent_sq.items():
+                series[f"agent/{agent}/grad_norm"].append(math.sqrt(sq))
+            for pair, c in figures.cos.items():
+                series[f"grad_cos/{pair}"].append(c)
+        for role, sq in role_sq.items():
+            series[f"role/{role}/grad_norm"].append(math.sqrt(sq))
+        for role, values in shares.items():
+            series[f"role/{role}/grad_share"].append(_mean(values))
+
+    agents_of: dict[str, set[str]] = defaultdict(set)
+    for turn in turns:
+        agents_of[turn.role].add(turn.agent)
+    parallel = {a for agents in agents_of.values() if len(agents) > 1 for a in agents}
+    out = {}
+    for key, values in series.items():
+        if key.startswith("agent/") and key.split("/")[1] not in parallel:
+            continue
+        out[key] = _mean(values)
+    return out
+
+
+def _coherence_metrics(records: list[tuple[int, dict]]) -> dict[str, float]:
+    scales: dict[str, list[float]] = defaultdict(list)
+    cosines: dict[str, list[float]] = defaultdict(list)
+    for _, record in records:
+        for role, (scale, c) in record["coherence"].items():
+            scales[role].append(scale)
+            if c is not None:
+                cosines[role].append(c)
+    out = {f"role/{r}/coherence_scale": _mean(v) for r, v in scales.items()}
+    out.update({f"role/{r}/coherence_cos": _mean(v) for r, v in cosines.items()})
+    return out

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ExperimentsConfig(AppConfig):
+    name = "webapp.experiments"
+    default_auto_field = "django.db.models.BigAutoField"
