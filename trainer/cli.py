@@ -91,7 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = _config(args)
     torch.manual_seed(config.seed)
     loaded = load_model(config.model, resolve_device(config.device))
-    task = load_task(config.task, config.dataset, seed=config.seed)
+    task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     if args.checkpoint:
         from trainer.checkpoint import load_checkpoint
         from trainer.policies import PolicySet, policy_names

@@ -52,8 +52,8 @@ class ListReporter(NullReporter):
         self.points.extend((step, k, float(v)) for k, v in metrics.items())
 
     def should_stop(self) -> bool:
-        done = max((s for s, _ in self.progress), default=-1) if self.progress else -1
-        return self.stop_after is not None and done >= self.stop_after
+        logged = max((step for step, _, _ in self.points), default=-1)
+        return self.stop_after is not None and logged >= self.stop_after
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self.checkpoints.append((step, path))

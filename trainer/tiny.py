@@ -36,7 +36,7 @@ SPECS = {
 # The warm-start recipe. Change RECIPE_VERSION whenever transcripts or training change.
 RECIPE_VERSION = 1
 RECIPE = dict(
-    vocab_size=320, problems_per_task=3000, sft_steps={"tiny-s": 1500, "tiny-m": 1200, "tiny-l": 1000},
+    vocab_size=320, problems_per_task=3000, sft_steps={"tiny-s": 800, "tiny-m": 800, "tiny-l": 800},
     batch_size=64, lr=3e-3, warmup=50, seed=1234, max_len=96,
 )
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]

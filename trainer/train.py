@@ -85,7 +85,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     loaded = load_model(config.model, device)
-    task = load_task(config.task, config.dataset, seed=config.seed)
+    task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
     policies = PolicySet(loaded.model, config, policy_names(config))

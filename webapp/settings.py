@@ -23,6 +23,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 
 INSTALLED_APPS = [
     "webapp.accounts",
+    "webapp.experiments",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -147,3 +148,18 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
+
+# Runs (webapp/experiments, workers)
+
+# A running run whose heartbeat is older than this is presumed to have lost its worker: the
+# sweep every worker runs (workers/sweep.py) puts it back in the queue, to resume from its last
+# checkpoint. Workers beat every TROUPE_HEARTBEAT_SECONDS and sweep every TROUPE_SWEEP_SECONDS.
+TROUPE_STALE_RUN_SECONDS = env_int("TROUPE_STALE_RUN_SECONDS", 120, minimum=1)
+TROUPE_HEARTBEAT_SECONDS = env_int("TROUPE_HEARTBEAT_SECONDS", 10, minimum=1)
+TROUPE_SWEEP_SECONDS = env_int("TROUPE_SWEEP_SECONDS", 30, minimum=1)
+# A run whose worker died this many times is marked failed instead of queued again (a run
+# killed for memory would otherwise kill worker after worker).
+TROUPE_MAX_ATTEMPTS = env_int("TROUPE_MAX_ATTEMPTS", 3, minimum=1)
+# Metric points one API request may carry; bigger bodies than DATA_UPLOAD_MAX_MEMORY_SIZE
+# (Django's 2.5 MB) are refused with 413 as well.
+TROUPE_API_MAX_POINTS = env_int("TROUPE_API_MAX_POINTS", 10_000, minimum=1)

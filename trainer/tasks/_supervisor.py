@@ -282,16 +282,25 @@ def result(status, returncode, stdout: bytes, stderr: bytes, seconds, truncated=
 
 
 def run_job(fences: Fences, job: dict) -> dict:
+    if fences.mountns:
+        return run_in(fences, job, None)  # its /tmp is a fresh tmpfs, gone with the run
+    import shutil
+    import tempfile
+
+    workdir = tempfile.mkdtemp(prefix="troupe-sandbox-")
+    try:
+        if fences.root:
+            os.chown(workdir, fences.uid, fences.uid)
+        return run_in(fences, job, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_in(fences: Fences, job: dict, workdir: str | None) -> dict:
+    """Run one job with `workdir` (None: the private /tmp) as its working directory."""
     import select
 
     cap = job["max_output"]
-    workdir = None
-    if not fences.mountns:
-        import tempfile
-
-        workdir = tempfile.mkdtemp(prefix="troupe-sandbox-")
-        if fences.root:
-            os.chown(workdir, fences.uid, fences.uid)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()  # program -> supervisor
@@ -373,10 +382,6 @@ def run_job(fences: Fences, job: dict) -> dict:
         reap_orphans()
     for fd in (out_r, err_r, st_r, rp_r) + ((pidfd,) if pidfd is not None else ()):
         os.close(fd)
-    if workdir:
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
     return classify(
         job,
         data[rp_r],

@@ -1,8 +1,9 @@
 """Experiments, their runs, the runs' metric points and log lines, and API tokens.
 
-An experiment is a spec (one base config plus matrix axes); queueing it expands the matrix
-into runs, each storing its full validated config (`trainer.config`) and its hash. Metric
-points are unique on (run, key, step): writing one again overwrites it, never duplicates it.
+An experiment is a spec (a preset, the field values set on top of it, and the matrix axes);
+queueing it expands the matrix into runs, each storing its full validated config
+(`trainer.config`) and its hash. Metric points are unique on (run, key, step): writing one
+again overwrites it, never duplicates it (`webapp/experiments/metrics.py`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ class Experiment(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     preset = models.CharField(max_length=40, blank=True)
-    base_config = models.JSONField(default=dict)  # field values as the user set them
+    # The field values set on top of the preset (not the whole config: each run has that).
+    base_config = models.JSONField(default=dict)
     matrix = models.JSONField(default=dict)  # {"workflow": [...], "seed": [...], ...}
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
+        indexes = [
+            # the experiments list: newest first, one page at a time
+            models.Index(fields=["-created"], name="experiment_newest"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -32,9 +38,14 @@ class Experiment(models.Model):
 
 class Run(models.Model):
     QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-        "queued", "running", "succeeded", "failed", "cancelled",
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
     )
     STATUSES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
+    ACTIVE = (QUEUED, RUNNING)
     FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
@@ -42,7 +53,7 @@ class Run(models.Model):
     external = models.BooleanField(default=False)  # logged into through the API, not trained here
     config = models.JSONField(default=dict)
     config_hash = models.CharField(max_length=16, blank=True)
-    # The matrix cell, denormalised from config for filtering and grouping.
+    # The matrix cell, copied out of config for grouping and display.
     workflow = models.CharField(max_length=40, blank=True)
     task = models.CharField(max_length=40, blank=True)
     model = models.CharField(max_length=200, blank=True)
@@ -50,10 +61,10 @@ class Run(models.Model):
     seed = models.IntegerField(default=0)
 
     status = models.CharField(max_length=12, choices=STATUSES, default=QUEUED)
-    queue = models.CharField(max_length=20, blank=True)
-    worker = models.CharField(max_length=200, blank=True)
+    queue = models.CharField(max_length=20, blank=True)  # "gpu" or "cpu"; empty when external
+    worker = models.CharField(max_length=200, blank=True)  # Celery node name of the last claim
     celery_task_id = models.CharField(max_length=64, blank=True)
-    step = models.IntegerField(default=0)
+    step = models.IntegerField(default=0)  # last finished training step
     total_steps = models.IntegerField(default=0)
     heartbeat = models.DateTimeField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
@@ -62,15 +73,18 @@ class Run(models.Model):
     error_message = models.TextField(blank=True)
     error_traceback = models.TextField(blank=True)
     checkpoint_dir = models.CharField(max_length=500, blank=True)
+    checkpoint_step = models.IntegerField(null=True, blank=True)  # newest checkpoint written
     cancel_requested = models.BooleanField(default=False)
+    # Incremented by every claim. A worker holds the run only while `attempts` still has the
+    # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
     attempts = models.IntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         indexes = [
-            # the stale-heartbeat sweep: running runs whose heartbeat is old
-            models.Index(fields=["status", "heartbeat"]),
+            # the stale-heartbeat sweep: running runs whose heartbeat is older than a cutoff
+            models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat"),
         ]
 
     def __str__(self) -> str:
@@ -78,32 +92,49 @@ class Run(models.Model):
 
     @property
     def progress(self) -> float:
+        if self.status == self.SUCCEEDED:
+            return 1.0
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.progress)
+
+    @property
+    def cell(self) -> dict[str, str]:
+        return {
+            "workflow": self.workflow,
+            "task": self.task,
+            "model": self.model,
+            "sharing": self.sharing,
+        }
 
 
 class MetricPoint(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points")
+    # The key of the table is (run, key, step): one index serves the idempotent upsert
+    # (ON CONFLICT target), reading one run's series in (key, step) order and the latest
+    # value of each key. No surrogate id: a second index would only slow ingestion down.
+    pk = models.CompositePrimaryKey("run", "key", "step")
+    # No index of its own: run_id leads the primary key, which serves every lookup by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points", db_index=False)
     key = models.CharField(max_length=200)
     step = models.IntegerField()
-    value = models.FloatField(null=True)  # null: NaN/inf, which JSON and Postgres floats dislike
+    value = models.FloatField(null=True)  # null: NaN/inf, which JSON has no spelling for
 
-    class Meta:
-        constraints = [
-            # idempotent writes (ON CONFLICT target) and reading one series in step order
-            models.UniqueConstraint(fields=["run", "key", "step"], name="metric_point_unique"),
-        ]
+    def __str__(self) -> str:
+        return f"{self.key}@{self.step}={self.value}"
 
 
 class RunLog(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="logs")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="logs", db_index=False)
     created = models.DateTimeField(auto_now_add=True)
     line = models.TextField()
 
     class Meta:
         ordering = ["id"]
         indexes = [
-            # the run page's log tail: newest lines of one run
-            models.Index(fields=["run", "-id"]),
+            # the run page's log tail: the newest lines of one run
+            models.Index(fields=["run", "-id"], name="runlog_tail"),
         ]
 
 
@@ -114,15 +145,23 @@ def hash_token(raw: str) -> str:
 class ApiToken(models.Model):
     """A bearer token; only its SHA-256 is stored, the raw value is shown once at creation."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=12)  # shown in the account page to tell tokens apart
-    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # shown on the account page to tell tokens apart
+    digest = models.CharField(max_length=64, unique=True)  # the bearer lookup: WHERE digest = …
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
     @classmethod
-    def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
+    def issue(cls, user, name: str = "") -> tuple[ApiToken, str]:
         raw = "trp_" + secrets.token_urlsafe(30)
         token = cls.objects.create(user=user, name=name, prefix=raw[:10], digest=hash_token(raw))
         return token, raw

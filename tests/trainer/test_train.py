@@ -1,0 +1,125 @@
+"""The training loop end to end on the tiny model: metrics, cancellation, exact resume, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trainer.config import make_config
+from trainer.reporting import ListReporter, read_metrics_jsonl
+from trainer.train import train
+
+SMALL = dict(
+    steps=4, prompts_per_step=2, group_size=2, eval_problems=8, eval_every=2,
+    checkpoint_every=2, max_new_tokens=20,
+)
+
+
+def small(**overrides):
+    return make_config("cpu-demo", **{**SMALL, **overrides})
+
+
+def _without_sys(points):
+    return sorted((s, k, round(v, 6)) for s, k, v in points if not k.startswith("sys/"))
+
+
+def test_voting_per_agent_logs_every_metric_family(tmp_path):
+    config = small(workflow="voting", sharing="per_agent", steps=2, kl_beta=0.01)
+    reporter = ListReporter()
+    assert train(config, tmp_path, reporter)["status"] == "succeeded"
+    keys = reporter.keys()
+    expected = {
+        "eval/accuracy", "eval/accuracy/generator", "eval/accuracy/aggregator",
+        "train/reward", "train/reward_std", "train/frac_zero_std", "train/resp_len",
+        "train/kl", "train/entropy", "train/clip_frac", "train/loss",
+        "agent/generator0/grad_norm", "policy/generator0/grad_norm", "policy/aggregator/lr",
+        "sys/step_seconds", "sys/tokens_per_second", "sys/peak_memory_mb",
+    }
+    for role in ("generator", "aggregator"):
+        # no grad_share: under per_agent no two roles share a policy (see the shared test)
+        for name in ("grad_norm", "entropy", "kl", "tokens", "resp_len",
+                     "opt_steps", "pg_loss", "clip_frac"):
+            expected.add(f"role/{role}/{name}")
+    assert expected <= keys, sorted(expected - keys)
+    steps, values = reporter.series("eval/accuracy")
+    assert steps == [0, 2]
+
+
+def test_shared_policy_logs_per_role_shares_that_sum_to_one(tmp_path):
+    reporter = ListReporter()
+    train(small(workflow="voting", sharing="shared", steps=1), tmp_path, reporter)
+    shares = {k: v for s, k, v in reporter.points if k.endswith("/grad_share") and s == 1}
+    assert set(shares) == {"role/generator/grad_share", "role/aggregator/grad_share"}
+    assert sum(shares.values()) == pytest.approx(1.0)
+    keys = reporter.keys()
+    assert {"grad_cos/aggregator|generator", "grad_cos/generator0|generator1"} <= keys
+
+
+def test_cancel_stops_within_a_step_and_leaves_a_checkpoint(tmp_path):
+    reporter = ListReporter(stop_after=1)
+    result = train(small(), tmp_path, reporter)
+    assert result == {**result, "status": "cancelled", "step": 1}
+    assert [step for step, _ in reporter.checkpoints] == [1]
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    config = small(workflow="voting", sharing="per_role", checkpoint_every=1)
+    full = ListReporter()
+    train(config, tmp_path / "full", full)
+
+    first = ListReporter(stop_after=2)
+    assert train(config, tmp_path / "split", first)["status"] == "cancelled"
+    second = ListReporter()
+    assert train(config, tmp_path / "split", second)["status"] == "succeeded"
+    assert min(s for s, _, _ in second.points) == 3  # nothing before the checkpoint again
+    assert _without_sys(first.points + second.points) == _without_sys(full.points)
+
+
+def test_a_run_dir_with_another_config_is_refused(tmp_path):
+    train(small(steps=1), tmp_path, ListReporter())
+    with pytest.raises(ValueError, match="different config"):
+        train(small(steps=1, lr=0.01), tmp_path, ListReporter())
+
+
+def _cli(*args, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *args], capture_output=True, text=True, timeout=600, **kw
+    )
+
+
+def test_cli_rejects_a_bad_flag_with_one_line_naming_the_field():
+    done = _cli("run", "--preset", "cpu-demo", "--workflow", "votes", "--out", "/tmp/never")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --workflow: 'votes' is not one of single, voting, eval_opt, orch_workers"
+    ]
+
+
+def test_cli_run_writes_metrics_and_resumes_without_duplicates(tmp_path):
+    flags = ["--preset", "cpu-demo", "--steps", "2", "--prompts-per-step", "2",
+             "--group-size", "2", "--eval-problems", "8", "--eval-every", "1",
+             "--checkpoint-every", "1", "--out", str(tmp_path)]
+    done = _cli("run", *flags)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "succeeded"
+    assert json.loads((tmp_path / "config.json").read_text())["steps"] == 2
+    # Pretend the run died after step 1: drop the step-2 checkpoint and run again.
+    import shutil
+
+    shutil.rmtree(tmp_path / "checkpoints" / "step-000002")
+    assert _cli("run", *flags).returncode == 0
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    pairs = [(p["key"], p["step"]) for p in lines]
+    assert len(pairs) == len(set(pairs))
+    assert read_metrics_jsonl(tmp_path / "metrics.jsonl")["eval/accuracy"][0] == [0, 1, 2]
+
+
+def test_cli_eval_prints_one_json_object():
+    done = _cli("eval", "--preset", "cpu-demo", "--workflow", "voting", "--problems", "8")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) >= {"accuracy", "episodes", "turns", "tokens", "seconds"}
+    assert result["episodes"] == 8 and result["turns"] == 8 * 4

@@ -1,0 +1,90 @@
+"""Words for the panel: how runs, cells, sharing modes and numbers are named on screen.
+
+Figures, tables and CSV headers all name things through these helpers, so a run reads the
+same in a legend, a hover box and a table row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.config import SHARING, TASKS, WORKFLOWS
+
+SHARING_NAMES = {
+    "shared": "Shared policy",
+    "per_role": "Isolated: one policy per role",
+    "per_agent": "One policy per agent",
+}
+SHARING_SHORT = {"shared": "shared", "per_role": "per-role", "per_agent": "per-agent"}
+WORKFLOW_NAMES = {
+    "single": "Single agent",
+    "voting": "Voting",
+    "eval_opt": "Eval-Opt",
+    "orch_workers": "Orch-Workers",
+}
+MODEL_ORDER = ("tiny-s", "tiny-m", "tiny-l", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
+KEY_NAMES = {
+    "eval/accuracy": "held-out accuracy (pass@1)",
+    "train/reward": "training reward",
+}
+
+
+def ordered(values, known: tuple) -> list:
+    """Known values in their canonical order, then the rest alphabetically."""
+    values = set(values)
+    return [v for v in known if v in values] + sorted(v for v in values if v not in known)
+
+
+def sharing_order(values) -> list[str]:
+    return ordered(values, SHARING)
+
+
+def workflow_order(values) -> list[str]:
+    return ordered(values, WORKFLOWS)
+
+
+def task_order(values) -> list[str]:
+    return ordered(values, TASKS)
+
+
+def model_order(values) -> list[str]:
+    return ordered(values, MODEL_ORDER)
+
+
+def workflow_name(workflow: str) -> str:
+    return WORKFLOW_NAMES.get(workflow, workflow or "—")
+
+
+def sharing_name(sharing: str) -> str:
+    return SHARING_NAMES.get(sharing, sharing or "—")
+
+
+def cell_label(workflow: str, task: str, model: str | None = None) -> str:
+    parts = [workflow_name(workflow), task or "—"] + ([model] if model else [])
+    return " · ".join(parts)
+
+
+def run_label(run) -> str:
+    """'run 7 · Voting · math · tiny-s · per-role · seed 0' (or the run's own name)."""
+    if run.name:
+        return f"run {run.id} · {run.name}"
+    sharing = SHARING_SHORT.get(run.sharing, run.sharing or "—")
+    return f"run {run.id} · {cell_label(run.workflow, run.task, run.model)} · {sharing} · seed {run.seed}"
+
+
+def short_run_label(run) -> str:
+    """'run 7 · per-role · seed 0': enough inside one cell, where the rest is shared."""
+    sharing = SHARING_SHORT.get(run.sharing, run.sharing or "—")
+    return f"run {run.id} · {sharing} · seed {run.seed}"
+
+
+def key_name(key: str) -> str:
+    return f"{key} — {KEY_NAMES[key]}" if key in KEY_NAMES else key
+
+
+def num(value: Any, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def signed(value: Any, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:+.{digits}f}"

@@ -1,0 +1,199 @@
+"""Turning specs into queued runs, and runs into Celery messages.
+
+- `create_experiment` expands a spec (preset, field values, matrix axes) with
+  `trainer.config.expand_matrix`, stores the experiment and one run per matrix cell, and
+  sends each run to its queue once the transaction commits.
+- `queue_for` routes a run by device: `cuda` → `gpu`, `cpu` → `cpu`; `auto` → `gpu` for real
+  (Hugging Face) models and `cpu` for the built-in tiny ones, which are made for the CPU.
+- `send_run` publishes `workers.tasks.execute_run(run_id)` by name, so the web process never
+  imports the task module (nor, through it, the trainer). Only the id travels: the database is
+  the truth, and a message delivered twice is harmless because workers claim runs with a
+  conditional UPDATE.
+- `resume_run`, `cancel_run` and `requeue_stale_runs` move runs between states, each with a
+  conditional UPDATE, so two requests (or two workers) racing over a run never both win.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from trainer.config import TINY_MODELS, Config, expand_matrix
+from webapp.experiments.models import Experiment, Run, RunLog
+
+log = logging.getLogger(__name__)
+
+EXECUTE_RUN = "workers.tasks.execute_run"
+
+
+def queue_for(config: Config) -> str:
+    if config.device == "cuda":
+        return "gpu"
+    if config.device == "cpu":
+        return "cpu"
+    return "cpu" if config.model in TINY_MODELS else "gpu"
+
+
+def run_label(config: dict[str, Any]) -> str:
+    return " · ".join(
+        str(config.get(axis, "?")) for axis in ("workflow", "task", "model", "sharing")
+    ) + f" · seed {config.get('seed', 0)}"
+
+
+def new_run(experiment: Experiment, config: Config) -> Run:
+    return Run(
+        experiment=experiment,
+        config=config.to_dict(),
+        config_hash=config.hash(),
+        workflow=config.workflow,
+        task=config.task,
+        model=config.model,
+        sharing=config.sharing,
+        seed=config.seed,
+        queue=queue_for(config),
+        total_steps=config.steps,
+    )
+
+
+def create_experiment(
+    owner,
+    name: str,
+    *,
+    description: str = "",
+    preset: str = "",
+    config: dict[str, Any] | None = None,
+    matrix: dict[str, list] | None = None,
+) -> Experiment:
+    """Store the experiment and its runs and queue them; ConfigError (naming the fields, or
+    `matrix.<axis>`) before anything is stored when the spec is invalid."""
+    configs = expand_matrix(config or {}, matrix or {}, preset or None)
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=owner,
+            name=name,
+            description=description,
+            preset=preset or "",
+            base_config=dict(config or {}),
+            matrix=dict(matrix or {}),
+        )
+        runs = Run.objects.bulk_create([new_run(experiment, c) for c in configs])
+        transaction.on_commit(lambda: send_runs(runs))
+    return experiment
+
+
+def send_runs(runs: list[Run]) -> None:
+    for run in runs:
+        send_run(run)
+
+
+def send_run(run: Run) -> bool:
+    """Publish the run's task; when the broker cannot be reached the run is marked failed
+    (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
+    from workers.celery_app import app  # the Celery app only: no task module, no trainer
+
+    task_id = str(uuid.uuid4())
+    Run.objects.filter(id=run.id).update(celery_task_id=task_id)
+    try:
+        app.send_task(EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
+    except Exception as exc:  # kombu and redis-py raise many types; the advice is the same
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("could not queue run %s: %s", run.id, reason)
+        Run.objects.filter(id=run.id, status=Run.QUEUED).update(
+            status=Run.FAILED,
+            finished=timezone.now(),
+            error_type="QueueUnavailable",
+            error_message=f"Could not reach the task queue: {reason}. Resume the run once "
+            "the broker is back.",
+        )
+        return False
+    return True
+
+
+def add_log(run_id: int, line: str) -> None:
+    RunLog.objects.create(run_id=run_id, line=line)
+
+
+def cancel_run(run: Run) -> str:
+    """Cancel a queued run at once, or ask a running one to stop after its current step.
+
+    Returns the run's status afterwards ("cancelled", "running", or a finished status when
+    there was nothing to cancel).
+    """
+    now = timezone.now()
+    if Run.objects.filter(id=run.id, status=Run.QUEUED).update(
+        status=Run.CANCELLED, finished=now, cancel_requested=True
+    ):
+        add_log(run.id, "Cancelled before it started.")
+        return Run.CANCELLED
+    if run.external and Run.objects.filter(id=run.id, status=Run.RUNNING).update(
+        status=Run.CANCELLED, finished=now, cancel_requested=True
+    ):
+        return Run.CANCELLED
+    if Run.objects.filter(id=run.id, status=Run.RUNNING).update(cancel_requested=True):
+        add_log(run.id, "Cancel requested; the run stops after its current step.")
+        return Run.RUNNING
+    return Run.objects.values_list("status", flat=True).get(id=run.id)
+
+
+def resume_run(run: Run) -> bool:
+    """Queue a failed or cancelled run again; it continues from its last checkpoint."""
+    if run.external:
+        return False
+    updated = Run.objects.filter(id=run.id, status__in=(Run.FAILED, Run.CANCELLED)).update(
+        status=Run.QUEUED,
+        cancel_requested=False,
+        finished=None,
+        error_type="",
+        error_message="",
+        error_traceback="",
+    )
+    if not updated:
+        return False
+    add_log(run.id, "Queued again; it resumes from its last checkpoint.")
+    run.refresh_from_db()
+    send_run(run)
+    return True
+
+
+def requeue_stale_runs() -> list[int]:
+    """Put back in the queue every running run whose worker stopped beating (a crash, a kill,
+    a lost node) for longer than TROUPE_STALE_RUN_SECONDS; it resumes from its checkpoint.
+
+    A run already tried TROUPE_MAX_ATTEMPTS times is marked failed (WorkerLost) instead, and a
+    run whose cancel was requested is marked cancelled. Returns the ids queued again.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
+    stale = Run.objects.filter(status=Run.RUNNING, external=False, heartbeat__lt=cutoff)
+    requeued = []
+    for run in stale.only("id", "attempts", "cancel_requested", "queue", "worker"):
+        # The same conditions again, plus the attempt: a run that beat, finished or was
+        # claimed again since the SELECT is left alone.
+        mine = Run.objects.filter(
+            id=run.id, status=Run.RUNNING, attempts=run.attempts, heartbeat__lt=cutoff
+        )
+        silent = f"Worker {run.worker or '?'} stopped answering"
+        if run.cancel_requested:
+            if mine.update(status=Run.CANCELLED, finished=now):
+                add_log(run.id, f"{silent}; the run was being cancelled: cancelled.")
+        elif run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
+            message = f"{silent}; the run lost its worker {run.attempts} times."
+            if mine.update(
+                status=Run.FAILED,
+                finished=now,
+                error_type="WorkerLost",
+                error_message=message + " It may need more memory than the worker has.",
+            ):
+                add_log(run.id, message + " Marked failed.")
+        elif mine.update(status=Run.QUEUED, worker="", heartbeat=None):
+            add_log(run.id, f"{silent}; queued again to resume from its last checkpoint.")
+            requeued.append(run.id)
+            send_run(run)
+    return requeued
+

@@ -1,0 +1,172 @@
+"""Key results of runs and matrix cells: `trainer.analysis` on the runs' stored series.
+
+The experiment and run pages, the Dash panel and `python -m trainer analyze` all draw their
+conclusions from `trainer.analysis` (DESIGN.md §6); this module is the one place the web
+process feeds it from the database, so a gain, a peak or a cliff reads the same on every page.
+
+- `run_summaries(runs)` → `{run_id: summarize_run(...)}` on each run's full, undownsampled
+  series (downsampling would move peaks and onsets): `eval/accuracy`, `role/<r>/grad_norm`,
+  `role/<r>/grad_share` and `policy/<p>/grad_norm`. `gradients=False` reads `eval/accuracy`
+  alone — all the matrix needs, and a fraction of the rows.
+- `cell_summaries(experiment)` → `summarize_cells` rows (one per workflow × task × model ×
+  sharing cell, across seeds), each with the ids of its runs under `runs`.
+
+Reads are batched — one aggregate query and one data query for all the runs, however many —
+and summaries are cached in the process per (run, what was read): a run is summarised again
+only when the count, last step or sum of its summarised points, or its running state, changes.
+So a page that refreshes every few seconds while one run of a thousand trains re-reads one run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from django.db import connection
+
+from trainer.analysis import ACCURACY_KEY, summarize_cells, summarize_run
+from webapp.experiments.models import Experiment, MetricPoint, Run
+
+LIVE_STATUSES = (Run.QUEUED, Run.RUNNING)
+
+# The series `summarize_run` reads (DESIGN.md §5 names), as SQL LIKE patterns.
+_GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")
+_CHUNK = 500  # run ids per IN (...) list: well under every backend's parameter limit
+_CACHE_SIZE = 20_000
+
+_cache: OrderedDict[tuple[int, bool], tuple[tuple, dict]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, dict[str, Any]]:
+    """`{run.id: trainer.analysis.summarize_run(series, running=…, sharing=run.sharing)}`.
+
+    `running` is True for queued and running runs, so an unfinished run gets a provisional
+    verdict rather than a final one. Runs with no points get the all-None summary.
+    """
+    runs = list(runs)
+    if not runs:
+        return {}
+    signatures = _signatures([run.id for run in runs], gradients)
+    out: dict[int, dict[str, Any]] = {}
+    stale: list[Run] = []
+    with _cache_lock:
+        for run in runs:
+            signature = (run.status in LIVE_STATUSES, run.sharing, signatures.get(run.id))
+            hit = _cache.get((run.id, gradients))
+            if hit is not None and hit[0] == signature:
+                _cache.move_to_end((run.id, gradients))
+                out[run.id] = hit[1]
+            else:
+                stale.append(run)
+    if stale:
+        series = _read([run.id for run in stale], gradients)
+        fresh = {}
+        for run in stale:
+            running = run.status in LIVE_STATUSES
+            fresh[run.id] = summarize_run(
+                series.get(run.id, {}), running=running, sharing=run.sharing or None
+            )
+            signature = (running, run.sharing, signatures.get(run.id))
+            with _cache_lock:
+                _cache[(run.id, gradients)] = (signature, fresh[run.id])
+                _cache.move_to_end((run.id, gradients))
+                while len(_cache) > _CACHE_SIZE:
+                    _cache.popitem(last=False)
+        out.update(fresh)
+    return {run.id: out[run.id] for run in runs}
+
+
+def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[dict[str, Any]]:
+    """`trainer.analysis.summarize_cells` rows for the experiment's runs, each with `runs`:
+    the ids of the cell's runs in seed order (for links to the panel's compare view)."""
+    runs = list(
+        experiment.runs.only(
+            "id", "workflow", "task", "model", "sharing", "seed", "status", "experiment_id"
+        ).order_by("seed", "id")
+    )
+    return summarize_experiment_cells(runs, run_summaries(runs, gradients=gradients))
+
+
+def summarize_experiment_cells(
+    runs: Sequence[Run], summaries: dict[int, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`summarize_cells` over runs whose summaries are already known, plus `runs` per row."""
+    rows = summarize_cells(
+        {
+            "cell": {axis: getattr(run, axis) for axis in ("workflow", "task", "model", "sharing")},
+            "seed": run.seed,
+            "summary": summaries.get(run.id),
+        }
+        for run in runs
+    )
+    ids: dict[tuple, list[int]] = {}
+    for run in runs:
+        ids.setdefault((run.workflow, run.task, run.model, run.sharing), []).append(run.id)
+    for row in rows:
+        row["runs"] = ids[(row["workflow"], row["task"], row["model"], row["sharing"])]
+    return rows
+
+
+def clear_cache() -> None:
+    """Forget every cached summary (tests; a process that rewrote history)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+# --- queries -----------------------------------------------------------------------------------
+
+
+def _key_filter(gradients: bool) -> tuple[str, list[str]]:
+    """The WHERE clause on `key` for the series `summarize_run` reads, and its parameters."""
+    clauses, params = ["key = %s"], [ACCURACY_KEY]
+    if gradients:
+        clauses += ["key LIKE %s"] * len(_GRADIENT_PATTERNS)
+        params += list(_GRADIENT_PATTERNS)
+    return f"({' OR '.join(clauses)})", params
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), _CHUNK):
+        yield ids[start : start + _CHUNK]
+
+
+def _signatures(run_ids: list[int], gradients: bool) -> dict[int, tuple]:
+    """Per run, (count, last step, sum of values) of the points a summary reads: cheap (an
+    aggregate over the (run, key, step) index) and changed by any new or rewritten point."""
+    table = MetricPoint._meta.db_table
+    where, key_params = _key_filter(gradients)
+    found: dict[int, tuple] = {}
+    with connection.cursor() as cursor:
+        for chunk in _chunks(run_ids):
+            cursor.execute(
+                f"SELECT run_id, COUNT(*), MAX(step), SUM(value) FROM {table} "
+                f"WHERE run_id IN ({', '.join(['%s'] * len(chunk))}) AND {where} "
+                "GROUP BY run_id",
+                [*chunk, *key_params],
+            )
+            for run_id, count, last, total in cursor.fetchall():
+                found[run_id] = (count, last, None if total is None else float(total))
+    return found
+
+
+def _read(run_ids: list[int], gradients: bool) -> dict[int, dict[str, tuple[list, list]]]:
+    """`{run_id: {key: (steps, values)}}`, every point (no downsampling), one query a chunk."""
+    table = MetricPoint._meta.db_table
+    where, key_params = _key_filter(gradients)
+    series: dict[int, dict[str, tuple[list, list]]] = {}
+    with connection.cursor() as cursor:
+        for chunk in _chunks(run_ids):
+            cursor.execute(
+                f"SELECT run_id, key, step, value FROM {table} "
+                f"WHERE run_id IN ({', '.join(['%s'] * len(chunk))}) AND {where} "
+                "ORDER BY run_id, key, step",
+                [*chunk, *key_params],
+            )
+            for run_id, key, step, value in cursor.fetchall():
+                steps, values = series.setdefault(run_id, {}).setdefault(key, ([], []))
+                steps.append(step)
+                values.append(value)
+    return series

@@ -1,0 +1,211 @@
+"""The database reporter: what `trainer.train.train` reports to, inside a Celery task.
+
+It implements the trainer's reporter interface (`trainer/reporting.py`):
+
+- `log(step, metrics)` buffers points and writes them in batches (one upsert per flush,
+  `webapp.experiments.metrics.write_points`), at most every `flush_seconds`.
+- `should_stop()` reads the run's cancel flag; the loop calls it after every step.
+- `on_checkpoint(step, path)` flushes first, waiting for the database if it must: points up
+  to a checkpoint are never logged again after a resume, so they have to be stored before it.
+- `on_progress(step, total, info)` records the step and writes one log line.
+
+A background thread beats every TROUPE_HEARTBEAT_SECONDS (the stale-run sweep requeues runs
+that stop beating) and flushes, so points reach the database during long steps too.
+
+A database that is briefly unreachable (a restart, a failover) does not stop the run: failed
+writes stay in the buffer and are retried on the next flush, and nothing is lost. Every write
+of the run's row is conditional on the attempt this worker claimed: if the run was requeued
+(this worker was presumed dead) or deleted, `should_stop()` turns true and the worker lets go.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from webapp.experiments.metrics import Point, write_points
+from webapp.experiments.models import Run, RunLog
+
+log = logging.getLogger(__name__)
+
+# What a database that is restarting or unreachable raises. Anything else is a bug or a
+# deleted run, and retrying would not help.
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
+
+def drop_connection() -> None:
+    """Forget this thread's broken connection, so that the next query opens a new one."""
+    try:
+        connection.close()
+    except Exception:  # closing a dead connection may fail too; it is gone either way
+        pass
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+class DatabaseReporter:
+    def __init__(
+        self,
+        run_id: int,
+        attempt: int,
+        *,
+        heartbeat_seconds: float | None = None,
+        flush_seconds: float = 2.0,
+        flush_points: int = 5000,
+        checkpoint_wait_seconds: float = 300.0,
+    ):
+        self.run_id = run_id
+        self.attempt = attempt
+        self.heartbeat_seconds = heartbeat_seconds or settings.TROUPE_HEARTBEAT_SECONDS
+        self.flush_seconds = flush_seconds
+        self.flush_points = flush_points
+        self.checkpoint_wait_seconds = checkpoint_wait_seconds
+        self._lock = threading.Lock()  # guards the buffers and the row state below
+        self._flushing = threading.Lock()  # one flush at a time, so batches land in order
+        self._points: list[Point] = []
+        self._lines: list[str] = []
+        self._row: dict[str, Any] = {}  # fields of the run's row not yet written
+        self._last_flush = time.monotonic()
+        self._cancel = False
+        self.lost = False  # the run was requeued elsewhere or deleted: stop, record nothing
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, wait_seconds: float = 300.0) -> bool:
+        """Stop the heartbeat and store what is buffered, retrying for up to `wait_seconds`.
+
+        Returns False when points could not be stored in that time (they are logged).
+        """
+        self._stopping.set()
+        self._thread.join(timeout=self.heartbeat_seconds + 30)
+        stored = self._flush_until_stored(wait_seconds)
+        if not stored:
+            log.error("run %s: %d points could not be stored", self.run_id, len(self._points))
+        return stored
+
+    def line(self, text: str) -> None:
+        """A line for the run page's log tail, stored with the next flush."""
+        with self._lock:
+            self._lines.append(text)
+
+    # --- the trainer's reporter interface -------------------------------------------------------
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        with self._lock:
+            self._points.extend((key, step, value) for key, value in metrics.items())
+            due = (
+                len(self._points) >= self.flush_points
+                or time.monotonic() - self._last_flush >= self.flush_seconds
+            )
+        if due:
+            self.flush()
+
+    def should_stop(self) -> bool:
+        if self.lost:
+            return True
+        try:
+            row = Run.objects.filter(id=self.run_id).values("cancel_requested", "attempts").first()
+        except TRANSIENT_DB_ERRORS:
+            drop_connection()
+            return self._cancel  # the last answer we had; ask again after the next step
+        if row is None or row["attempts"] != self.attempt:
+            self.lost = True
+            return True
+        self._cancel = row["cancel_requested"]
+        return self._cancel
+
+    def on_checkpoint(self, step: int, path: str) -> None:
+        with self._lock:
+            self._row["checkpoint_step"] = step
+        if not self._flush_until_stored(self.checkpoint_wait_seconds):
+            log.error("run %s: the database stayed unreachable at checkpoint %s", self.run_id, step)
+
+    def on_progress(self, step: int, total: int, info: dict[str, Any]) -> None:
+        with self._lock:
+            self._row.update(step=step, total_steps=total)
+        if info:
+            parts = [f"step {step}/{total}", f"reward {_fmt(info.get('reward'))}"]
+            if info.get("accuracy") is not None:
+                parts.append(f"accuracy {_fmt(info['accuracy'])}")
+            if info.get("step_seconds") is not None:
+                parts.append(f"{info['step_seconds']:.1f} s")
+            self.line(" · ".join(parts))
+        self.flush()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def flush(self) -> bool:
+        """Write buffered points, log lines and row fields; True when all are stored.
+
+        On a transient database error everything stays buffered for the next flush.
+        """
+        with self._flushing:
+            with self._lock:
+                points, self._points = self._points, []
+                lines, self._lines = self._lines, []
+                row, self._row = self._row, {}
+                self._last_flush = time.monotonic()
+            try:
+                with transaction.atomic():
+                    # The row first: when the run is no longer ours, nothing else is written.
+                    if self._hold(row):
+                        write_points(self.run_id, points)
+                        RunLog.objects.bulk_create(
+                            [RunLog(run_id=self.run_id, line=text) for text in lines]
+                        )
+            except TRANSIENT_DB_ERRORS as exc:
+                drop_connection()
+                log.warning("run %s: database unreachable, keeping %d points: %s",
+                            self.run_id, len(points), exc)  # fmt: skip
+                with self._lock:
+                    # Older first, so that a key logged again later keeps its newer value.
+                    self._points[:0] = points
+                    self._lines[:0] = lines
+                    self._row = {**row, **self._row}
+                return False
+            except IntegrityError:
+                self.lost = True  # the run was deleted under us; its points have nowhere to go
+                return True
+            return True
+
+    def _hold(self, fields: dict[str, Any]) -> bool:
+        """Beat and write pending row fields, if this worker still holds the run."""
+        held = Run.objects.filter(
+            id=self.run_id, status=Run.RUNNING, attempts=self.attempt
+        ).update(heartbeat=timezone.now(), **fields)
+        if not held:
+            self.lost = True
+        return bool(held)
+
+    def _flush_until_stored(self, wait_seconds: float) -> bool:
+        deadline = time.monotonic() + wait_seconds
+        delay = 0.5
+        while not self.flush():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        return True
+
+    def _beat_loop(self) -> None:
+        try:
+            while not self._stopping.wait(self.heartbeat_seconds):
+                try:
+                    self.flush()
+                except Exception:  # the heartbeat must outlive any one bad write
+                    log.exception("run %s: heartbeat failed", self.run_id)
+        finally:
+            drop_connection()  # this thread's own connection

@@ -1,0 +1,55 @@
+"""The stale-run sweep, run by every worker: at start-up, then every TROUPE_SWEEP_SECONDS.
+
+A run whose worker died (killed, out of memory, node lost) stays `running` with a heartbeat
+that no longer moves. Each worker's main process runs `requeue_stale_runs` in a background
+thread, so such a run goes back to the queue by itself and resumes from its last checkpoint
+on whichever worker takes it, with no extra process to deploy (no Celery beat) and nothing
+for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
+conditional UPDATE, so a stale run is queued again exactly once.
+`python manage.py sweep_runs` runs one sweep by hand.
+
+The thread only uses the database (no torch), and it closes its connection after every
+sweep, so the pool processes the worker forks never inherit an open one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from celery.signals import worker_ready
+from django.conf import settings
+
+from webapp.experiments.queueing import requeue_stale_runs
+from workers.reporter import TRANSIENT_DB_ERRORS, drop_connection
+
+log = logging.getLogger(__name__)
+
+
+def sweep_once() -> list[int]:
+    try:
+        requeued = requeue_stale_runs()
+    except TRANSIENT_DB_ERRORS as exc:
+        log.warning("stale-run sweep skipped, database unreachable: %s", exc)
+        return []
+    finally:
+        drop_connection()
+    if requeued:
+        log.warning("queued again runs whose worker stopped answering: %s", requeued)
+    return requeued
+
+
+def _sweep_forever() -> None:
+    while True:
+        try:
+            sweep_once()
+        except Exception:  # a sweep that fails must not end the sweeping
+            log.exception("stale-run sweep failed")
+        time.sleep(settings.TROUPE_SWEEP_SECONDS)
+
+
+@worker_ready.connect
+def start_sweeping(sender=None, **kwargs) -> None:
+    # A daemon thread: it ends with the worker, and a warm shutdown need not wait for it.
+    threading.Thread(target=_sweep_forever, name="stale-run-sweep", daemon=True).start()
