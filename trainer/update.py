@@ -132,7 +132,11 @@ def accumulate_gradients(
                 stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
                 continue
             ref_logps = None
-            if beta > 0:
+            # KL to the base model is measured even when it is not penalised (beta 0): with
+            # LoRA the reference is the same weights with adapters off, so it costs one
+            # no-grad forward. Full fine-tuning keeps a frozen copy only when beta > 0.
+            measure_kl = beta > 0 or policies.finetune == "lora"
+            if measure_kl:
                 with policies.reference() as ref:
                     ref_logps, _ = token_logprobs(
                         ref,
@@ -160,7 +164,7 @@ def accumulate_gradients(
                     loss_agg=config.loss_agg,
                     normalizer=normalizer,
                     ref_logps=ref_logps,
-                    kl_beta=torch.full((len(micro),), beta, device=device) if beta > 0 else None,
+                    kl_beta=torch.full((len(micro),), beta, device=device) if measure_kl else None,
                     entropies=entropies,
                 )
                 loss.backward()

@@ -5,6 +5,8 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("webapp.accounts.urls")),
+    path("", include("webapp.experiments.urls")),
+    path("api/v1/", include("webapp.api.urls")),
     # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from webapp.env import redact_url
+from webapp.experiments.token_views import pop_new_token
 
 
 def _services() -> dict[str, str]:
@@ -31,4 +32,5 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
-    return render(request, "accounts/account.html")
+    context = {"tokens": request.user.api_tokens.all(), "new_token": pop_new_token(request)}
+    return render(request, "accounts/account.html", context)

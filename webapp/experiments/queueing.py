@@ -40,12 +40,6 @@ def queue_for(config: Config) -> str:
     return "cpu" if config.model in TINY_MODELS else "gpu"
 
 
-def run_label(config: dict[str, Any]) -> str:
-    return " · ".join(
-        str(config.get(axis, "?")) for axis in ("workflow", "task", "model", "sharing")
-    ) + f" · seed {config.get('seed', 0)}"
-
-
 def new_run(experiment: Experiment, config: Config) -> Run:
     return Run(
         experiment=experiment,

@@ -1,0 +1,23 @@
+"""Routes of the JSON API (DESIGN.md §7), mounted at /api/v1/. A trailing slash is optional,
+and any other path under /api/v1/ answers a JSON 404 rather than an HTML page."""
+
+from django.urls import path, re_path
+
+from webapp.api import views
+
+
+def route(pattern: str, view, name: str) -> list:
+    return [path(pattern, view, name=name), path(pattern + "/", view)]
+
+
+urlpatterns = [
+    *route("experiments", views.experiments, "api_experiments"),
+    *route("experiments/<int:experiment_id>", views.experiment, "api_experiment"),
+    *route("runs", views.runs, "api_runs"),
+    *route("runs/<int:run_id>", views.run, "api_run"),
+    *route("runs/<int:run_id>/metrics", views.metrics, "api_metrics"),
+    *route("runs/<int:run_id>/cancel", views.cancel, "api_cancel"),
+    *route("runs/<int:run_id>/resume", views.resume, "api_resume"),
+    *route("runs/<int:run_id>/finish", views.finish, "api_finish"),
+    re_path(r"^(?P<rest>.*)$", views.not_found),
+]

@@ -1,0 +1,256 @@
+"""The JSON API of DESIGN.md §7, under /api/v1/.
+
+Reading is open to anyone signed in; changing an experiment or its runs (queueing, logging
+metrics, cancelling, resuming, finishing, deleting) needs its owner or staff
+(`webapp/experiments/access.py`). Validation of configs and matrices is `trainer.config`'s,
+the same as the form's; its errors come back as 400 with `fields` naming each bad field
+(`config.<field>`, `matrix.<axis>`, `preset`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+
+from trainer.config import FIELDS, ConfigError
+from webapp.api.http import ApiError, api_view, read_json
+from webapp.experiments.access import get_experiment_for_user, get_run_for_user
+from webapp.experiments.metrics import write_points
+from webapp.experiments.models import Run, RunLog
+from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
+from webapp.experiments.serialize import experiment_json, run_json
+from webapp.experiments.series import read_series
+
+MAX_ERRORS = 20  # bad points named in one answer; more would only bury the first
+
+
+def _text(data: dict, name: str, *, required: bool, limit: int) -> str:
+    value = data.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ApiError(400, "Invalid request.", {name: "required: a non-empty string"})
+    if len(value) > limit:
+        raise ApiError(400, "Invalid request.", {name: f"at most {limit} characters"})
+    return value.strip()
+
+
+def _object(data: dict, name: str) -> dict:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ApiError(400, "Invalid request.", {name: "must be a JSON object"})
+    return value
+
+
+def _id(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        value = None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ApiError(400, "Invalid request.", {name: "required: a whole-number id"}) from None
+    if number < 1 or (isinstance(value, float) and not value.is_integer()):
+        raise ApiError(400, "Invalid request.", {name: "required: a whole-number id"})
+    return number
+
+
+def _config_errors(exc: ConfigError) -> dict[str, str]:
+    return {f"config.{k}" if k in FIELDS else k: v for k, v in exc.errors.items()}
+
+
+# --- experiments -------------------------------------------------------------------------------
+
+
+@api_view("POST")
+def experiments(request: HttpRequest) -> JsonResponse:
+    data = read_json(request)
+    name = _text(data, "name", required=True, limit=200)
+    description = _text(data, "description", required=False, limit=10_000)
+    preset = data.get("preset") or ""
+    if not isinstance(preset, str):
+        raise ApiError(400, "Invalid experiment.", {"preset": "must be a preset name"})
+    config, matrix = _object(data, "config"), _object(data, "matrix")
+    try:
+        experiment = create_experiment(
+            request.user, name, description=description, preset=preset, config=config, matrix=matrix
+        )
+    except ConfigError as exc:
+        raise ApiError(400, "Invalid experiment.", _config_errors(exc)) from None
+    runs = list(experiment.runs.all())
+    return JsonResponse(experiment_json(experiment, runs), status=201)
+
+
+@api_view("GET", "DELETE")
+def experiment(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    manage = request.method == "DELETE"
+    found = get_experiment_for_user(request.user, experiment_id, manage=manage)
+    if request.method == "DELETE":
+        if found.runs.filter(status=Run.RUNNING, external=False).exists():
+            raise ApiError(409, "Some of its runs are running: cancel them first.")
+        found.delete()
+        return JsonResponse({"deleted": experiment_id})
+    return JsonResponse(experiment_json(found, list(found.runs.all())))
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+@api_view("GET", "POST")
+def runs(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        raw = request.GET.get("experiment")
+        if raw is None:
+            raise ApiError(400, "Say which experiment's runs.", {"experiment": "required"})
+        found = get_experiment_for_user(request.user, _id(raw, "experiment"))
+        return JsonResponse({"runs": [run_json(run) for run in found.runs.all()]})
+
+    data = read_json(request)
+    name = _text(data, "name", required=True, limit=200)
+    if data.get("experiment") is None:
+        raise ApiError(400, "Invalid run.", {"experiment": "required: the id of an experiment"})
+    found = get_experiment_for_user(request.user, _id(data["experiment"], "experiment"), manage=True)
+    config = _object(data, "config")
+    cell = {axis: str(config.get(axis, "")) for axis in ("workflow", "task", "model", "sharing")}
+    seed = config.get("seed", 0)
+    run = Run.objects.create(
+        experiment=found,
+        name=name,
+        external=True,
+        config=config,
+        status=Run.RUNNING,
+        started=timezone.now(),
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else 0,
+        total_steps=config.get("steps", 0) if isinstance(config.get("steps"), int) else 0,
+        **cell,
+    )
+    RunLog.objects.create(run=run, line=f"External run created through the API by {request.user}.")
+    return JsonResponse(run_json(run, detail=True), status=201)
+
+
+@api_view("GET", "DELETE")
+def run(request: HttpRequest, run_id: int) -> JsonResponse:
+    found = get_run_for_user(request.user, run_id, manage=request.method == "DELETE")
+    if request.method == "DELETE":
+        if found.status == Run.RUNNING and not found.external:
+            raise ApiError(409, f"Run {run_id} is running: cancel it first.")
+        found.delete()
+        return JsonResponse({"deleted": run_id})
+    return JsonResponse(run_json(found, detail=True))
+
+
+@api_view("POST")
+def cancel(request: HttpRequest, run_id: int) -> JsonResponse:
+    found = get_run_for_user(request.user, run_id, manage=True)
+    if found.status in Run.FINISHED:
+        raise ApiError(409, f"Run {run_id} has already {found.status}; there is nothing to cancel.")
+    status = cancel_run(found)
+    return JsonResponse({"id": run_id, "status": status, "cancel_requested": True})
+
+
+@api_view("POST")
+def resume(request: HttpRequest, run_id: int) -> JsonResponse:
+    found = get_run_for_user(request.user, run_id, manage=True)
+    if found.external:
+        raise ApiError(409, f"Run {run_id} is external: it is not trained here.")
+    if not resume_run(found):
+        raise ApiError(409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume.")
+    found.refresh_from_db()
+    return JsonResponse(run_json(found))
+
+
+@api_view("POST")
+def finish(request: HttpRequest, run_id: int) -> JsonResponse:
+    """End an external run: {"status": "succeeded" | "failed", "error"?: "message"}."""
+    found = get_run_for_user(request.user, run_id, manage=True)
+    if not found.external:
+        raise ApiError(409, f"Run {run_id} is trained by a worker; cancel it instead.")
+    data = read_json(request)
+    status = data.get("status")
+    if status not in (Run.SUCCEEDED, Run.FAILED):
+        raise ApiError(400, "Invalid request.", {"status": "one of succeeded, failed"})
+    message = _text(data, "error", required=False, limit=10_000)
+    updated = Run.objects.filter(id=run_id, status=Run.RUNNING).update(
+        status=status,
+        finished=timezone.now(),
+        error_type="ExternalError" if status == Run.FAILED else "",
+        error_message=message if status == Run.FAILED else "",
+    )
+    if not updated:
+        raise ApiError(409, f"Run {run_id} has already {found.status}.")
+    found.refresh_from_db()
+    return JsonResponse(run_json(found))
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    # A JSON integer may be too big for a float; NaN and ±inf (which Python's JSON reader
+    # accepts) are stored as missing values.
+    return not isinstance(value, int) or abs(value) < 2**1023
+
+
+def _points(data: dict) -> list[tuple[str, int, float | None]]:
+    points = data.get("points")
+    if not isinstance(points, list):
+        raise ApiError(400, "Invalid metrics.", {"points": "required: a list of {key, step, value}"})
+    limit = settings.TROUPE_API_MAX_POINTS
+    if len(points) > limit:
+        raise ApiError(413, f"{len(points)} points is more than {limit} per request; send batches.")
+    parsed, errors = [], {}
+    for i, point in enumerate(points):
+        problem = None
+        if not isinstance(point, dict):
+            problem = ("", "must be an object {key, step, value}")
+        else:
+            key, step, value = point.get("key"), point.get("step"), point.get("value")
+            if not isinstance(key, str) or not key or len(key) > 200:
+                problem = (".key", "a non-empty string of at most 200 characters")
+            elif isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**31:
+                problem = (".step", "a whole number from 0 to 2147483647")
+            elif value is not None and not _is_number(value):
+                problem = (".value", "a number, or null for a missing value")
+            else:
+                parsed.append((key, step, value))
+        if problem:
+            errors[f"points[{i}]{problem[0]}"] = problem[1]
+            if len(errors) >= MAX_ERRORS:
+                break
+    if errors:
+        raise ApiError(400, "Invalid metrics: nothing was stored.", errors)
+    return parsed
+
+
+@api_view("GET", "POST")
+def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
+    if request.method == "POST":
+        found = get_run_for_user(request.user, run_id, manage=True)
+        points = _points(read_json(request))
+        with transaction.atomic():
+            write_points(found.id, points)
+        return JsonResponse({"accepted": len(points)})
+
+    found = get_run_for_user(request.user, run_id)
+    keys_param = request.GET.get("keys")
+    keys = [k for k in keys_param.split(",") if k] if keys_param else None
+    raw = request.GET.get("max_points", "0")
+    try:
+        max_points = int(raw)
+    except ValueError:
+        max_points = -1
+    if max_points < 0:
+        raise ApiError(400, "Invalid request.", {"max_points": "0 (everything) or a positive number"})
+    return JsonResponse({"series": read_series(found.id, keys, max_points)})
+
+
+@api_view("GET", "POST", "PUT", "PATCH", "DELETE")
+def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    raise ApiError(404, f"There is no API endpoint /api/v1/{rest}.")

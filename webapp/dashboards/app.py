@@ -1,0 +1,57 @@
+"""The panel's entry module: the Dash app, the frame around every page, and the pages.
+
+Mounted by `webapp/wsgi.py` at /dash/ beside Django (see `mount.py`): Flask routes start at
+"/", the browser's requests at "/dash/". Everything the browser loads — Dash's renderer,
+plotly.js, the stylesheet in `assets/` — is served by this app itself: there is no CDN here
+or on many clusters. The renderer sends Django's CSRF cookie back as X-CSRFToken with every
+callback, which the login wrapper checks like any Django form post.
+"""
+
+from pathlib import Path
+
+import dash
+from dash import Dash, html
+from django.conf import settings
+
+app = Dash(
+    __name__,
+    requests_pathname_prefix="/dash/",
+    routes_pathname_prefix="/",
+    use_pages=True,
+    pages_folder="",  # the pages are imported below, so tests can import them as modules
+    assets_folder=str(Path(__file__).with_name("assets")),
+    serve_locally=True,
+    title="Troupe panel",
+    update_title=None,
+    csrf_token_name=settings.CSRF_COOKIE_NAME,
+    csrf_header_name="X-CSRFToken",
+)
+
+
+def _frame() -> html.Div:
+    # Plain links (not dcc.Link): Experiments and Account are Django pages, a full load away.
+    return html.Div(
+        [
+            html.Header(
+                className="topbar",
+                children=[
+                    html.A("Troupe", href="/", className="brand"),
+                    html.Nav(
+                        className="nav",
+                        children=[
+                            html.A("Experiments", href="/"),
+                            html.A("Panel", href="/dash/", className="current"),
+                            html.A("Account", href="/accounts/"),
+                        ],
+                    ),
+                ],
+            ),
+            html.Main(dash.page_container, className="panel"),
+        ]
+    )
+
+
+app.layout = _frame
+
+# Each page registers itself and its callbacks on import; register_page needs `app` to exist.
+from webapp.dashboards.pages import curves, gradients, home, matrix  # noqa: E402, F401

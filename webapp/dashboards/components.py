@@ -1,0 +1,116 @@
+"""Layout pieces every page of the panel uses: header, labelled controls, the image-format
+switch, the live-refresh timer, the status line, tables and CSV buttons.
+
+Styling lives in `assets/panel.css`; DataTable takes its look from props, so it is set here.
+"""
+
+from __future__ import annotations
+
+from dash import dash_table, dcc, html
+
+REFRESH_MS = 5000  # live views poll at most every 5 s, and only while a run is unfinished
+
+_STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
+
+
+def header(title: str, lede: str, *links) -> html.Div:
+    return html.Div(
+        className="panel-head",
+        children=[
+            html.Div([html.H1(title), html.P(lede, className="lede")]),
+            html.Div(list(links), className="panel-links"),
+        ],
+    )
+
+
+def control(label: str, component, width: str | None = None) -> html.Div:
+    return html.Div(
+        className="control",
+        style={"flex": f"0 1 {width}"} if width else None,
+        children=[html.Label(label, className="control-label"), component],
+    )
+
+
+def format_switch(id_: str) -> dcc.RadioItems:
+    """PNG or SVG for the camera button of the page's figures."""
+    return dcc.RadioItems(
+        id=id_,
+        options=[{"label": "PNG", "value": "png"}, {"label": "SVG", "value": "svg"}],
+        value="png",
+        inline=True,
+        className="radio",
+    )
+
+
+def live_timer(id_: str) -> dcc.Interval:
+    """Starts disabled; the page's main callback enables it while a run is unfinished."""
+    return dcc.Interval(id=id_, interval=REFRESH_MS, disabled=True)
+
+
+def status_line(counts: dict[str, int], live: bool, extra: str = "") -> list:
+    """'72 runs: 70 succeeded, 2 running · refreshing every 5 s' as badges."""
+    total = sum(counts.values())
+    parts: list = [html.Span(f"{total} run{'s' if total != 1 else ''}", className="count")]
+    for status in sorted(counts, key=lambda s: (_STATUS_ORDER + (s,)).index(s)):
+        parts.append(html.Span(f"{counts[status]} {status}", className=f"badge status-{status}"))
+    if live:
+        parts.append(
+            html.Span(f"live: refreshing every {REFRESH_MS // 1000} s", className="badge live")
+        )
+    if extra:
+        parts.append(html.Span(extra, className="muted"))
+    return parts
+
+
+def table(id_: str, columns: list[dict], page_size: int = 25) -> dash_table.DataTable:
+    return dash_table.DataTable(
+        id=id_,
+        columns=columns,
+        data=[],
+        sort_action="native",
+        page_size=page_size,
+        markdown_options={"link_target": "_self"},
+        style_as_list_view=True,
+        style_table={"overflowX": "auto"},
+        style_header={
+            "backgroundColor": "#f5f7fa",
+            "fontWeight": "600",
+            "color": "#1f2933",
+            "borderBottom": "1px solid #d9e2ec",
+            "whiteSpace": "normal",
+            "height": "auto",
+        },
+        style_cell={
+            "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif',
+            "fontSize": "13px",
+            "padding": "6px 10px",
+            "textAlign": "left",
+            "color": "#1f2933",
+            "border": "none",
+            "borderBottom": "1px solid #eef2f6",
+        },
+        style_cell_conditional=[
+            {"if": {"column_type": "numeric"}, "textAlign": "right"},
+        ],
+        style_data_conditional=[
+            {"if": {"filter_query": '{cliff} = "cliff"'}, "color": "#b42318"},
+            {"if": {"filter_query": '{precedes} contains "yes"', "column_id": "precedes"},
+             "color": "#1f6f43", "fontWeight": "600"},
+            {"if": {"filter_query": '{captured} = "yes"', "column_id": "captured"},
+             "color": "#1f6f43", "fontWeight": "600"},
+        ],  # fmt: skip
+    )
+
+
+def csv_button(id_: str, label: str) -> html.Button:
+    return html.Button(label, id=id_, n_clicks=0, className="button secondary")
+
+
+def section(title: str, *children, note: str | None = None, actions=None) -> html.Section:
+    head = [html.H2(title)]
+    if actions:
+        head.append(html.Div(actions, className="section-actions"))
+    body = [html.Div(head, className="section-head")]
+    if note:
+        body.append(html.P(note, className="note"))
+    return html.Section(body + list(children), className="card")

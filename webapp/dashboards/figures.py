@@ -1,0 +1,442 @@
+"""The panel's Plotly figures, built from query results and `trainer.analysis` summaries.
+
+No queries and no verdicts here: a figure draws numbers it is given (a cell's gain, a run's
+cliff onset, a role's amplification onset) and only reshapes them for the eye — colours,
+order, the optional display smoothing of a curve. Every figure can be exported as PNG or SVG
+from its mode bar (`graph_config`); plotly.js renders the image in the browser, so export
+works with no network.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from trainer.analysis import ACCURACY_KEY
+from webapp.dashboards import labels
+
+FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+INK, MUTED, GRID, CLIFF = "#1f2933", "#616e7c", "#e4e7eb", "#b42318"
+# Colour-blind-safe (Okabe–Ito) hues for seeds and roles; sharing modes get Troupe's accent,
+# an orange and a purple, so "shared vs isolated" reads at a glance.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7f7f7f", "#000000"]
+SHARING_COLOURS = {"shared": "#2f5fd0", "per_role": "#d9731a", "per_agent": "#7b4fb3"}
+ROLE_COLOURS = {"generator": "#0072B2", "aggregator": "#E69F00", "evaluator": "#009E73",
+                "orchestrator": "#CC79A7", "worker": "#D55E00", "synthesizer": "#56B4E9",
+                "solver": "#0072B2"}  # fmt: skip
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+SHARING_DASHES = {"shared": "solid", "per_role": "dash", "per_agent": "dot"}
+# Red (lost accuracy) through white (no change) to teal-blue (gained): the matrix's colours.
+DIVERGING = [[0.0, "#c2413b"], [0.25, "#ec9a8c"], [0.5, "#f7f7f7"], [0.75, "#8fc1de"],
+             [1.0, "#2c6fb0"]]  # fmt: skip
+MAX_GRADIENT_RUNS = 6  # runs drawn in the gradient view; its table lists every selected run
+
+
+def graph_config(fmt: str = "png", filename: str = "troupe") -> dict[str, Any]:
+    """dcc.Graph `config`: the mode bar's camera button downloads `filename.<fmt>`."""
+    fmt = fmt if fmt in ("png", "svg") else "png"
+    return {
+        "displaylogo": False,
+        "displayModeBar": True,
+        "responsive": True,
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+        # scale 2: a PNG sharp enough for slides; SVG is resolution-free anyway.
+        "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2 if fmt == "png" else 1},
+    }
+
+
+def _layout(fig: go.Figure, **extra: Any) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white",
+        font={"family": FONT, "size": 13, "color": INK},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin={"l": 70, "r": 30, "t": 60, "b": 60},
+        hoverlabel={"font": {"family": FONT, "size": 12}},
+        **extra,
+    )
+    fig.update_xaxes(gridcolor=GRID, zeroline=False, linecolor="#9aa5b1")
+    fig.update_yaxes(gridcolor=GRID, zeroline=False, linecolor="#9aa5b1")
+    fig.update_annotations(font={"family": FONT, "size": 13, "color": INK})
+    return fig
+
+
+def empty(message: str, height: int = 320) -> go.Figure:
+    """A blank figure that says why it is blank."""
+    fig = go.Figure()
+    fig.add_annotation(
+        text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+        font={"size": 15, "color": MUTED},
+    )  # fmt: skip
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, height=height)
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def role_colour(role: str) -> str:
+    return ROLE_COLOURS.get(role) or colour(zlib.crc32(role.encode()))
+
+
+def smooth(values: Sequence, window: int) -> list:
+    """Centred rolling mean over `window` points for display; gaps (None) stay gaps and the
+    window shrinks at the ends. The analysis never sees this: verdicts use the raw series."""
+    if window <= 1 or not len(values):
+        return list(values)
+    v = np.array([np.nan if x is None else x for x in values], dtype=float)
+    finite = np.isfinite(v)
+    kernel = np.ones(window)
+    sums = np.convolve(np.where(finite, v, 0.0), kernel, mode="same")
+    counts = np.convolve(finite.astype(float), kernel, mode="same")
+    out = np.where(finite & (counts > 0), sums / np.maximum(counts, 1), np.nan)
+    return [float(x) if np.isfinite(x) else None for x in out]
+
+
+# --- the matrix ----------------------------------------------------------------------------------
+
+
+def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
+    """One heatmap per sharing mode, side by side: rows workflow × task, columns model; each
+    cell coloured by the mean `gain` (or `final_gain`) over its seeds and annotated with
+    base → peak → final and its cliffs. `customdata` carries the cell's run ids for clicks."""
+    if not cells:
+        return empty("This experiment has no runs yet.")
+    field = "final_gain" if colour_by == "final_gain" else "gain"
+    sharings = labels.sharing_order({c["sharing"] for c in cells})
+    row_keys = [
+        (w, t)
+        for w in labels.workflow_order({c["workflow"] for c in cells})
+        for t in labels.task_order({c["task"] for c in cells})
+        if any(c["workflow"] == w and c["task"] == t for c in cells)
+    ]
+    models = labels.model_order({c["model"] for c in cells})
+    by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
+    values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
+    span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
+
+    fig = make_subplots(
+        rows=1,
+        cols=len(sharings),
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        subplot_titles=[labels.sharing_name(s) for s in sharings],
+    )
+    y = [labels.cell_label(w, t) for w, t in row_keys]
+    for col, sharing in enumerate(sharings, start=1):
+        z, text, hover, runs = [], [], [], []
+        for w, t in row_keys:
+            cells_row = [by_cell.get((w, t, m, sharing)) for m in models]
+            z.append([c and c[f"{field}_mean"] for c in cells_row])
+            text.append([_cell_text(c, field) for c in cells_row])
+            hover.append([_cell_hover(c, sharing) for c in cells_row])
+            runs.append([",".join(map(str, c["runs"])) if c else "" for c in cells_row])
+        fig.add_trace(
+            go.Heatmap(
+                z=z, x=models, y=y, text=text, texttemplate="%{text}", hovertext=hover,
+                hovertemplate="%{hovertext}<extra></extra>", customdata=runs,
+                coloraxis="coloraxis", xgap=4, ygap=4, textfont={"size": 12},
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+    title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
+    _layout(
+        fig,
+        height=140 + 88 * len(row_keys),
+        margin={"l": 150, "r": 30, "t": 60, "b": 50},
+        coloraxis={
+            "colorscale": DIVERGING,
+            "cmin": -span,
+            "cmax": span,
+            "colorbar": {"title": {"text": title, "side": "right"}, "thickness": 14},
+        },
+    )
+    fig.update_yaxes(autorange="reversed", showgrid=False, ticks="")
+    fig.update_xaxes(showgrid=False, side="bottom", ticks="")
+    return fig
+
+
+def _cell_text(cell: dict | None, field: str) -> str:
+    if cell is None:
+        return ""
+    if cell["base_mean"] is None:
+        return "no evaluations yet"
+    value = labels.signed(cell[f"{field}_mean"])
+    arrow = " → ".join(labels.num(cell[f"{k}_mean"]) for k in ("base", "peak", "final"))
+    cliffs = f"cliffs {cell['n_cliffs']}/{cell['n_judged']}" if cell["n_judged"] else "cliffs —"
+    return f"<b>{value}</b><br>{arrow}<br>{cliffs}"
+
+
+def _cell_hover(cell: dict | None, sharing: str) -> str:
+    if cell is None:
+        return "no runs in this cell"
+    lines = [
+        f"<b>{labels.cell_label(cell['workflow'], cell['task'], cell['model'])}</b>",
+        labels.sharing_name(sharing),
+        f"{cell['n_seeds']} seed(s): {', '.join(map(str, cell['seeds']))}",
+    ]
+    for field, name in (("gain", "gain"), ("final_gain", "final gain")):
+        ci = ""
+        if cell[f"{field}_low"] is not None:
+            ci = f" (95% CI {labels.signed(cell[f'{field}_low'])} … {labels.signed(cell[f'{field}_high'])})"
+        lines.append(f"{name} {labels.signed(cell[f'{field}_mean'])}{ci}")
+    lines.append(
+        "base → peak → final: "
+        + " → ".join(labels.num(cell[f"{k}_mean"], 3) for k in ("base", "peak", "final"))
+    )
+    if cell["n_judged"]:
+        lines.append(f"terminal cliff in {cell['n_cliffs']} of {cell['n_judged']} seed(s)")
+    lines.append("<i>click to compare these runs</i>")
+    return "<br>".join(lines)
+
+
+# --- curves --------------------------------------------------------------------------------------
+
+
+def run_styles(runs: Sequence, colour_by: str) -> dict[int, tuple[str, str]]:
+    """{run id: (colour, dash)}: colour by sharing mode (dash by seed) or by seed (dash by
+    sharing mode), so the other axis still tells runs apart."""
+    seeds = sorted({run.seed for run in runs})
+    styles = {}
+    for run in runs:
+        seed_i = seeds.index(run.seed)
+        if colour_by == "seed":
+            styles[run.id] = (colour(seed_i), SHARING_DASHES.get(run.sharing, "solid"))
+        else:
+            styles[run.id] = (
+                SHARING_COLOURS.get(run.sharing, colour(seed_i)),
+                DASHES[seed_i % len(DASHES)],
+            )
+    return styles
+
+
+def curves_figure(
+    runs: Sequence,
+    series: dict[int, dict[str, dict]],
+    summaries: dict[int, dict],
+    key: str,
+    smooth_window: int = 0,
+    colour_by: str = "sharing",
+) -> go.Figure:
+    """`key` for every run overlaid; the peak (★) and the cliff onset (✕ and a dotted line)
+    of each run's accuracy from its summary. With smoothing, the raw line stays, faint."""
+    drawn = [run for run in runs if series.get(run.id, {}).get(key, {}).get("steps")]
+    if not drawn:
+        return empty(f"No {key} points for the selected runs yet." if runs else "Choose runs to compare.")
+    fig = go.Figure()
+    styles = run_styles(drawn, colour_by)
+    is_accuracy = key == ACCURACY_KEY
+    for run in drawn:
+        points = series[run.id][key]
+        steps, raw = points["steps"], points["values"]
+        line_colour, dash = styles[run.id]
+        label = labels.run_label(run)
+        group = str(run.id)
+        values = smooth(raw, smooth_window)
+        if smooth_window > 1:
+            fig.add_trace(
+                go.Scatter(
+                    x=steps, y=raw, mode="lines", line={"color": line_colour, "width": 1},
+                    opacity=0.3, legendgroup=group, showlegend=False, hoverinfo="skip",
+                )
+            )  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=steps, y=values, name=label, legendgroup=group,
+                mode="lines+markers" if is_accuracy and len(steps) <= 60 else "lines",
+                line={"color": line_colour, "dash": dash, "width": 2.2}, marker={"size": 5},
+                hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
+            )
+        )  # fmt: skip
+        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        if is_accuracy and accuracy.get("peak_step") is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[accuracy["peak_step"]], y=[accuracy["peak"]], mode="markers",
+                    marker={"symbol": "star", "size": 15, "color": line_colour,
+                            "line": {"color": "white", "width": 1}},
+                    legendgroup=group, showlegend=False,
+                    hovertemplate=f"run {run.id}: peak {accuracy['peak']:.3f} at step "
+                    f"{accuracy['peak_step']}<extra></extra>",
+                )
+            )  # fmt: skip
+        onset = accuracy.get("cliff_onset")
+        if onset is not None:
+            fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
+            y_at = _value_at(steps, raw, onset) if is_accuracy else None
+            if y_at is not None:
+                verdict = "provisional cliff" if accuracy.get("cliff_status") == "provisional" else "cliff"
+                fig.add_trace(
+                    go.Scatter(
+                        x=[onset], y=[y_at], mode="markers",
+                        marker={"symbol": "x-thin", "size": 16, "color": CLIFF,
+                                "line": {"color": CLIFF, "width": 3}},
+                        legendgroup=group, showlegend=False,
+                        hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
+                    )
+                )  # fmt: skip
+    if is_accuracy:
+        _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
+    if any(((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None for r in drawn):
+        _legend_marker(
+            fig, "cliff onset (dotted line)",
+            {"symbol": "x-thin", "size": 13, "color": CLIFF, "line": {"color": CLIFF, "width": 3}},
+        )  # fmt: skip
+    _layout(
+        fig,
+        height=520,
+        hovermode="closest",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0, "font": {"size": 12}},
+        margin={"l": 70, "r": 30, "t": 30, "b": 60},
+    )
+    fig.update_xaxes(title_text="training step")
+    fig.update_yaxes(title_text=labels.key_name(key))
+    return fig
+
+
+def _legend_marker(fig: go.Figure, name: str, marker: dict) -> None:
+    """A legend entry explaining a marker, with no point of its own."""
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=marker, name=name))
+
+
+def _value_at(steps: Sequence, values: Sequence, step: int | float) -> float | None:
+    if not steps:
+        return None
+    i = int(np.argmin([abs(s - step) for s in steps]))
+    return values[i]
+
+
+# --- gradient dynamics ----------------------------------------------------------------------------
+
+
+def gradients_figure(
+    runs: Sequence, series: dict[int, dict[str, dict]], summaries: dict[int, dict]
+) -> go.Figure:
+    """One row per run (at most MAX_GRADIENT_RUNS): per-role gradient norm (log scale), the
+    roles' shares of their policy's gradient (stacked when one policy is shared) and the
+    pairwise cosines; dotted lines mark each role's amplification onset in its colour, a red
+    dashed line the cliff onset."""
+    runs = list(runs)[:MAX_GRADIENT_RUNS]
+    if not runs:
+        return empty("Choose runs to see their gradient dynamics.")
+    titles = []
+    for run in runs:
+        titles += [
+            f"<b>{labels.run_label(run)}</b><br>gradient norm per role (log scale)",
+            "share of the policy's gradient",
+            "cosine between gradients on one policy",
+        ]
+    fig = make_subplots(
+        rows=len(runs), cols=3, subplot_titles=titles, horizontal_spacing=0.06,
+        vertical_spacing=min(0.12, 0.5 / len(runs)), column_widths=[0.4, 0.3, 0.3],
+    )  # fmt: skip
+    shown: set[str] = set()
+    for r, run in enumerate(runs, start=1):
+        points = series.get(run.id, {})
+        summary = summaries.get(run.id) or {}
+        roles = sorted({k.split("/")[1] for k in points if k.startswith("role/")})
+        for role in roles:
+            role_line = {"color": role_colour(role), "width": 1.8}
+            norm = points.get(f"role/{role}/grad_norm")
+            if norm:
+                fig.add_trace(
+                    go.Scatter(
+                        x=norm["steps"], y=norm["values"], name=role, legendgroup=f"role:{role}",
+                        showlegend=_first(shown, f"role:{role}"), line=role_line,
+                        hovertemplate=f"{role} ‖g‖ %{{y:.3g}} at step %{{x}}<extra>run {run.id}</extra>",
+                    ),
+                    row=r, col=1,
+                )  # fmt: skip
+            share = points.get(f"role/{role}/grad_share")
+            if share:
+                stacked = run.sharing == "shared"
+                fig.add_trace(
+                    go.Scatter(
+                        x=share["steps"], y=share["values"], name=role, legendgroup=f"role:{role}",
+                        showlegend=_first(shown, f"role:{role}"), line=role_line,
+                        stackgroup=f"share{r}" if stacked else None,
+                        hovertemplate=f"{role} share %{{y:.2f}} at step %{{x}}<extra>run {run.id}</extra>",
+                    ),
+                    row=r, col=2,
+                )  # fmt: skip
+        pairs = sorted(k[len("grad_cos/") :] for k in points if k.startswith("grad_cos/"))
+        for i, pair in enumerate(pairs):
+            cos = points[f"grad_cos/{pair}"]
+            fig.add_trace(
+                go.Scatter(
+                    x=cos["steps"], y=cos["values"], name=f"cos {pair.replace('|', ' · ')}",
+                    legendgroup=f"pair:{pair}", showlegend=_first(shown, f"pair:{pair}"),
+                    line={"color": colour(i + 5), "width": 1.4},
+                    hovertemplate=f"cos({pair}) %{{y:.2f}} at step %{{x}}<extra>run {run.id}</extra>",
+                ),
+                row=r, col=3,
+            )  # fmt: skip
+        if not pairs:
+            _note(fig, r, 3, "no two gradients share a policy here")
+        if run.sharing != "shared" and any(f"role/{role}/grad_share" in points for role in roles):
+            _note(fig, r, 2, "one policy per role: every share is 1", y=0.15)
+        _onset_lines(fig, r, summary)
+        fig.update_yaxes(type="log", row=r, col=1)
+        fig.update_yaxes(range=[0, 1.05], row=r, col=2)
+        fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
+    fig.add_trace(
+        go.Scatter(x=[None], y=[None], mode="lines", name="amplification onset (role colour)",
+                   line={"color": MUTED, "dash": "dot", "width": 1.5})
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=[None], y=[None], mode="lines", name="cliff onset",
+                   line={"color": CLIFF, "dash": "dash", "width": 2})
+    )  # fmt: skip
+    _layout(
+        fig,
+        height=120 + 290 * len(runs),
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0 + 40 / (120 + 290 * len(runs)),
+                "x": 0, "font": {"size": 12}},
+        margin={"l": 60, "r": 20, "t": 110, "b": 40},
+    )  # fmt: skip
+    fig.update_annotations(font={"size": 12})
+    fig.update_xaxes(title_text="training step", row=len(runs))
+    return fig
+
+
+def _first(shown: set[str], name: str) -> bool:
+    """True the first time a legend entry comes up: one entry per role across all runs."""
+    if name in shown:
+        return False
+    shown.add(name)
+    return True
+
+
+def _note(fig: go.Figure, row: int, col: int, text: str, y: float = 0.5) -> None:
+    axis = fig.get_subplot(row, col)
+    fig.add_annotation(
+        text=text, showarrow=False, font={"size": 11, "color": MUTED},
+        xref=f"{axis.xaxis.plotly_name.replace('axis', '')} domain",
+        yref=f"{axis.yaxis.plotly_name.replace('axis', '')} domain", x=0.5, y=y,
+    )  # fmt: skip
+
+
+def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
+    for role, onset in sorted((summary.get("amplification") or {}).items()):
+        if onset is None:
+            continue
+        for col in (1, 2, 3):
+            fig.add_vline(
+                x=onset, row=row, col=col,
+                line={"color": role_colour(role), "dash": "dot", "width": 1.5},
+            )  # fmt: skip
+    cliff = ((summary.get("accuracy") or {}).get("cliff_onset"))
+    if cliff is not None:
+        for col in (1, 2, 3):
+            fig.add_vline(
+                x=cliff, row=row, col=col, line={"color": CLIFF, "dash": "dash", "width": 2},
+                annotation_text="cliff" if col == 1 else None,
+                annotation_font={"color": CLIFF, "size": 11},
+            )  # fmt: skip

@@ -1,0 +1,1 @@
+"""One module per view of the panel; each registers its page and its own callbacks."""

@@ -1,0 +1,218 @@
+"""The compare view, /dash/compare?runs=3,7,9&key=eval/accuracy: one metric of several runs
+overlaid, with each run's accuracy peak (★) and cliff onset (✕, dotted line), optional display
+smoothing, and runs coloured by sharing mode or by seed. The table gives each run's key
+results; both the table and the plotted series download as CSV.
+"""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+
+import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
+from webapp.dashboards import components, data, figures, labels, state, tables
+from webapp.experiments.summaries import run_summaries
+
+SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
+COLOUR_BY = {"sharing": "Sharing mode", "seed": "Seed"}
+
+
+def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Div:
+    run_ids = state.parse_ids(runs)
+    return html.Div(
+        className="panel-page",
+        children=[
+            dcc.Location(id="curves-url", refresh=False),
+            components.live_timer("curves-tick"),
+            components.header(
+                "Compare runs",
+                "One metric of the selected runs, overlaid. On held-out accuracy, ★ marks each "
+                "run's peak and ✕ with a dotted line the onset of a terminal cliff (accuracy "
+                "stays below peak − θ to the end).",
+                html.Span(id="curves-links", className="panel-links"),
+            ),
+            html.Div(
+                className="controls",
+                children=[
+                    components.control(
+                        "Runs",
+                        dcc.Dropdown(id="curves-runs", value=run_ids, multi=True,
+                                     placeholder="Choose runs"),
+                        width="34rem",
+                    ),  # fmt: skip
+                    components.control(
+                        "Metric",
+                        dcc.Dropdown(id="curves-key", value=_last(key) or state.DEFAULT_KEY,
+                                     clearable=False),
+                        width="18rem",
+                    ),  # fmt: skip
+                    components.control(
+                        "Smoothing",
+                        dcc.RadioItems(
+                            id="curves-smooth",
+                            options=[{"label": v, "value": k} for k, v in SMOOTHING.items()],
+                            value=state.parse_choice(smooth, SMOOTHING, "0"),
+                            inline=True, className="radio",
+                        ),
+                    ),  # fmt: skip
+                    components.control(
+                        "Colour by",
+                        dcc.RadioItems(
+                            id="curves-colour",
+                            options=[{"label": v, "value": k} for k, v in COLOUR_BY.items()],
+                            value=state.parse_choice(colour, COLOUR_BY, "sharing"),
+                            inline=True, className="radio",
+                        ),
+                    ),  # fmt: skip
+                    components.control("Image format", components.format_switch("curves-format")),
+                ],
+            ),
+            html.Div(id="curves-status", className="status-line"),
+            html.Div(
+                dcc.Graph(
+                    id="curves-graph",
+                    figure=figures.empty("Loading…"),
+                    config=figures.graph_config("png", "troupe-curves"),
+                ),
+                className="card graph-card",
+            ),
+            components.section(
+                "Key results",
+                components.table("curves-table", tables.RUN_COLUMNS),
+                note="From each run's full eval/accuracy series (not the downsampled plot). "
+                "Gain = peak − base; final = mean of the last three evaluations.",
+                actions=[
+                    components.csv_button("curves-csv", "Table CSV"),
+                    components.csv_button("curves-series-csv", "Plotted series CSV"),
+                    dcc.Download(id="curves-download"),
+                    dcc.Download(id="curves-series-download"),
+                ],
+            ),
+        ],
+    )
+
+
+def _last(value) -> str:
+    return value[-1] if isinstance(value, list) and value else (value or "")
+
+
+# --- callbacks: plain functions, registered at the bottom --------------------------------------
+
+
+def run_options(run_ids) -> list[dict]:
+    """The selected runs and every other run of their experiments."""
+    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
+    return [{"label": labels.run_label(r), "value": r.id} for r in data.sibling_runs(chosen)]
+
+
+def key_options(run_ids) -> list[dict]:
+    """Every metric any selected run has logged, accuracy first."""
+    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
+    keys = sorted({k for ks in data.metric_keys([r.id for r in chosen]).values() for k in ks})
+    keys.sort(key=lambda k: (k != state.DEFAULT_KEY, k))
+    return [{"label": k, "value": k} for k in keys]
+
+
+def update_curves(run_ids, key, smooth, colour, _tick):
+    """Query → analysis → figure: (figure, table rows, status, timer disabled, links)."""
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    key = key or state.DEFAULT_KEY
+    series = data.series([r.id for r in runs], [key])
+    summaries = run_summaries(runs, gradients=False)
+    live = data.any_live(runs)
+    figure = figures.curves_figure(
+        runs, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
+    )
+    return (
+        figure,
+        tables.run_rows(runs, summaries),
+        components.status_line(data.status_counts(runs), live) if runs else [],
+        not live,
+        _links(runs),
+    )
+
+
+def _links(runs) -> list:
+    if not runs:
+        return []
+    ids = [r.id for r in runs]
+    links = [html.A("Gradient dynamics of these runs →", href=state.gradients_url(ids),
+                    className="button")]  # fmt: skip
+    experiments = sorted({r.experiment_id for r in runs})
+    if len(experiments) == 1:
+        links.insert(
+            0,
+            html.A("← Matrix", href=state.matrix_url(experiments[0]), className="button secondary"),
+        )
+    return links
+
+
+def download_table(_clicks, run_ids):
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    rows = tables.run_rows(runs, run_summaries(runs, gradients=False))
+    return {"content": tables.to_csv(rows, tables.RUN_CSV), "filename": "troupe-runs.csv",
+            "type": "text/csv"}  # fmt: skip
+
+
+def download_series(_clicks, run_ids, key):
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    key = key or state.DEFAULT_KEY
+    series = data.series([r.id for r in runs], [key])
+    name = key.replace("/", "_")
+    return {"content": tables.series_csv(runs, series), "filename": f"troupe-{name}.csv",
+            "type": "text/csv"}  # fmt: skip
+
+
+def sync_url(run_ids, key, smooth, colour) -> str:
+    return state.query(
+        runs=state.parse_ids(run_ids),
+        key=key,
+        smooth=None if smooth == "0" else smooth,
+        colour=None if colour == "sharing" else colour,
+    )
+
+
+def image_format(fmt) -> dict:
+    return figures.graph_config(fmt, "troupe-curves")
+
+
+callback(Output("curves-runs", "options"), Input("curves-runs", "value"))(run_options)
+callback(Output("curves-key", "options"), Input("curves-runs", "value"))(key_options)
+callback(
+    Output("curves-graph", "figure"),
+    Output("curves-table", "data"),
+    Output("curves-status", "children"),
+    Output("curves-tick", "disabled"),
+    Output("curves-links", "children"),
+    Input("curves-runs", "value"),
+    Input("curves-key", "value"),
+    Input("curves-smooth", "value"),
+    Input("curves-colour", "value"),
+    Input("curves-tick", "n_intervals"),
+)(update_curves)
+callback(
+    Output("curves-download", "data"),
+    Input("curves-csv", "n_clicks"),
+    State("curves-runs", "value"),
+    prevent_initial_call=True,
+)(download_table)
+callback(
+    Output("curves-series-download", "data"),
+    Input("curves-series-csv", "n_clicks"),
+    State("curves-runs", "value"),
+    State("curves-key", "value"),
+    prevent_initial_call=True,
+)(download_series)
+callback(
+    Output("curves-url", "search"),
+    Input("curves-runs", "value"),
+    Input("curves-key", "value"),
+    Input("curves-smooth", "value"),
+    Input("curves-colour", "value"),
+    prevent_initial_call=True,
+)(sync_url)
+callback(Output("curves-graph", "config"), Input("curves-format", "value"))(image_format)
+
+dash.register_page(
+    __name__, path="/compare", name="Compare", title="Compare runs · Troupe", layout=layout
+)

@@ -1,0 +1,177 @@
+"""The gradient-dynamics view, /dash/gradients?runs=3,7: per run, each role's gradient norm
+(log scale), the roles' shares of their policy's gradient (stacked under a shared policy)
+and the pairwise gradient cosines, with each role's amplification onset and the cliff onset
+drawn as lines. The table answers the study's two open questions run by run: does a role's
+gradient amplify before the cliff (lead = cliff onset − amplification onset), and, under a
+shared policy, which role captured it?
+"""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+
+import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
+from webapp.dashboards import components, data, figures, labels, state, tables
+from webapp.experiments.summaries import run_summaries
+
+
+def layout(runs=None, **_ignored) -> html.Div:
+    return html.Div(
+        className="panel-page",
+        children=[
+            dcc.Location(id="gradients-url", refresh=False),
+            components.live_timer("gradients-tick"),
+            components.header(
+                "Gradient dynamics",
+                "Per role: how large its gradient is, how much of its policy's gradient it "
+                "contributes, and how aligned the gradients on one policy are. A dotted line "
+                "marks where a role's gradient norm amplified (above its early median + 3 MAD "
+                "for 3 steps); the red dashed line marks the cliff.",
+                html.Span(id="gradients-links", className="panel-links"),
+            ),
+            html.Div(
+                className="controls",
+                children=[
+                    components.control(
+                        "Runs",
+                        dcc.Dropdown(id="gradients-runs", value=state.parse_ids(runs),
+                                     multi=True, placeholder="Choose runs"),
+                        width="40rem",
+                    ),  # fmt: skip
+                    components.control(
+                        "Image format", components.format_switch("gradients-format")
+                    ),
+                ],
+            ),
+            html.Div(id="gradients-status", className="status-line"),
+            components.section(
+                "Does amplification precede the cliff? Which role captured the policy?",
+                html.Ul(id="gradients-findings", className="findings"),
+                components.table("gradients-table", tables.DYNAMICS_COLUMNS),
+                note="Lead = cliff onset − amplification onset, in training steps (positive: "
+                "the role amplified first). Capture: under a shared policy, a role whose share "
+                "of the gradient exceeds 0.6 in most steps of the run's last half.",
+                actions=[
+                    components.csv_button("gradients-csv", "Table CSV"),
+                    components.csv_button("gradients-series-csv", "Plotted series CSV"),
+                    dcc.Download(id="gradients-download"),
+                    dcc.Download(id="gradients-series-download"),
+                ],
+            ),
+            html.Div(
+                dcc.Graph(
+                    id="gradients-graph",
+                    figure=figures.empty("Loading…"),
+                    config=figures.graph_config("png", "troupe-gradients"),
+                ),
+                className="card graph-card",
+            ),
+        ],
+    )
+
+
+# --- callbacks: plain functions, registered at the bottom --------------------------------------
+
+
+def run_options(run_ids) -> list[dict]:
+    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
+    return [{"label": labels.run_label(r), "value": r.id} for r in data.sibling_runs(chosen)]
+
+
+def _gradient_series(runs) -> dict:
+    keys = data.metric_keys([r.id for r in runs])
+    return data.series(
+        [r.id for r in runs], {run_id: data.gradient_keys(ks) for run_id, ks in keys.items()}
+    )
+
+
+def update_gradients(run_ids, _tick):
+    """Query → analysis → figure: (figure, table rows, findings, status, timer disabled,
+    links). Only the first MAX_GRADIENT_RUNS runs are drawn; the table has them all."""
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    summaries = run_summaries(runs, gradients=True)
+    drawn = runs[: figures.MAX_GRADIENT_RUNS]
+    series = _gradient_series(drawn)
+    live = data.any_live(runs)
+    extra = ""
+    if len(runs) > len(drawn):
+        extra = f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
+    return (
+        figures.gradients_figure(drawn, series, summaries),
+        tables.dynamics_rows(runs, summaries),
+        [html.Li(text) for text in tables.dynamics_findings(runs, summaries)] if runs else [],
+        components.status_line(data.status_counts(runs), live, extra) if runs else [],
+        not live,
+        _links(runs),
+    )
+
+
+def _links(runs) -> list:
+    if not runs:
+        return []
+    ids = [r.id for r in runs]
+    links = [html.A("← Accuracy curves of these runs", href=state.compare_url(ids),
+                    className="button secondary")]  # fmt: skip
+    experiments = sorted({r.experiment_id for r in runs})
+    if len(experiments) == 1:
+        links.insert(
+            0,
+            html.A("← Matrix", href=state.matrix_url(experiments[0]), className="button secondary"),
+        )
+    return links
+
+
+def download_table(_clicks, run_ids):
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    rows = tables.dynamics_rows(runs, run_summaries(runs, gradients=True))
+    return {"content": tables.to_csv(rows, tables.DYNAMICS_CSV),
+            "filename": "troupe-gradient-dynamics.csv", "type": "text/csv"}  # fmt: skip
+
+
+def download_series(_clicks, run_ids):
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))[: figures.MAX_GRADIENT_RUNS]
+    return {"content": tables.series_csv(runs, _gradient_series(runs)),
+            "filename": "troupe-gradient-series.csv", "type": "text/csv"}  # fmt: skip
+
+
+def sync_url(run_ids) -> str:
+    return state.query(runs=state.parse_ids(run_ids))
+
+
+def image_format(fmt) -> dict:
+    return figures.graph_config(fmt, "troupe-gradients")
+
+
+callback(Output("gradients-runs", "options"), Input("gradients-runs", "value"))(run_options)
+callback(
+    Output("gradients-graph", "figure"),
+    Output("gradients-table", "data"),
+    Output("gradients-findings", "children"),
+    Output("gradients-status", "children"),
+    Output("gradients-tick", "disabled"),
+    Output("gradients-links", "children"),
+    Input("gradients-runs", "value"),
+    Input("gradients-tick", "n_intervals"),
+)(update_gradients)
+callback(
+    Output("gradients-download", "data"),
+    Input("gradients-csv", "n_clicks"),
+    State("gradients-runs", "value"),
+    prevent_initial_call=True,
+)(download_table)
+callback(
+    Output("gradients-series-download", "data"),
+    Input("gradients-series-csv", "n_clicks"),
+    State("gradients-runs", "value"),
+    prevent_initial_call=True,
+)(download_series)
+callback(
+    Output("gradients-url", "search"), Input("gradients-runs", "value"), prevent_initial_call=True
+)(sync_url)
+callback(Output("gradients-graph", "config"), Input("gradients-format", "value"))(image_format)
+
+dash.register_page(
+    __name__, path="/gradients", name="Gradients", title="Gradient dynamics · Troupe",
+    layout=layout,
+)  # fmt: skip

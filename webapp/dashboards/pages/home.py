@@ -1,0 +1,73 @@
+"""The panel's front page, /dash/: what each view shows, and the viewer's experiments with
+a link to each one's matrix."""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
+from webapp.dashboards import components, data, state
+
+VIEWS = [
+    ("Matrix", "gains, peaks and cliffs of every workflow × task × model cell, one grid per "
+     "sharing mode; click a cell to compare its runs."),
+    ("Compare", "any metric of chosen runs overlaid, with each run's peak and cliff onset."),
+    ("Gradient dynamics", "per-role gradient norms, shares and cosines, and whether a role's "
+     "gradient amplified before the cliff or captured a shared policy."),
+]  # fmt: skip
+
+
+def layout(**_ignored) -> html.Div:
+    return html.Div(
+        className="panel-page",
+        children=[
+            dcc.Location(id="home-url", refresh=False),
+            components.live_timer("home-tick"),
+            components.header(
+                "Panel",
+                "Compare runs of an experiment: start from its matrix. Every view's address "
+                "holds its state, so you can bookmark it or send it to a colleague.",
+            ),
+            html.Ul(
+                [html.Li([html.Strong(name + ": "), text]) for name, text in VIEWS],
+                className="views",
+            ),
+            components.section("Your experiments", html.Div(id="home-experiments")),
+        ],
+    )
+
+
+def list_experiments(_pathname, _tick):
+    """(the experiments table, timer disabled): refreshes while any run is unfinished."""
+    found = data.experiments(data.viewer())
+    if not found:
+        return html.P(
+            "No experiments yet. Design one on the Experiments page, or load the demo with "
+            "`python manage.py load_demo_experiment`.",
+            className="note",
+        ), True
+    head = html.Tr([html.Th("Experiment"), html.Th("Runs"), html.Th("Unfinished"), html.Th("")])
+    rows = [
+        html.Tr(
+            [
+                html.Td([html.Strong(e.name), html.Span(f" #{e.id}", className="muted")]),
+                html.Td(e.n_runs),
+                html.Td(e.n_live or "—"),
+                html.Td(html.A("Matrix →", href=state.matrix_url(e.id))),
+            ]
+        )
+        for e in found
+    ]
+    live = any(e.n_live for e in found)
+    return html.Table([html.Thead(head), html.Tbody(rows)], className="list"), not live
+
+
+callback(
+    Output("home-experiments", "children"),
+    Output("home-tick", "disabled"),
+    Input("home-url", "pathname"),
+    Input("home-tick", "n_intervals"),
+)(list_experiments)
+
+dash.register_page(__name__, path="/", name="Panel", title="Panel · Troupe", layout=layout)

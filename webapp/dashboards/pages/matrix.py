@@ -1,0 +1,171 @@
+"""The matrix view, /dash/matrix?experiment=5: one grid per sharing mode, rows workflow ×
+task, columns model, each cell coloured by its mean gain (or final gain) over seeds and
+annotated with base → peak → final and its cliffs. Clicking a cell opens its runs in the
+compare view; the table below lists every cell, with a CSV download.
+
+Summaries read `eval/accuracy` alone (all a cell shows) and are cached per run, so a
+thousand-run matrix refreshes in the time it takes to re-read the runs that changed.
+"""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+
+import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
+from webapp.dashboards import components, data, figures, state, tables
+from webapp.experiments.summaries import cell_summaries
+
+COLOURS = {"gain": "Gain (peak − base)", "final_gain": "Final gain (final − base)"}
+
+
+def layout(experiment=None, colour=None, **_ignored) -> html.Div:
+    experiment_id = state.parse_int(experiment)
+    colour = state.parse_choice(colour, COLOURS, "gain")
+    return html.Div(
+        className="panel-page",
+        children=[
+            dcc.Location(id="matrix-url", refresh=False),
+            dcc.Location(id="matrix-go", refresh="callback-nav"),
+            components.live_timer("matrix-tick"),
+            components.header(
+                "Matrix",
+                "Each cell is one workflow × task × model under one sharing mode, averaged "
+                "over its seeds: the colour is the gain over the base model, the numbers are "
+                "base → peak → final accuracy and how many seeds fell off a terminal cliff. "
+                "Click a cell to compare its runs.",
+                html.A("All experiments", href="/dash/", className="button secondary"),
+            ),
+            html.Div(
+                className="controls",
+                children=[
+                    components.control(
+                        "Experiment",
+                        dcc.Dropdown(
+                            id="matrix-experiment", value=experiment_id, clearable=False,
+                            placeholder="Choose an experiment",
+                        ),
+                        width="28rem",
+                    ),  # fmt: skip
+                    components.control(
+                        "Colour cells by",
+                        dcc.RadioItems(
+                            id="matrix-colour",
+                            options=[{"label": v, "value": k} for k, v in COLOURS.items()],
+                            value=colour, inline=True, className="radio",
+                        ),
+                    ),  # fmt: skip
+                    components.control("Image format", components.format_switch("matrix-format")),
+                ],
+            ),
+            html.Div(id="matrix-status", className="status-line"),
+            html.Div(
+                dcc.Graph(
+                    id="matrix-graph",
+                    figure=figures.empty("Loading…"),
+                    config=figures.graph_config("png", "troupe-matrix"),
+                ),
+                className="card graph-card",
+            ),
+            components.section(
+                "Cells",
+                components.table("matrix-table", tables.CELL_COLUMNS),
+                note="Means over seeds; the interval is a Student-t 95% interval across "
+                "seeds (none with one seed). A cliff is a terminal drop below peak − θ.",
+                actions=[
+                    components.csv_button("matrix-csv", "Download CSV"),
+                    dcc.Download(id="matrix-download"),
+                ],
+            ),
+        ],
+    )
+
+
+# --- callbacks: plain functions, registered at the bottom --------------------------------------
+
+
+def experiment_options(_pathname) -> list[dict]:
+    """The viewer's experiments for the dropdown."""
+    return [
+        {"label": f"{e.name} (#{e.id}, {e.n_runs} runs)", "value": e.id}
+        for e in data.experiments(data.viewer())
+    ]
+
+
+def update_matrix(experiment_id, colour, _tick):
+    """Query → analysis → figure: (figure, table rows, status line, timer disabled)."""
+    experiment = data.experiment(data.viewer(), state.parse_int(experiment_id))
+    if experiment is None:
+        message = "Choose an experiment." if experiment_id is None else "No such experiment."
+        return figures.empty(message), [], [], True
+    runs = data.experiment_runs(experiment)
+    cells = cell_summaries(experiment, gradients=False)
+    live = data.any_live(runs)
+    return (
+        figures.matrix_figure(cells, colour),
+        tables.cell_rows(cells),
+        components.status_line(data.status_counts(runs), live, experiment.name),
+        not live,
+    )
+
+
+def open_cell(click_data) -> str:
+    """A click on a cell: the compare view of its runs."""
+    points = (click_data or {}).get("points") or []
+    run_ids = state.parse_ids(points[0].get("customdata")) if points else []
+    if not run_ids:
+        return dash.no_update
+    return state.compare_url(run_ids, state.DEFAULT_KEY)
+
+
+def download_cells(_clicks, experiment_id):
+    experiment = data.experiment(data.viewer(), state.parse_int(experiment_id))
+    if experiment is None:
+        return dash.no_update
+    rows = tables.cell_rows(cell_summaries(experiment, gradients=False))
+    return {
+        "content": tables.to_csv(rows, tables.CELL_CSV),
+        "filename": f"troupe-experiment-{experiment.id}-cells.csv",
+        "type": "text/csv",
+    }
+
+
+def sync_url(experiment_id, colour) -> str:
+    """Mirror the controls into the address bar (no reload), so the view can be shared."""
+    return state.query(experiment=experiment_id, colour=None if colour == "gain" else colour)
+
+
+def image_format(fmt) -> dict:
+    return figures.graph_config(fmt, "troupe-matrix")
+
+
+callback(Output("matrix-experiment", "options"), Input("matrix-url", "pathname"))(
+    experiment_options
+)
+callback(
+    Output("matrix-graph", "figure"),
+    Output("matrix-table", "data"),
+    Output("matrix-status", "children"),
+    Output("matrix-tick", "disabled"),
+    Input("matrix-experiment", "value"),
+    Input("matrix-colour", "value"),
+    Input("matrix-tick", "n_intervals"),
+)(update_matrix)
+callback(
+    Output("matrix-go", "href"), Input("matrix-graph", "clickData"), prevent_initial_call=True
+)(open_cell)
+callback(
+    Output("matrix-download", "data"),
+    Input("matrix-csv", "n_clicks"),
+    State("matrix-experiment", "value"),
+    prevent_initial_call=True,
+)(download_cells)
+callback(
+    Output("matrix-url", "search"),
+    Input("matrix-experiment", "value"),
+    Input("matrix-colour", "value"),
+    prevent_initial_call=True,
+)(sync_url)
+callback(Output("matrix-graph", "config"), Input("matrix-format", "value"))(image_format)
+
+dash.register_page(__name__, path="/matrix", name="Matrix", title="Matrix · Troupe", layout=layout)

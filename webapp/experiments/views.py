@@ -1,0 +1,246 @@
+"""The experiment and run pages, and the small JSON documents their scripts poll.
+
+Every page needs a login; anyone signed in reads everything, only the owner or staff change
+things (`access.py`). Actions are POSTs that redirect back with a message.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Case, Count, F, Q, Sum, When
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from trainer.config import FIELDS, field_help
+from webapp.experiments import queueing
+from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
+from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
+from webapp.experiments.models import Experiment, Run
+from webapp.experiments.serialize import log_tail, run_json, run_label
+from webapp.experiments.series import latest_points, read_series
+from webapp.experiments.sparkline import sparkline
+from webapp.experiments.summaries import cell_summaries, run_summaries
+
+SPARKLINE_KEYS = ("eval/accuracy", "train/reward")
+SPARKLINE_POINTS = 120
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    status_counts = {
+        f"n_{status}": Count("runs", filter=Q(runs__status=status)) for status, _ in Run.STATUSES
+    }
+    experiments = (
+        Experiment.objects.select_related("owner")
+        .annotate(
+            n_runs=Count("runs"),
+            **status_counts,
+            steps_total=Sum("runs__total_steps"),
+            # A finished run counts as done whatever step it stopped at.
+            steps_done=Sum(
+                Case(When(runs__status__in=Run.FINISHED, then=F("runs__total_steps")),
+                     default=F("runs__step"))
+            ),  # fmt: skip
+        )
+        .order_by("-created", "-id")
+    )
+    page = Paginator(experiments, 50).get_page(request.GET.get("page"))
+    for experiment in page:
+        total = experiment.steps_total or 0
+        experiment.percent = round(100 * (experiment.steps_done or 0) / total) if total else 0
+    return render(request, "experiments/list.html", {"page": page})
+
+
+@login_required
+def experiment_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = ExperimentForm(request.POST)
+        if form.is_valid():
+            experiment = queueing.create_experiment(
+                request.user,
+                form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+                **form.spec,
+            )
+            count = experiment.runs.count()
+            messages.success(request, f"Queued {count} run{'s' if count != 1 else ''}.")
+            return redirect("experiment_detail", experiment.id)
+    else:
+        form = ExperimentForm(initial=_initial(request))
+    return render(request, "experiments/new.html", {"form": form, "presets": ["", "cpu-demo", "paper"]})
+
+
+def _initial(request: HttpRequest) -> dict:
+    """The form's starting values: a preset, or a clone of a run or of an experiment."""
+    if run_id := request.GET.get("run", "").strip():
+        if run_id.isdigit():
+            run = get_run_for_user(request.user, int(run_id))
+            config = {k: v for k, v in run.config.items() if k in FIELDS}
+            initial = initial_for("", config, {axis: [config.get(axis)] for axis in run.cell})
+            initial["seeds"] = str(run.seed)
+            initial["name"] = f"{run.experiment.name} (run {run.id}, edited)"
+            return initial
+    if experiment_id := request.GET.get("experiment", "").strip():
+        if experiment_id.isdigit():
+            experiment = get_experiment_for_user(request.user, int(experiment_id))
+            initial = initial_for(experiment.preset, experiment.base_config, experiment.matrix)
+            initial["name"] = f"{experiment.name} (copy)"
+            initial["description"] = experiment.description
+            return initial
+    preset = request.GET.get("preset", "cpu-demo")
+    return initial_for(preset if preset in ("", "cpu-demo", "paper") else "cpu-demo")
+
+
+@login_required
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_experiment_for_user(request.user, experiment_id)
+    runs = list(experiment.runs.order_by("seed", "id"))
+    summaries = run_summaries(runs, gradients=False)
+    for run in runs:
+        run.label = run_label(run)
+        run.accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+    seeds = sorted({run.seed for run in runs})
+    cells = cell_summaries(experiment, gradients=False)
+    by_id = {run.id: run for run in runs}
+    for cell in cells:
+        members = [by_id[i] for i in cell["runs"] if i in by_id]
+        cell["by_seed"] = [next((r for r in members if r.seed == s), None) for s in seeds]
+        cell["run_ids"] = ",".join(str(i) for i in cell["runs"])
+    counts = {status: 0 for status, _ in Run.STATUSES}
+    for run in runs:
+        counts[run.status] += 1
+    context = {
+        "experiment": experiment,
+        "runs": runs,
+        "cells": cells,
+        "seeds": seeds,
+        "counts": counts,
+        "active": counts[Run.QUEUED] + counts[Run.RUNNING],
+        "run_ids": ",".join(str(run.id) for run in runs),
+        "manage": can_manage(request.user, experiment),
+        "spec": _spec_rows(experiment),
+    }
+    return render(request, "experiments/detail.html", context)
+
+
+def _spec_rows(experiment: Experiment) -> list[tuple[str, str]]:
+    rows = [("preset", experiment.preset or "none (defaults)")]
+    rows += [(axis, ", ".join(map(str, values))) for axis, values in experiment.matrix.items()]
+    rows += [(name, as_text(value)) for name, value in experiment.base_config.items()]
+    return rows
+
+
+@login_required
+def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    experiment = get_experiment_for_user(request.user, experiment_id)
+    runs = experiment.runs.only("id", "status", "step", "total_steps", "experiment_id")
+    return JsonResponse(
+        {
+            "runs": [
+                {"id": r.id, "status": r.status, "step": r.step, "total_steps": r.total_steps,
+                 "percent": r.percent}  # fmt: skip
+                for r in runs
+            ]
+        }
+    )
+
+
+@login_required
+@require_POST
+def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_experiment_for_user(request.user, experiment_id, manage=True)
+    active = list(experiment.runs.filter(status__in=Run.ACTIVE))
+    for run in active:
+        queueing.cancel_run(run)
+    messages.success(request, f"Cancelling {len(active)} run{'s' if len(active) != 1 else ''}.")
+    return redirect("experiment_detail", experiment.id)
+
+
+@login_required
+@require_POST
+def experiment_delete(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_experiment_for_user(request.user, experiment_id, manage=True)
+    if experiment.runs.filter(status=Run.RUNNING, external=False).exists():
+        messages.error(request, "Some runs are still running: cancel them first.")
+        return redirect("experiment_detail", experiment.id)
+    name = experiment.name
+    experiment.delete()
+    messages.success(request, f"Deleted the experiment “{name}”.")
+    return redirect("experiment_list")
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    summary = run_summaries([run]).get(run.id) or {}
+    context = {
+        "run": run,
+        "label": run_label(run),
+        "experiment": run.experiment,
+        "manage": can_manage(request.user, run.experiment),
+        "accuracy": summary.get("accuracy") or {},
+        "summary": summary,
+        "config_groups": _config_groups(run.config),
+        "latest": latest_points(run.id),
+        "sparklines": _sparklines(run.id),
+        "logs": log_tail(run.id),
+    }
+    return render(request, "experiments/run.html", context)
+
+
+def _config_groups(config: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    grouped: dict[str, list] = {}
+    for row in field_help():
+        if row["name"] in config:
+            grouped.setdefault(row["group"], []).append((row["name"], as_text(config[row["name"]])))
+    known = {row["name"] for row in field_help()}
+    if extra := [(k, str(v)) for k, v in sorted(config.items()) if k not in known]:
+        grouped["other"] = extra
+    return [(GROUPS.get(group, group.capitalize()), rows) for group, rows in grouped.items()]
+
+
+def _sparklines(run_id: int) -> list[dict]:
+    series = read_series(run_id, list(SPARKLINE_KEYS), SPARKLINE_POINTS)
+    return [sparkline(key, series.get(key)) for key in SPARKLINE_KEYS]
+
+
+@login_required
+def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
+    """What the run page refreshes while the run is active."""
+    run = get_run_for_user(request.user, run_id)
+    return JsonResponse(
+        {
+            "run": run_json(run),
+            "latest": latest_points(run.id),
+            "sparklines": _sparklines(run.id),
+            "logs": log_tail(run.id),
+        }
+    )
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id, manage=True)
+    status = queueing.cancel_run(run)
+    if status == Run.CANCELLED:
+        messages.success(request, "Cancelled.")
+    elif status == Run.RUNNING:
+        messages.success(request, "Cancelling: the run stops after its current step.")
+    else:
+        messages.error(request, f"The run has already {status}.")
+    return redirect("run_detail", run.id)
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id, manage=True)
+    if queueing.resume_run(run):
+        messages.success(request, "Queued again: it resumes from its last checkpoint.")
+    else:
+        messages.error(request, "Only failed or cancelled runs trained here can resume.")
+    return redirect("run_detail", run.id)
