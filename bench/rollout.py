@@ -13,9 +13,13 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from trainer.config import make_config
 from trainer.models import load_model
@@ -40,10 +44,13 @@ def main() -> None:
     task = load_task(config.task, config.dataset, seed=0)
     problems = task.sample("train", args.problems, seed=7)
     env = dict(
-        config=config, policies=FrozenPolicies(loaded.model),
+        config=config,
+        policies=FrozenPolicies(loaded.model),
         codec=Codec(loaded.tokenizer, add_bos=loaded.family == "tiny"),
-        prompts=make_prompts(config, loaded.tokenizer, loaded.family), task=task,
-        temperature=config.temperature, seed_parts=(0, "bench"),
+        prompts=make_prompts(config, loaded.tokenizer, loaded.family),
+        task=task,
+        temperature=config.temperature,
+        seed_parts=(0, "bench"),
     )
     rates = {True: [], False: []}
     calls = {}
@@ -52,17 +59,27 @@ def main() -> None:
             started = time.perf_counter()
             _, stats = rollout(problems, args.samples, batched=batched, **env)
             rates[batched].append(stats.tokens / stats.seconds_generate)
-            calls[batched] = (stats.generate_calls, stats.sequences, stats.tokens,
-                              time.perf_counter() - started)
+            calls[batched] = (
+                stats.generate_calls,
+                stats.sequences,
+                stats.tokens,
+                time.perf_counter() - started,
+            )
     batched, single = statistics.median(rates[True]), statistics.median(rates[False])
     row = {
-        "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
-        "workflow": args.workflow, "task": args.task, "model": args.model,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "workflow": args.workflow,
+        "task": args.task,
+        "model": args.model,
         "episodes": args.problems * args.samples,
-        "sequences": calls[True][1], "tokens": calls[True][2],
-        "calls_batched": calls[True][0], "calls_per_turn": calls[False][0],
-        "tokens_per_s_batched": round(batched, 1), "tokens_per_s_per_turn": round(single, 1),
-        "ratio": round(batched / single, 2), "repeats": args.repeats,
+        "sequences": calls[True][1],
+        "tokens": calls[True][2],
+        "calls_batched": calls[True][0],
+        "calls_per_turn": calls[False][0],
+        "tokens_per_s_batched": round(batched, 1),
+        "tokens_per_s_per_turn": round(single, 1),
+        "ratio": round(batched / single, 2),
+        "repeats": args.repeats,
     }
     if args.json:
         print(json.dumps(row))

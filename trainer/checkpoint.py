@@ -35,7 +35,9 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
     return steps[-1][1] if steps else None
 
 
-def save_checkpoint(out_dir: str | Path, step: int, policies, config_hash: str, keep: int = 2) -> Path:
+def save_checkpoint(
+    out_dir: str | Path, step: int, policies, config_hash: str, keep: int = 2
+) -> Path:
     root = checkpoint_root(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"step-{step:06d}"

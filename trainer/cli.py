@@ -20,7 +20,10 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         flag = "--" + row["name"].replace("_", "-")
         allowed = f" ({'/'.join(row['choices'])})" if row.get("choices") else ""
         parser.add_argument(
-            flag, dest=row["name"], default=None, metavar=row["type"].upper().split()[0],
+            flag,
+            dest=row["name"],
+            default=None,
+            metavar=row["type"].upper().split()[0],
             help=f"{row['help']}{allowed}; default {row['default']!r}",
         )
 
@@ -101,8 +104,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         policies = FrozenPolicies(loaded.model)
     result = evaluate(
-        config, policies=policies, codec=Codec(loaded.tokenizer, add_bos=loaded.family == "tiny"),
-        prompts=make_prompts(config, loaded.tokenizer, loaded.family), task=task,
+        config,
+        policies=policies,
+        codec=Codec(loaded.tokenizer, add_bos=loaded.family == "tiny"),
+        prompts=make_prompts(config, loaded.tokenizer, loaded.family),
+        task=task,
         problems=held_out(task, args.problems or config.eval_problems),
     )
     print(json.dumps(result))
@@ -124,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(run)
     run.add_argument("--out", required=True, help="run directory: config, metrics, checkpoints")
     run.set_defaults(func=cmd_run)
-    ev = sub.add_parser("eval", help="evaluate base (or --checkpoint) policies on held-out problems")
+    ev = sub.add_parser(
+        "eval", help="evaluate base (or --checkpoint) policies on held-out problems"
+    )
     _add_config_flags(ev)
     ev.add_argument("--problems", type=int, help="held-out problems (default eval_problems)")
     ev.add_argument("--checkpoint", help="a checkpoint directory (runs/x/checkpoints/step-000030)")

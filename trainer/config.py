@@ -61,22 +61,32 @@ def _f(default: Any, help: str, group: str, choices: tuple | None = None, **kw: 
 class Config:
     # --- what runs -------------------------------------------------------------------------
     workflow: str = _f("single", "Multi-agent workflow to train", "run", WORKFLOWS)
-    task: str = _f("math", "Task family: math (boxed answer) or code (run against tests)", "run", TASKS)
+    task: str = _f(
+        "math", "Task family: math (boxed answer) or code (run against tests)", "run", TASKS
+    )
     dataset: str = _f(
         "synthetic",
-        "synthetic (built in, offline), dapo_math, gsm_symbolic, deepcoder, humaneval, or a .jsonl path",
+        "synthetic (built in), dapo_math, gsm_symbolic, deepcoder, humaneval, or a .jsonl path",
         "run",
     )
     model: str = _f(
         "tiny-s", "tiny-s/m/l (built-in, CPU) or a Hugging Face id / local directory", "run"
     )
     sharing: str = _f(
-        "shared", "shared: one policy; per_role: one per role; per_agent: one per agent", "run", SHARING
+        "shared",
+        "shared: one policy; per_role: one per role; per_agent: one per agent",
+        "run",
+        SHARING,
     )
     seed: int = _f(0, "Seed for data, sampling and initialisation", "run", minimum=0)
     device: str = _f("auto", "auto picks cuda when available", "run", DEVICES)
     # --- fine-tuning -----------------------------------------------------------------------
-    finetune: str = _f("lora", "lora: one adapter per policy; full: one model copy per policy", "finetune", FINETUNE)
+    finetune: str = _f(
+        "lora",
+        "lora: one adapter per policy; full: one model copy per policy",
+        "finetune",
+        FINETUNE,
+    )
     lora_r: int = _f(64, "LoRA rank", "finetune", minimum=1)
     lora_alpha: int = _f(32, "LoRA alpha (scale = alpha / r)", "finetune", minimum=1)
     lora_targets: str = _f("all-linear", "all-linear, or comma-separated module names", "finetune")
@@ -89,22 +99,34 @@ class Config:
     schedule: str = _f("cosine", "Learning-rate schedule after warm-up", "rl", SCHEDULES)
     grad_clip: float = _f(1.0, "Max gradient norm per policy (0 = off)", "rl", minimum=0.0)
     mini_batches: int = _f(1, "Optimizer steps per training step (batch split)", "rl", minimum=1)
-    micro_batch_size: int = _f(32, "Sequences per forward/backward (memory knob only)", "rl", minimum=1)
+    micro_batch_size: int = _f(
+        32, "Sequences per forward/backward (memory knob only)", "rl", minimum=1
+    )
     clip_low: float = _f(0.2, "PPO ratio clip below 1", "rl", minimum=0.0)
     clip_high: float = _f(0.28, "PPO ratio clip above 1 (clip-higher)", "rl", minimum=0.0)
     kl_beta: float = _f(0.0, "KL coefficient to the base model (0 = no KL loss)", "rl", minimum=0.0)
     kl_beta_per_role: dict = _f({}, "Per-role KL anchors, e.g. generator=0.05", "rl")
     coherence_lambda: float = _f(
-        0.0, "Coherence regulariser: scale a role's gradient by 1 - λ·max(0, cos(g, EMA g))", "rl", minimum=0.0
+        0.0,
+        "Coherence regulariser: scale a role's gradient by 1 - λ·max(0, cos(g, EMA g))",
+        "rl",
+        minimum=0.0,
     )
-    coherence_ema: float = _f(0.9, "EMA decay of the coherence regulariser", "rl", minimum=0.0, maximum=1.0)
-    temperature: float = _f(0.7, "Sampling temperature for rollouts", "rl", minimum=0.0, exclusive=True)
+    coherence_ema: float = _f(
+        0.9, "EMA decay of the coherence regulariser", "rl", minimum=0.0, maximum=1.0
+    )
+    temperature: float = _f(
+        0.7, "Sampling temperature for rollouts", "rl", minimum=0.0, exclusive=True
+    )
     max_new_tokens: int = _f(1024, "Max tokens a turn may generate", "rl", minimum=1)
     max_new_tokens_per_role: dict = _f({}, "Per-role overrides, e.g. aggregator=64", "rl")
     loss_agg: str = _f("seq-mean-token-mean", "How token losses are averaged", "rl", LOSS_AGG)
     # --- credit ----------------------------------------------------------------------------
     reward_mode: str = _f(
-        "broadcast", "broadcast: final reward to every turn; per_role: a role's own score", "credit", REWARD_MODES
+        "broadcast",
+        "broadcast: final reward to every turn; per_role: a role's own score",
+        "credit",
+        REWARD_MODES,
     )
     group_key: str = _f(
         "problem_role", "GRPO groups: (problem, role) or (problem, agent)", "credit", GROUP_KEYS
@@ -112,16 +134,26 @@ class Config:
     # --- workflow knobs --------------------------------------------------------------------
     n_voters: int = _f(3, "Voting: parallel generators", "workflow", minimum=1, maximum=16)
     max_rounds: int | None = _f(
-        None, "Eval-Opt: max generate/evaluate rounds (default 3 math, 2 code)", "workflow", minimum=1, maximum=10
+        None,
+        "Eval-Opt: max generate/evaluate rounds (default 3 math, 2 code)",
+        "workflow",
+        minimum=1,
+        maximum=10,
     )
-    max_subtasks: int = _f(3, "Orch-Workers: max subtasks (= workers)", "workflow", minimum=1, maximum=8)
+    max_subtasks: int = _f(
+        3, "Orch-Workers: max subtasks (= workers)", "workflow", minimum=1, maximum=8
+    )
     distinct_prompts: bool = _f(
         False, "Paraphrase the prompts of parallel same-role agents", "workflow"
     )
     # --- evaluation and bookkeeping --------------------------------------------------------
-    eval_every: int = _f(10, "Evaluate every N steps (step 0, the base model, always)", "eval", minimum=1)
+    eval_every: int = _f(
+        10, "Evaluate every N steps (step 0, the base model, always)", "eval", minimum=1
+    )
     eval_problems: int = _f(128, "Held-out problems per evaluation", "eval", minimum=1)
-    eval_temperature: float = _f(0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0)
+    eval_temperature: float = _f(
+        0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0
+    )
     checkpoint_every: int = _f(50, "Checkpoint every N steps", "eval", minimum=1)
 
     def to_dict(self) -> dict[str, Any]:
@@ -235,7 +267,9 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"{value!r} is not a number")
         try:
-            number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+            number = (
+                float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+            )
         except ValueError:
             raise ValueError(f"{value!r} is not a number") from None
         if number != number or number in (float("inf"), float("-inf")):
@@ -281,7 +315,9 @@ def _check_field(name: str, value: Any) -> str | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low, high = meta.get("minimum"), meta.get("maximum")
         if low is not None and (value < low or (meta.get("exclusive") and value == low)):
-            return f"{value} must be {'greater than' if meta.get('exclusive') else 'at least'} {low}"
+            return (
+                f"{value} must be {'greater than' if meta.get('exclusive') else 'at least'} {low}"
+            )
         if high is not None and value > high:
             return f"{value} must be at most {high}"
     return None
@@ -404,7 +440,9 @@ def expand_matrix(
     for axis in axes:
         count *= len(matrix[axis])
     if count > MAX_RUNS_PER_EXPERIMENT:
-        raise ConfigError({"matrix": f"{count} runs is more than the limit of {MAX_RUNS_PER_EXPERIMENT}"})
+        raise ConfigError(
+            {"matrix": f"{count} runs is more than the limit of {MAX_RUNS_PER_EXPERIMENT}"}
+        )
     # Validate the base once so its errors are reported against the field, not a cell.
     probe = {**base, **{a: matrix[a][0] for a in axes}}
     make_config(preset, **probe)
@@ -416,7 +454,10 @@ def expand_matrix(
         except ConfigError as exc:
             where = ", ".join(f"{a}={v}" for a, v in zip(axes, cell))
             raise ConfigError(
-                {f"matrix.{k}" if k in axes else k: f"{msg} (in cell {where})" for k, msg in exc.errors.items()}
+                {
+                    f"matrix.{k}" if k in axes else k: f"{msg} (in cell {where})"
+                    for k, msg in exc.errors.items()
+                }
             ) from None
     return configs
 

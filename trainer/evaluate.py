@@ -36,8 +36,14 @@ def evaluate(
     episodes, turns, tokens = [], 0, 0
     for start in range(0, len(problems), batch_size):
         chunk, stats = rollout(
-            problems[start : start + batch_size], 1, config=config, policies=policies,
-            codec=codec, prompts=prompts, task=task, temperature=config.eval_temperature,
+            problems[start : start + batch_size],
+            1,
+            config=config,
+            policies=policies,
+            codec=codec,
+            prompts=prompts,
+            task=task,
+            temperature=config.eval_temperature,
             seed_parts=(config.seed, "eval"),
         )
         episodes += chunk

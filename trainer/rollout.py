@@ -112,8 +112,18 @@ def rollout(
         pending[i] = next(co)
     stage = 0
     while pending:
-        _generate_stage(pending, episodes, stage, config, policies, codec, temperature,
-                        seed_parts, batched, stats)
+        _generate_stage(
+            pending,
+            episodes,
+            stage,
+            config,
+            policies,
+            codec,
+            temperature,
+            seed_parts,
+            batched,
+            stats,
+        )
         advanced: dict[int, list[Request]] = {}
         for i, requests in pending.items():
             episodes[i].turns.extend(r.turn for r in requests)
@@ -133,8 +143,9 @@ def rollout(
     return episodes, stats
 
 
-def _generate_stage(pending, episodes, stage, config, policies, codec, temperature, seed_parts,
-                    batched, stats) -> None:
+def _generate_stage(
+    pending, episodes, stage, config, policies, codec, temperature, seed_parts, batched, stats
+) -> None:
     by_policy: dict[str, list[tuple[int, Request]]] = defaultdict(list)
     for i, requests in pending.items():
         for request in requests:
@@ -155,8 +166,13 @@ def _generate_stage(pending, episodes, stage, config, policies, codec, temperatu
             results = []
             for ids, sd, bd in chunks:
                 results += generate(
-                    model, ids, seeds=sd, max_new_tokens=bd, temperature=temperature,
-                    eos_ids=codec.eos_ids, pad_id=codec.pad_id,
+                    model,
+                    ids,
+                    seeds=sd,
+                    max_new_tokens=bd,
+                    temperature=temperature,
+                    eos_ids=codec.eos_ids,
+                    pad_id=codec.pad_id,
                 )
                 stats.generate_calls += 1
         stats.seconds_generate += time.perf_counter() - started
@@ -177,8 +193,9 @@ def _generate_stage(pending, episodes, stage, config, policies, codec, temperatu
             stats.tokens += len(sample.completion_ids)
 
 
-def _score(episodes: list[Episode], owners: list[Problem], outcomes: list[Outcome | None],
-           task: Task) -> None:
+def _score(
+    episodes: list[Episode], owners: list[Problem], outcomes: list[Outcome | None], task: Task
+) -> None:
     """One batched verifier call over every distinct (problem, candidate) of the step."""
     wanted: dict[tuple[str, str], int] = {}
     jobs: list[tuple[Problem, str]] = []

@@ -26,18 +26,42 @@ import torch
 from tqdm import tqdm
 
 SPECS = {
-    "tiny-s": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=4,
-                   num_attention_heads=4, num_key_value_heads=2, head_dim=24),
-    "tiny-m": dict(hidden_size=192, intermediate_size=512, num_hidden_layers=6,
-                   num_attention_heads=6, num_key_value_heads=2, head_dim=32),
-    "tiny-l": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8,
-                   num_attention_heads=8, num_key_value_heads=4, head_dim=48),
+    "tiny-s": dict(
+        hidden_size=96,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+    ),
+    "tiny-m": dict(
+        hidden_size=192,
+        intermediate_size=512,
+        num_hidden_layers=6,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=32,
+    ),
+    "tiny-l": dict(
+        hidden_size=384,
+        intermediate_size=1024,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=48,
+    ),
 }
 # The warm-start recipe. Change RECIPE_VERSION whenever transcripts or training change.
 RECIPE_VERSION = 1
 RECIPE = dict(
-    vocab_size=320, problems_per_task=3000, sft_steps={"tiny-s": 800, "tiny-m": 800, "tiny-l": 800},
-    batch_size=64, lr=3e-3, warmup=50, seed=1234, max_len=96,
+    vocab_size=320,
+    problems_per_task=3000,
+    sft_steps={"tiny-s": 1500, "tiny-m": 1200, "tiny-l": 1000},
+    batch_size=64,
+    lr=3e-3,
+    warmup=50,
+    seed=1234,
+    max_len=96,
 )
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 
@@ -52,9 +76,14 @@ def recipe_hash(name: str) -> str:
     import transformers
 
     blob = json.dumps(
-        {"spec": SPECS[name], "recipe": RECIPE, "version": RECIPE_VERSION,
-         "torch": torch.__version__.split("+")[0], "transformers": transformers.__version__,
-         "tokenizers": tokenizers.__version__},
+        {
+            "spec": SPECS[name],
+            "recipe": RECIPE,
+            "version": RECIPE_VERSION,
+            "torch": torch.__version__.split("+")[0],
+            "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -96,13 +125,17 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"\d"), behavior="isolated")
     core.decoder = decoders.Fuse()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
         initial_alphabet=sorted(set("".join(texts[:2000])) | set("0123456789")),
         show_progress=False,
     )
     core.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+        tokenizer_object=core,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
         unk_token="<unk>",
     )
 
@@ -123,18 +156,31 @@ def build_tiny_model(name: str, out: Path, quiet: bool = False) -> None:
 
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), max_position_embeddings=512, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, **SPECS[name],
+        vocab_size=len(tokenizer),
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **SPECS[name],
     )
     model = Qwen3ForCausalLM(config)
     rows = _encode(tokenizer, examples, RECIPE["max_len"])
     _sft(model, rows, tokenizer.pad_token_id, RECIPE["sft_steps"][name], name, quiet)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "recipe.json").write_text(json.dumps(
-        {"name": name, "hash": recipe_hash(name), "recipe": RECIPE, "examples": len(rows),
-         "parameters": sum(p.numel() for p in model.parameters())}, indent=2))
+    (out / "recipe.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "hash": recipe_hash(name),
+                "recipe": RECIPE,
+                "examples": len(rows),
+                "parameters": sum(p.numel() for p in model.parameters()),
+            },
+            indent=2,
+        )
+    )
 
 
 def _encode(tokenizer, examples, max_len: int) -> list[tuple[list[int], int]]:
@@ -159,8 +205,9 @@ def _sft(model, rows, pad_id: int, steps: int, name: str, quiet: bool) -> None:
         lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))),
     )
     model.train()
-    bar = tqdm(range(steps), desc=f"warm-starting {name}", file=sys.stderr, disable=quiet,
-               mininterval=1.0)
+    bar = tqdm(
+        range(steps), desc=f"warm-starting {name}", file=sys.stderr, disable=quiet, mininterval=1.0
+    )
     for _ in bar:
         batch = rng.sample(rows, RECIPE["batch_size"])
         width = max(len(ids) for ids, _ in batch)

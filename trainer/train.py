@@ -60,9 +60,11 @@ def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
 def sample_problems(pool: list, n: int, seed: int, step: int) -> list:
     """The step's training problems: a pure function of (seed, step), so resume is exact."""
     rng = random.Random(seed * 1_000_003 + step)
-    return [pool[i] for i in rng.sample(range(len(pool)), n)] if n <= len(pool) else [
-        pool[rng.randrange(len(pool))] for _ in range(n)
-    ]
+    return (
+        [pool[i] for i in rng.sample(range(len(pool)), n)]
+        if n <= len(pool)
+        else [pool[rng.randrange(len(pool))] for _ in range(n)]
+    )
 
 
 def _peak_memory_mb(device: str) -> float:
@@ -106,8 +108,12 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         t0 = time.perf_counter()
         problems = sample_problems(pool, config.prompts_per_step, config.seed, step)
         episodes, stats = rollout(
-            problems, config.group_size, config=config, temperature=config.temperature,
-            seed_parts=(config.seed, "train", step), **env,
+            problems,
+            config.group_size,
+            config=config,
+            temperature=config.temperature,
+            seed_parts=(config.seed, "train", step),
+            **env,
         )
         t1 = time.perf_counter()
         assign_rewards(episodes, config)
@@ -138,9 +144,13 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
             path = save_checkpoint(out, step, policies, config.hash())
             reporter.on_checkpoint(step, str(path))
         reporter.on_progress(
-            step, config.steps,
-            {"reward": metrics["train/reward"], "accuracy": metrics.get("eval/accuracy"),
-             "step_seconds": elapsed},
+            step,
+            config.steps,
+            {
+                "reward": metrics["train/reward"],
+                "accuracy": metrics.get("eval/accuracy"),
+                "step_seconds": elapsed,
+            },
         )
         if stopping:
             return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}

@@ -47,7 +47,9 @@ def _boxed(value) -> str:
 
 def math_solution(rng: random.Random, problem: Problem) -> str:
     """A worked answer `12+7=\\boxed{19}` whose steps are right only with some probability."""
-    values = [_noisy_value(rng, int(s.answer), _math_term_p(s.compact)) for s in problem.subproblems]
+    values = [
+        _noisy_value(rng, int(s.answer), _math_term_p(s.compact)) for s in problem.subproblems
+    ]
     if len(values) == 1:
         return _boxed(values[0])
     return f"{'+'.join(map(str, values))}={_boxed(_noisy_value(rng, sum(values), P_ADD))}"
@@ -90,7 +92,9 @@ def role_examples(rng: random.Random, problem: Problem, task: str) -> list[tuple
     examples.append((prompts.revise(problem, first, "no"), solve(rng, problem)))
     # aggregator
     candidates = [solve(rng, problem) for _ in range(rng.choice((2, 3, 3, 4)))]
-    examples.append((prompts.aggregate(problem, candidates), _aggregate(rng, task, candidates, clean)))
+    examples.append(
+        (prompts.aggregate(problem, candidates), _aggregate(rng, task, candidates, clean))
+    )
     # evaluator
     candidate = solve(rng, problem) if rng.random() < 0.7 else clean
     good = _same(task, candidate, clean)
@@ -150,7 +154,9 @@ def _synthesis(rng: random.Random, task: str, results: list[str]) -> str:
     return program(results)
 
 
-def corpus(math_problems: list[Problem], code_problems: list[Problem], seed: int) -> list[tuple[str, str]]:
+def corpus(
+    math_problems: list[Problem], code_problems: list[Problem], seed: int
+) -> list[tuple[str, str]]:
     """The whole warm-start corpus, shuffled deterministically."""
     rng = random.Random(seed)
     examples = []

@@ -337,8 +337,15 @@ def test_a_run_without_evaluations_still_summarises():
 
 
 def test_student_t_quantiles_match_the_tables():
-    for df, expected in [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452),
-                         (120, 1.9799), (5000, 1.9604)]:
+    for df, expected in [
+        (1, 12.7062),
+        (2, 4.3027),
+        (4, 2.7764),
+        (9, 2.2622),
+        (29, 2.0452),
+        (120, 1.9799),
+        (5000, 1.9604),
+    ]:
         assert student_t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
     assert student_t_quantile(0.95, 10) == pytest.approx(1.8125, abs=1e-4)
     assert student_t_quantile(0.025, 4) == pytest.approx(-2.7764, abs=1e-4)
@@ -355,8 +362,14 @@ def test_mean_ci_follows_the_t_interval():
 
 
 def _summary(gain, cliff_status="none", captured=None, lead=None):
-    acc = {"base": 0.2, "peak": 0.2 + gain, "final": 0.2 + gain / 2, "gain": gain,
-           "final_gain": gain / 2, "cliff_status": cliff_status}
+    acc = {
+        "base": 0.2,
+        "peak": 0.2 + gain,
+        "final": 0.2 + gain / 2,
+        "gain": gain,
+        "final_gain": gain / 2,
+        "cliff_status": cliff_status,
+    }
     return {"accuracy": acc, "capture": captured, "lead": lead or {}}
 
 
@@ -446,8 +459,14 @@ def test_downsample_is_fast_on_long_series():
 
 def _write_run(path, seed, accuracy, steps=9, sharing="per_role"):
     path.mkdir(parents=True)
-    config = {"workflow": "voting", "task": "math", "model": "tiny-s", "sharing": sharing,
-              "seed": seed, "steps": steps}
+    config = {
+        "workflow": "voting",
+        "task": "math",
+        "model": "tiny-s",
+        "sharing": sharing,
+        "seed": seed,
+        "steps": steps,
+    }
     (path / "config.json").write_text(json.dumps(config))
     lines = []
     for i, (step, value) in enumerate(zip(STEPS, accuracy, strict=True)):
@@ -463,8 +482,12 @@ def test_analyze_dirs_summarises_each_run_directory(tmp_path):
     results = analyze_cli.analyze_dirs([tmp_path / "a"])
     (run,) = results
     assert run["name"] == "a" and run["seed"] == 0 and run["complete"] is True
-    assert run["cell"] == {"workflow": "voting", "task": "math", "model": "tiny-s",
-                           "sharing": "per_role"}
+    assert run["cell"] == {
+        "workflow": "voting",
+        "task": "math",
+        "model": "tiny-s",
+        "sharing": "per_role",
+    }
     summary = run["summary"]
     assert summary["accuracy"]["cliff_onset"] == 50
     assert summary["amplification"] == {"aggregator": None, "generator": 3}

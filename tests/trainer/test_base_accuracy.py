@@ -20,8 +20,11 @@ def _base_accuracy(tiny, workflow: str, task_name: str) -> dict:
     config = make_config("cpu-demo", workflow=workflow, task=task_name)
     task = load_task(task_name)
     return evaluate(
-        config, policies=FrozenPolicies(tiny.model), codec=Codec(tiny.tokenizer, add_bos=True),
-        prompts=make_prompts(config, tiny.tokenizer, tiny.family), task=task,
+        config,
+        policies=FrozenPolicies(tiny.model),
+        codec=Codec(tiny.tokenizer, add_bos=True),
+        prompts=make_prompts(config, tiny.tokenizer, tiny.family),
+        task=task,
         problems=held_out(task, 48),
     )
 

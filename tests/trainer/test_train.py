@@ -13,8 +13,13 @@ from trainer.reporting import ListReporter, read_metrics_jsonl
 from trainer.train import train
 
 SMALL = dict(
-    steps=4, prompts_per_step=2, group_size=2, eval_problems=8, eval_every=2,
-    checkpoint_every=2, max_new_tokens=20,
+    steps=4,
+    prompts_per_step=2,
+    group_size=2,
+    eval_problems=8,
+    eval_every=2,
+    checkpoint_every=2,
+    max_new_tokens=20,
 )
 
 
@@ -32,16 +37,36 @@ def test_voting_per_agent_logs_every_metric_family(tmp_path):
     assert train(config, tmp_path, reporter)["status"] == "succeeded"
     keys = reporter.keys()
     expected = {
-        "eval/accuracy", "eval/accuracy/generator", "eval/accuracy/aggregator",
-        "train/reward", "train/reward_std", "train/frac_zero_std", "train/resp_len",
-        "train/kl", "train/entropy", "train/clip_frac", "train/loss",
-        "agent/generator0/grad_norm", "policy/generator0/grad_norm", "policy/aggregator/lr",
-        "sys/step_seconds", "sys/tokens_per_second", "sys/peak_memory_mb",
+        "eval/accuracy",
+        "eval/accuracy/generator",
+        "eval/accuracy/aggregator",
+        "train/reward",
+        "train/reward_std",
+        "train/frac_zero_std",
+        "train/resp_len",
+        "train/kl",
+        "train/entropy",
+        "train/clip_frac",
+        "train/loss",
+        "agent/generator0/grad_norm",
+        "policy/generator0/grad_norm",
+        "policy/aggregator/lr",
+        "sys/step_seconds",
+        "sys/tokens_per_second",
+        "sys/peak_memory_mb",
     }
     for role in ("generator", "aggregator"):
         # no grad_share: under per_agent no two roles share a policy (see the shared test)
-        for name in ("grad_norm", "entropy", "kl", "tokens", "resp_len",
-                     "opt_steps", "pg_loss", "clip_frac"):
+        for name in (
+            "grad_norm",
+            "entropy",
+            "kl",
+            "tokens",
+            "resp_len",
+            "opt_steps",
+            "pg_loss",
+            "clip_frac",
+        ):
             expected.add(f"role/{role}/{name}")
     assert expected <= keys, sorted(expected - keys)
     steps, values = reporter.series("eval/accuracy")
@@ -99,9 +124,24 @@ def test_cli_rejects_a_bad_flag_with_one_line_naming_the_field():
 
 
 def test_cli_run_writes_metrics_and_resumes_without_duplicates(tmp_path):
-    flags = ["--preset", "cpu-demo", "--steps", "2", "--prompts-per-step", "2",
-             "--group-size", "2", "--eval-problems", "8", "--eval-every", "1",
-             "--checkpoint-every", "1", "--out", str(tmp_path)]
+    flags = [
+        "--preset",
+        "cpu-demo",
+        "--steps",
+        "2",
+        "--prompts-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--eval-problems",
+        "8",
+        "--eval-every",
+        "1",
+        "--checkpoint-every",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     done = _cli("run", *flags)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "succeeded"

@@ -52,7 +52,7 @@ class Context:
     """What a workflow coroutine may use: the config, the task and the prompt builder."""
 
     config: Config
-    prompts: "Prompts"  # noqa: F821 - trainer.workflows.prompts.Prompts
+    prompts: Prompts  # noqa: F821 - trainer.workflows.prompts.Prompts
     task_name: str
 
 

@@ -60,8 +60,17 @@ def _id(value: Any, name: str) -> int:
     return number
 
 
-def _config_errors(exc: ConfigError) -> dict[str, str]:
-    return {f"config.{k}" if k in FIELDS else k: v for k, v in exc.errors.items()}
+def _config_errors(exc: ConfigError, config: dict, matrix: dict) -> dict[str, str]:
+    """trainer.config's error keys as paths into the request body. A bad value of an axis
+    the matrix gives is the matrix's, even when trainer.config names the bare field."""
+    named = {}
+    for key, message in exc.errors.items():
+        if key in matrix:
+            key = f"matrix.{key}"
+        elif key in FIELDS or key in config:
+            key = f"config.{key}"
+        named[key] = message
+    return named
 
 
 # --- experiments -------------------------------------------------------------------------------
@@ -81,7 +90,7 @@ def experiments(request: HttpRequest) -> JsonResponse:
             request.user, name, description=description, preset=preset, config=config, matrix=matrix
         )
     except ConfigError as exc:
-        raise ApiError(400, "Invalid experiment.", _config_errors(exc)) from None
+        raise ApiError(400, "Invalid experiment.", _config_errors(exc, config, matrix)) from None
     runs = list(experiment.runs.all())
     return JsonResponse(experiment_json(experiment, runs), status=201)
 

@@ -23,6 +23,9 @@ app = Dash(
     serve_locally=True,
     title="Troupe panel",
     update_title=None,
+    # Sync callbacks: Dash turns async on when asgiref is installed (Django brings it), and
+    # Django refuses database queries from inside an event loop.
+    use_async=False,
     csrf_token_name=settings.CSRF_COOKIE_NAME,
     csrf_header_name="X-CSRFToken",
 )

@@ -31,6 +31,12 @@ def control(label: str, component, width: str | None = None) -> html.Div:
     )
 
 
+def placeholder_options(values, label: str) -> list[dict]:
+    """Options holding the URL's values until a callback brings the real labels: a dropdown
+    drops a value that is not among its options. `label` is a format string, e.g. 'run {}'."""
+    return [{"label": label.format(v), "value": v} for v in values]
+
+
 def format_switch(id_: str) -> dcc.RadioItems:
     """PNG or SVG for the camera button of the page's figures."""
     return dcc.RadioItems(
@@ -94,11 +100,17 @@ def table(id_: str, columns: list[dict], page_size: int = 25) -> dash_table.Data
         ],
         style_data_conditional=[
             {"if": {"filter_query": '{cliff} = "cliff"'}, "color": "#b42318"},
-            {"if": {"filter_query": '{precedes} contains "yes"', "column_id": "precedes"},
-             "color": "#1f6f43", "fontWeight": "600"},
-            {"if": {"filter_query": '{captured} = "yes"', "column_id": "captured"},
-             "color": "#1f6f43", "fontWeight": "600"},
-        ],  # fmt: skip
+            {
+                "if": {"filter_query": '{precedes} contains "yes"', "column_id": "precedes"},
+                "color": "#1f6f43",
+                "fontWeight": "600",
+            },
+            {
+                "if": {"filter_query": '{captured} = "yes"', "column_id": "captured"},
+                "color": "#1f6f43",
+                "fontWeight": "600",
+            },
+        ],
     )
 
 

@@ -5,9 +5,9 @@ Every callback starts here. The signed-in user comes from the login wrapper
 (`webapp/dashboards/mount.py`), which sets `viewer()` for the length of each request. Troupe is
 a team tool (`webapp/experiments/access.py`): anyone signed in may read every experiment and
 run, so the panel only checks that someone is signed in; outside a request nothing is visible.
-A run id that does not exist is ignored, never an error. Series for figures go through `read_series` with `MAX_POINTS`, which keeps the
-first and last points and each bucket's minimum and maximum, so peaks and cliffs stay visible
-while a 10,000-step run costs 500 points.
+A run id that does not exist is ignored, never an error. Series for figures go through
+`read_series` with `MAX_POINTS`, which keeps the first and last points and each bucket's
+minimum and maximum, so peaks and cliffs stay visible while a 10,000-step run costs 500 points.
 """
 
 from __future__ import annotations
@@ -129,7 +129,9 @@ def metric_keys(run_ids: Sequence[int]) -> dict[int, list[str]]:
 
 
 def series(
-    run_ids: Sequence[int], keys: Sequence[str] | dict[int, Sequence[str]], max_points: int = MAX_POINTS
+    run_ids: Sequence[int],
+    keys: Sequence[str] | dict[int, Sequence[str]],
+    max_points: int = MAX_POINTS,
 ) -> dict[int, dict[str, dict[str, list]]]:
     """`{run_id: {key: {"steps", "values"}}}`, downsampled to `max_points` per series.
 

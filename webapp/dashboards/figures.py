@@ -9,6 +9,7 @@ works with no network.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -26,14 +27,27 @@ INK, MUTED, GRID, CLIFF = "#1f2933", "#616e7c", "#e4e7eb", "#b42318"
 # an orange and a purple, so "shared vs isolated" reads at a glance.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7f7f7f", "#000000"]
 SHARING_COLOURS = {"shared": "#2f5fd0", "per_role": "#d9731a", "per_agent": "#7b4fb3"}
-ROLE_COLOURS = {"generator": "#0072B2", "aggregator": "#E69F00", "evaluator": "#009E73",
-                "orchestrator": "#CC79A7", "worker": "#D55E00", "synthesizer": "#56B4E9",
-                "solver": "#0072B2"}  # fmt: skip
+ROLE_COLOURS = {
+    "generator": "#0072B2",
+    "aggregator": "#E69F00",
+    "evaluator": "#009E73",
+    "orchestrator": "#CC79A7",
+    "worker": "#D55E00",
+    "synthesizer": "#56B4E9",
+    "solver": "#0072B2",
+}
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SHARING_DASHES = {"shared": "solid", "per_role": "dash", "per_agent": "dot"}
+# Pairwise cosines: muted hues, apart from the role colours they share a legend with.
+PAIR_COLOURS = ["#3d4b5c", "#8f6bb3", "#2a9d8f", "#b5838d", "#6b705c", "#9c6644"]
 # Red (lost accuracy) through white (no change) to teal-blue (gained): the matrix's colours.
-DIVERGING = [[0.0, "#c2413b"], [0.25, "#ec9a8c"], [0.5, "#f7f7f7"], [0.75, "#8fc1de"],
-             [1.0, "#2c6fb0"]]  # fmt: skip
+DIVERGING = [
+    [0.0, "#c2413b"],
+    [0.25, "#ec9a8c"],
+    [0.5, "#f7f7f7"],
+    [0.75, "#8fc1de"],
+    [1.0, "#2c6fb0"],
+]
 MAX_GRADIENT_RUNS = 6  # runs drawn in the gradient view; its table lists every selected run
 
 
@@ -46,20 +60,24 @@ def graph_config(fmt: str = "png", filename: str = "troupe") -> dict[str, Any]:
         "responsive": True,
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
         # scale 2: a PNG sharp enough for slides; SVG is resolution-free anyway.
-        "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 2 if fmt == "png" else 1},
+        "toImageButtonOptions": {
+            "format": fmt,
+            "filename": filename,
+            "scale": 2 if fmt == "png" else 1,
+        },
     }
 
 
 def _layout(fig: go.Figure, **extra: Any) -> go.Figure:
-    fig.update_layout(
-        template="plotly_white",
-        font={"family": FONT, "size": 13, "color": INK},
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        margin={"l": 70, "r": 30, "t": 60, "b": 60},
-        hoverlabel={"font": {"family": FONT, "size": 12}},
-        **extra,
-    )
+    settings = {
+        "template": "plotly_white",
+        "font": {"family": FONT, "size": 13, "color": INK},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "margin": {"l": 70, "r": 30, "t": 60, "b": 60},
+        "hoverlabel": {"font": {"family": FONT, "size": 12}},
+    }
+    fig.update_layout(**{**settings, **extra})
     fig.update_xaxes(gridcolor=GRID, zeroline=False, linecolor="#9aa5b1")
     fig.update_yaxes(gridcolor=GRID, zeroline=False, linecolor="#9aa5b1")
     fig.update_annotations(font={"family": FONT, "size": 13, "color": INK})
@@ -70,9 +88,14 @@ def empty(message: str, height: int = 320) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()
     fig.add_annotation(
-        text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+        text=message,
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
         font={"size": 15, "color": MUTED},
-    )  # fmt: skip
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return _layout(fig, height=height)
@@ -140,12 +163,22 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
             runs.append([",".join(map(str, c["runs"])) if c else "" for c in cells_row])
         fig.add_trace(
             go.Heatmap(
-                z=z, x=models, y=y, text=text, texttemplate="%{text}", hovertext=hover,
-                hovertemplate="%{hovertext}<extra></extra>", customdata=runs,
-                coloraxis="coloraxis", xgap=4, ygap=4, textfont={"size": 12},
+                z=z,
+                x=models,
+                y=y,
+                text=text,
+                texttemplate="%{text}",
+                hovertext=hover,
+                hovertemplate="%{hovertext}<extra></extra>",
+                customdata=runs,
+                coloraxis="coloraxis",
+                xgap=4,
+                ygap=4,
+                textfont={"size": 13},
             ),
-            row=1, col=col,
-        )  # fmt: skip
+            row=1,
+            col=col,
+        )
     title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
     _layout(
         fig,
@@ -170,7 +203,12 @@ def _cell_text(cell: dict | None, field: str) -> str:
         return "no evaluations yet"
     value = labels.signed(cell[f"{field}_mean"])
     arrow = " → ".join(labels.num(cell[f"{k}_mean"]) for k in ("base", "peak", "final"))
-    cliffs = f"cliffs {cell['n_cliffs']}/{cell['n_judged']}" if cell["n_judged"] else "cliffs —"
+    if not cell["n_judged"]:
+        cliffs = "cliffs —"
+    elif cell["n_cliffs"]:
+        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell['n_cliffs']}/{cell['n_judged']}</span>"
+    else:
+        cliffs = f"cliffs 0/{cell['n_judged']}"
     return f"<b>{value}</b><br>{arrow}<br>{cliffs}"
 
 
@@ -185,7 +223,8 @@ def _cell_hover(cell: dict | None, sharing: str) -> str:
     for field, name in (("gain", "gain"), ("final_gain", "final gain")):
         ci = ""
         if cell[f"{field}_low"] is not None:
-            ci = f" (95% CI {labels.signed(cell[f'{field}_low'])} … {labels.signed(cell[f'{field}_high'])})"
+            low, high = labels.signed(cell[f"{field}_low"]), labels.signed(cell[f"{field}_high"])
+            ci = f" (95% CI {low} … {high})"
         lines.append(f"{name} {labels.signed(cell[f'{field}_mean'])}{ci}")
     lines.append(
         "base → peak → final: "
@@ -201,20 +240,27 @@ def _cell_hover(cell: dict | None, sharing: str) -> str:
 
 
 def run_styles(runs: Sequence, colour_by: str) -> dict[int, tuple[str, str]]:
-    """{run id: (colour, dash)}: colour by sharing mode (dash by seed) or by seed (dash by
-    sharing mode), so the other axis still tells runs apart."""
+    """{run id: (colour, dash)}. By sharing mode: the mode's hue, a shade and a dash per seed
+    (so the seeds of one cell stay apart); by seed: one hue per seed, a dash per sharing mode."""
     seeds = sorted({run.seed for run in runs})
     styles = {}
     for run in runs:
-        seed_i = seeds.index(run.seed)
+        i = seeds.index(run.seed)
         if colour_by == "seed":
-            styles[run.id] = (colour(seed_i), SHARING_DASHES.get(run.sharing, "solid"))
+            styles[run.id] = (colour(i), SHARING_DASHES.get(run.sharing, "solid"))
         else:
-            styles[run.id] = (
-                SHARING_COLOURS.get(run.sharing, colour(seed_i)),
-                DASHES[seed_i % len(DASHES)],
-            )
+            hue = SHARING_COLOURS.get(run.sharing, MUTED)
+            lift = 0.0 if len(seeds) == 1 else -0.3 + 0.7 * i / (len(seeds) - 1)
+            styles[run.id] = (shade(hue, lift), DASHES[i % len(DASHES)])
     return styles
+
+
+def shade(hex_colour: str, lift: float) -> str:
+    """`hex_colour` mixed towards white (lift > 0) or black (lift < 0) by |lift|."""
+    rgb = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
+    target = 255 if lift > 0 else 0
+    mixed = [round(c + (target - c) * abs(lift)) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
 
 
 def curves_figure(
@@ -229,7 +275,9 @@ def curves_figure(
     of each run's accuracy from its summary. With smoothing, the raw line stays, faint."""
     drawn = [run for run in runs if series.get(run.id, {}).get(key, {}).get("steps")]
     if not drawn:
-        return empty(f"No {key} points for the selected runs yet." if runs else "Choose runs to compare.")
+        return empty(
+            f"No {key} points for the selected runs yet." if runs else "Choose runs to compare."
+        )
     fig = go.Figure()
     styles = run_styles(drawn, colour_by)
     is_accuracy = key == ACCURACY_KEY
@@ -243,52 +291,84 @@ def curves_figure(
         if smooth_window > 1:
             fig.add_trace(
                 go.Scatter(
-                    x=steps, y=raw, mode="lines", line={"color": line_colour, "width": 1},
-                    opacity=0.3, legendgroup=group, showlegend=False, hoverinfo="skip",
+                    x=steps,
+                    y=raw,
+                    mode="lines",
+                    line={"color": line_colour, "width": 1},
+                    opacity=0.3,
+                    legendgroup=group,
+                    showlegend=False,
+                    hoverinfo="skip",
                 )
-            )  # fmt: skip
+            )
         fig.add_trace(
             go.Scatter(
-                x=steps, y=values, name=label, legendgroup=group,
+                x=steps,
+                y=values,
+                name=label,
+                legendgroup=group,
                 mode="lines+markers" if is_accuracy and len(steps) <= 60 else "lines",
-                line={"color": line_colour, "dash": dash, "width": 2.2}, marker={"size": 5},
+                line={"color": line_colour, "dash": dash, "width": 2.2},
+                marker={"size": 5},
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
-        )  # fmt: skip
+        )
         accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
         if is_accuracy and accuracy.get("peak_step") is not None:
             fig.add_trace(
                 go.Scatter(
-                    x=[accuracy["peak_step"]], y=[accuracy["peak"]], mode="markers",
-                    marker={"symbol": "star", "size": 15, "color": line_colour,
-                            "line": {"color": "white", "width": 1}},
-                    legendgroup=group, showlegend=False,
+                    x=[accuracy["peak_step"]],
+                    y=[accuracy["peak"]],
+                    mode="markers",
+                    marker={
+                        "symbol": "star",
+                        "size": 15,
+                        "color": line_colour,
+                        "line": {"color": "white", "width": 1},
+                    },
+                    legendgroup=group,
+                    showlegend=False,
                     hovertemplate=f"run {run.id}: peak {accuracy['peak']:.3f} at step "
                     f"{accuracy['peak_step']}<extra></extra>",
                 )
-            )  # fmt: skip
+            )
         onset = accuracy.get("cliff_onset")
         if onset is not None:
             fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
             y_at = _value_at(steps, raw, onset) if is_accuracy else None
             if y_at is not None:
-                verdict = "provisional cliff" if accuracy.get("cliff_status") == "provisional" else "cliff"
+                verdict = (
+                    "provisional cliff"
+                    if accuracy.get("cliff_status") == "provisional"
+                    else "cliff"
+                )
                 fig.add_trace(
                     go.Scatter(
-                        x=[onset], y=[y_at], mode="markers",
-                        marker={"symbol": "x-thin", "size": 16, "color": CLIFF,
-                                "line": {"color": CLIFF, "width": 3}},
-                        legendgroup=group, showlegend=False,
+                        x=[onset],
+                        y=[y_at],
+                        mode="markers",
+                        marker={
+                            "symbol": "x-thin",
+                            "size": 16,
+                            "color": CLIFF,
+                            "line": {"color": CLIFF, "width": 3},
+                        },
+                        legendgroup=group,
+                        showlegend=False,
                         hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
                     )
-                )  # fmt: skip
+                )
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
-    if any(((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None for r in drawn):
+    if any(
+        ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
+        for r in drawn
+    ):
         _legend_marker(
-            fig, "cliff onset (dotted line)",
+            fig,
+            "cliff onset (dotted line)",
             {"symbol": "x-thin", "size": 13, "color": CLIFF, "line": {"color": CLIFF, "width": 3}},
-        )  # fmt: skip
+        )
     _layout(
         fig,
         height=520,
@@ -326,21 +406,29 @@ def gradients_figure(
     runs = list(runs)[:MAX_GRADIENT_RUNS]
     if not runs:
         return empty("Choose runs to see their gradient dynamics.")
-    titles = []
-    for run in runs:
-        titles += [
-            f"<b>{labels.run_label(run)}</b><br>gradient norm per role (log scale)",
-            "share of the policy's gradient",
-            "cosine between gradients on one policy",
-        ]
+    row_px, head_px = 280, 170
+    height = head_px + row_px * len(runs)
     fig = make_subplots(
-        rows=len(runs), cols=3, subplot_titles=titles, horizontal_spacing=0.06,
-        vertical_spacing=min(0.12, 0.5 / len(runs)), column_widths=[0.4, 0.3, 0.3],
-    )  # fmt: skip
+        rows=len(runs),
+        cols=3,
+        subplot_titles=[
+            "Gradient norm per role (log scale)",
+            "Share of the policy's gradient",
+            "Cosine between gradients on one policy",
+        ],
+        horizontal_spacing=0.06,
+        vertical_spacing=(100 / height) if len(runs) > 1 else 0.0,
+        column_widths=[0.4, 0.3, 0.3],
+    )
+    pair_names = sorted(
+        {k for run in runs for k in series.get(run.id, {}) if k.startswith("grad_cos/")}
+    )
+    pair_colours = {name: PAIR_COLOURS[i % len(PAIR_COLOURS)] for i, name in enumerate(pair_names)}
     shown: set[str] = set()
     for r, run in enumerate(runs, start=1):
         points = series.get(run.id, {})
         summary = summaries.get(run.id) or {}
+        _row_title(fig, r, run, summary)
         roles = sorted({k.split("/")[1] for k in points if k.startswith("role/")})
         for role in roles:
             role_line = {"color": role_colour(role), "width": 1.8}
@@ -348,62 +436,122 @@ def gradients_figure(
             if norm:
                 fig.add_trace(
                     go.Scatter(
-                        x=norm["steps"], y=norm["values"], name=role, legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"), line=role_line,
-                        hovertemplate=f"{role} ‖g‖ %{{y:.3g}} at step %{{x}}<extra>run {run.id}</extra>",
+                        x=norm["steps"],
+                        y=norm["values"],
+                        name=role,
+                        legendgroup=f"role:{role}",
+                        showlegend=_first(shown, f"role:{role}"),
+                        line=role_line,
+                        hovertemplate=_hover(f"{role} ‖g‖", ".3g", run.id),
                     ),
-                    row=r, col=1,
-                )  # fmt: skip
+                    row=r,
+                    col=1,
+                )
             share = points.get(f"role/{role}/grad_share")
             if share:
                 stacked = run.sharing == "shared"
                 fig.add_trace(
                     go.Scatter(
-                        x=share["steps"], y=share["values"], name=role, legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"), line=role_line,
+                        x=share["steps"],
+                        y=share["values"],
+                        name=role,
+                        legendgroup=f"role:{role}",
+                        showlegend=_first(shown, f"role:{role}"),
+                        line=role_line,
                         stackgroup=f"share{r}" if stacked else None,
-                        hovertemplate=f"{role} share %{{y:.2f}} at step %{{x}}<extra>run {run.id}</extra>",
+                        hovertemplate=_hover(f"{role} share", ".2f", run.id),
                     ),
-                    row=r, col=2,
-                )  # fmt: skip
-        pairs = sorted(k[len("grad_cos/") :] for k in points if k.startswith("grad_cos/"))
-        for i, pair in enumerate(pairs):
-            cos = points[f"grad_cos/{pair}"]
+                    row=r,
+                    col=2,
+                )
+        pairs = [k for k in pair_names if k in points]
+        for key in pairs:
+            pair = key[len("grad_cos/") :]
             fig.add_trace(
                 go.Scatter(
-                    x=cos["steps"], y=cos["values"], name=f"cos {pair.replace('|', ' · ')}",
-                    legendgroup=f"pair:{pair}", showlegend=_first(shown, f"pair:{pair}"),
-                    line={"color": colour(i + 5), "width": 1.4},
-                    hovertemplate=f"cos({pair}) %{{y:.2f}} at step %{{x}}<extra>run {run.id}</extra>",
+                    x=points[key]["steps"],
+                    y=points[key]["values"],
+                    name=f"cos {pair.replace('|', ' · ')}",
+                    legendgroup=key,
+                    showlegend=_first(shown, key),
+                    line={"color": pair_colours[key], "width": 1.4},
+                    hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
                 ),
-                row=r, col=3,
-            )  # fmt: skip
+                row=r,
+                col=3,
+            )
         if not pairs:
-            _note(fig, r, 3, "no two gradients share a policy here")
+            _note(fig, r, 3, "no two gradients share a policy in this run")
         if run.sharing != "shared" and any(f"role/{role}/grad_share" in points for role in roles):
-            _note(fig, r, 2, "one policy per role: every share is 1", y=0.15)
+            _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
-        fig.update_yaxes(type="log", row=r, col=1)
+        norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
+        fig.update_yaxes(type="log", row=r, col=1, **_log_ticks(norms))
         fig.update_yaxes(range=[0, 1.05], row=r, col=2)
         fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
-    fig.add_trace(
-        go.Scatter(x=[None], y=[None], mode="lines", name="amplification onset (role colour)",
-                   line={"color": MUTED, "dash": "dot", "width": 1.5})
-    )  # fmt: skip
-    fig.add_trace(
-        go.Scatter(x=[None], y=[None], mode="lines", name="cliff onset",
-                   line={"color": CLIFF, "dash": "dash", "width": 2})
-    )  # fmt: skip
+    _legend_line(fig, "amplification onset (dotted, role colour)", MUTED, "dot")
+    _legend_line(fig, "cliff onset", CLIFF, "dash")
     _layout(
         fig,
-        height=120 + 290 * len(runs),
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0 + 40 / (120 + 290 * len(runs)),
-                "x": 0, "font": {"size": 12}},
-        margin={"l": 60, "r": 20, "t": 110, "b": 40},
-    )  # fmt: skip
-    fig.update_annotations(font={"size": 12})
+        height=height,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1 + 62 / height, "x": 0},
+        margin={"l": 60, "r": 20, "t": 140, "b": 50},
+    )
     fig.update_xaxes(title_text="training step", row=len(runs))
     return fig
+
+
+def _log_ticks(values: Sequence) -> dict[str, Any]:
+    """Ticks at 1, 2 and 5 × 10^k labelled as plain numbers: plotly's own log ticks label
+    each digit of a decade ("5" for 0.5), which reads wrong at a glance."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
+        return {}
+    lo, hi = min(positive), max(positive)
+    ticks = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        for m in (1, 2, 5)
+        if lo / 1.5 <= m * 10.0**k <= hi * 1.5
+    ]
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
+def _row_title(fig: go.Figure, row: int, run, summary: dict) -> None:
+    """The run's name above its row, with its verdict: which cliff, if any."""
+    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
+    verdict = f"terminal cliff at step {cliff}" if cliff is not None else "no terminal cliff"
+    axis = fig.get_subplot(row, 1)
+    top = axis.yaxis.domain[1]
+    fig.add_annotation(
+        text=f"<b>{labels.run_label(run)}</b> · {verdict}",
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=top,
+        yshift=28 if row == 1 else 22,
+        xanchor="left",
+        yanchor="bottom",
+        showarrow=False,
+        font={"size": 13, "color": CLIFF if cliff is not None else INK},
+    )
+
+
+def _legend_line(fig: go.Figure, name: str, line_colour: str, dash: str) -> None:
+    """A legend entry explaining a kind of line, with no point of its own."""
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="lines",
+            name=name,
+            line={"color": line_colour, "dash": dash, "width": 2},
+        )
+    )
+
+
+def _hover(what: str, fmt: str, run_id: int) -> str:
+    return f"{what} %{{y:{fmt}}} at step %{{x}}<extra>run {run_id}</extra>"
 
 
 def _first(shown: set[str], name: str) -> bool:
@@ -417,10 +565,14 @@ def _first(shown: set[str], name: str) -> bool:
 def _note(fig: go.Figure, row: int, col: int, text: str, y: float = 0.5) -> None:
     axis = fig.get_subplot(row, col)
     fig.add_annotation(
-        text=text, showarrow=False, font={"size": 11, "color": MUTED},
+        text=text,
+        showarrow=False,
+        font={"size": 11, "color": MUTED},
         xref=f"{axis.xaxis.plotly_name.replace('axis', '')} domain",
-        yref=f"{axis.yaxis.plotly_name.replace('axis', '')} domain", x=0.5, y=y,
-    )  # fmt: skip
+        yref=f"{axis.yaxis.plotly_name.replace('axis', '')} domain",
+        x=0.5,
+        y=y,
+    )
 
 
 def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
@@ -429,14 +581,17 @@ def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
             continue
         for col in (1, 2, 3):
             fig.add_vline(
-                x=onset, row=row, col=col,
+                x=onset,
+                row=row,
+                col=col,
                 line={"color": role_colour(role), "dash": "dot", "width": 1.5},
-            )  # fmt: skip
-    cliff = ((summary.get("accuracy") or {}).get("cliff_onset"))
+            )
+    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
     if cliff is not None:
         for col in (1, 2, 3):
             fig.add_vline(
-                x=cliff, row=row, col=col, line={"color": CLIFF, "dash": "dash", "width": 2},
-                annotation_text="cliff" if col == 1 else None,
-                annotation_font={"color": CLIFF, "size": 11},
-            )  # fmt: skip
+                x=cliff,
+                row=row,
+                col=col,
+                line={"color": CLIFF, "dash": "dash", "width": 2},
+            )

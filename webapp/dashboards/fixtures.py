@@ -46,18 +46,38 @@ DEMO_MATRIX = {
 LEAD = 10  # steps between the known run's amplification onset and its cliff
 
 # Base accuracy of the untrained model, by task and model; gains by workflow and task.
-_BASE = {("math", "tiny-s"): 0.32, ("math", "tiny-m"): 0.41, ("math", "tiny-l"): 0.48,
-         ("code", "tiny-s"): 0.18, ("code", "tiny-m"): 0.26, ("code", "tiny-l"): 0.31}  # fmt: skip
-_GAIN = {("voting", "math"): 0.15, ("eval_opt", "math"): 0.11, ("orch_workers", "math"): 0.06,
-         ("single", "math"): 0.08, ("voting", "code"): 0.05, ("eval_opt", "code"): 0.13,
-         ("orch_workers", "code"): 0.03, ("single", "code"): 0.06}  # fmt: skip
+_BASE = {
+    ("math", "tiny-s"): 0.32,
+    ("math", "tiny-m"): 0.41,
+    ("math", "tiny-l"): 0.48,
+    ("code", "tiny-s"): 0.18,
+    ("code", "tiny-m"): 0.26,
+    ("code", "tiny-l"): 0.31,
+}
+_GAIN = {
+    ("voting", "math"): 0.15,
+    ("eval_opt", "math"): 0.11,
+    ("orch_workers", "math"): 0.06,
+    ("single", "math"): 0.08,
+    ("voting", "code"): 0.05,
+    ("eval_opt", "code"): 0.13,
+    ("orch_workers", "code"): 0.03,
+    ("single", "code"): 0.06,
+}
 _MODEL_SCALE = {"tiny-s": 1.0, "tiny-m": 1.25, "tiny-l": 0.8}
 # Chance of a terminal cliff: isolated policies fall more often (the study's finding), most
 # of all where parallel same-role agents amplify one role's gradient.
 _CLIFF_CHANCE = {"shared": 0.12, "per_role": 0.35, "per_agent": 0.45}
 _PARALLEL_ROLE = {"voting": "generator", "orch_workers": "worker"}
-_ROLE_LEVEL = {"generator": 0.8, "aggregator": 0.5, "evaluator": 0.6, "orchestrator": 0.4,
-               "worker": 0.7, "synthesizer": 0.45, "solver": 0.7}  # fmt: skip
+_ROLE_LEVEL = {
+    "generator": 0.8,
+    "aggregator": 0.5,
+    "evaluator": 0.6,
+    "orchestrator": 0.4,
+    "worker": 0.7,
+    "synthesizer": 0.45,
+    "solver": 0.7,
+}
 
 
 @dataclass
@@ -139,10 +159,16 @@ def build_demo_experiment(
         rows = []
         for run in made:
             plan = _plan(run, steps, eval_every)
-            rows += [(run.id, key, step, value) for key, step, value in _series(run, plan, steps, eval_every)]
+            rows += [
+                (run.id, key, step, value)
+                for key, step, value in _series(run, plan, steps, eval_every)
+            ]
         _insert_points(rows)
 
-    known = {(m["workflow"], m["task"], m["model"], m["sharing"], m["seed"]): r for m, r in zip(members, made)}
+    known = {
+        (m["workflow"], m["task"], m["model"], m["sharing"], m["seed"]): r
+        for m, r in zip(members, made)
+    }
     cliff_run = known.get(("voting", "math", "tiny-s", "per_role", 0))
     capture_run = known.get(("voting", "math", "tiny-s", "shared", 0))
     cliff_onset = _known_cliff_step(steps, eval_every) if cliff_run else None
@@ -172,8 +198,12 @@ def _known_cliff_step(steps: int, eval_every: int) -> int:
 
 def _is_known(run: Run, sharing: str) -> bool:
     return (run.workflow, run.task, run.model, run.sharing, run.seed) == (
-        "voting", "math", "tiny-s", sharing, 0,
-    )  # fmt: skip
+        "voting",
+        "math",
+        "tiny-s",
+        sharing,
+        0,
+    )
 
 
 def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
@@ -248,7 +278,9 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
             level *= 1.5  # three agents' turns land on this role
         g = level * (1 - 0.15 * train / steps) * np.exp(rng.normal(0, 0.06, steps))
         if role == plan.amplified and plan.amplify_at is not None:
-            g = g * np.where(train >= plan.amplify_at, np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at)), 1)
+            g = g * np.where(
+                train >= plan.amplify_at, np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at)), 1
+            )
         elif plan.cliff_at is not None:
             g = g * np.where(train >= plan.cliff_at + 10, 1.6, 1)  # the collapse spreads
         if role == plan.capture:
@@ -258,14 +290,17 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     shares = _shares(norms, run.sharing)
     for role in roles:
         yield from (
-            (f"role/{role}/grad_norm", int(s), round(float(v), 5)) for s, v in zip(train, norms[role])
+            (f"role/{role}/grad_norm", int(s), round(float(v), 5))
+            for s, v in zip(train, norms[role])
         )
         yield from (
-            (f"role/{role}/grad_share", int(s), round(float(v), 5)) for s, v in zip(train, shares[role])
+            (f"role/{role}/grad_share", int(s), round(float(v), 5))
+            for s, v in zip(train, shares[role])
         )
         role_entropy = entropy * (0.8 + 0.1 * roles.index(role))
         yield from (
-            (f"role/{role}/entropy", int(s), round(float(v), 5)) for s, v in zip(train, role_entropy)
+            (f"role/{role}/entropy", int(s), round(float(v), 5))
+            for s, v in zip(train, role_entropy)
         )
 
     # Cosines between gradients on the same policy: roles under a shared policy, parallel

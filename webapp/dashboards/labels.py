@@ -69,7 +69,8 @@ def run_label(run) -> str:
     if run.name:
         return f"run {run.id} · {run.name}"
     sharing = SHARING_SHORT.get(run.sharing, run.sharing or "—")
-    return f"run {run.id} · {cell_label(run.workflow, run.task, run.model)} · {sharing} · seed {run.seed}"
+    cell = cell_label(run.workflow, run.task, run.model)
+    return f"run {run.id} · {cell} · {sharing} · seed {run.seed}"
 
 
 def short_run_label(run) -> str:

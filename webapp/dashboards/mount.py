@@ -74,9 +74,7 @@ class LoginRequired:
     def _respond(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         request = WSGIRequest(environ)
         try:
-            request.session = self.session_store(
-                request.COOKIES.get(settings.SESSION_COOKIE_NAME)
-            )
+            request.session = self.session_store(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
             user = get_user(request)
             if not user.is_authenticated:
                 if request.method in ("GET", "HEAD"):

@@ -48,10 +48,26 @@ CELL_COLUMNS = [
     {"id": "compare", "name": "Runs", "type": "text", "presentation": "markdown"},
 ]
 CELL_CSV = [
-    "workflow", "task", "model", "sharing", "n_seeds", "seeds", "base_mean", "peak_mean",
-    "final_mean", "gain_mean", "gain_low", "gain_high", "final_gain_mean", "final_gain_low",
-    "final_gain_high", "n_cliffs", "n_judged", "cliff_fraction", "runs",
-]  # fmt: skip
+    "workflow",
+    "task",
+    "model",
+    "sharing",
+    "n_seeds",
+    "seeds",
+    "base_mean",
+    "peak_mean",
+    "final_mean",
+    "gain_mean",
+    "gain_low",
+    "gain_high",
+    "final_gain_mean",
+    "final_gain_low",
+    "final_gain_high",
+    "n_cliffs",
+    "n_judged",
+    "cliff_fraction",
+    "runs",
+]
 
 
 def cell_rows(cells: Sequence[dict]) -> list[dict[str, Any]]:
@@ -90,9 +106,24 @@ RUN_COLUMNS = [
     _number("cliff_onset", "Cliff onset", Format(precision=0, scheme=Scheme.fixed)),
 ]
 RUN_CSV = [
-    "run", "workflow", "task", "model", "sharing", "seed", "status", "step", "total_steps",
-    "base", "peak", "peak_step", "final", "gain", "final_gain", "cliff", "cliff_onset",
-]  # fmt: skip
+    "run",
+    "workflow",
+    "task",
+    "model",
+    "sharing",
+    "seed",
+    "status",
+    "step",
+    "total_steps",
+    "base",
+    "peak",
+    "peak_step",
+    "final",
+    "gain",
+    "final_gain",
+    "cliff",
+    "cliff_onset",
+]
 
 
 def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]:
@@ -135,9 +166,20 @@ DYNAMICS_COLUMNS = [
     _text("captured", "Captured the shared policy?"),
 ]
 DYNAMICS_CSV = [
-    "run", "workflow", "task", "model", "sharing", "seed", "role", "amplification_onset",
-    "cliff_onset", "lead", "precedes", "capture_fraction", "captured",
-]  # fmt: skip
+    "run",
+    "workflow",
+    "task",
+    "model",
+    "sharing",
+    "seed",
+    "role",
+    "amplification_onset",
+    "cliff_onset",
+    "lead",
+    "precedes",
+    "capture_fraction",
+    "captured",
+]
 
 
 def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]:
@@ -192,7 +234,11 @@ def _captured(summary: dict, role: str | None) -> str:
 def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     """The two questions of the gradient view, answered in a sentence each for these runs."""
     findings = []
-    cliffs = [r for r in runs if ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None]
+    cliffs = [
+        r
+        for r in runs
+        if ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
+    ]
     if not cliffs:
         findings.append("None of these runs has a terminal cliff, so there is no lead to measure.")
     else:
@@ -224,7 +270,7 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     return findings
 
 
-# --- CSV ---------------------------------------------------------------------------------------------
+# --- CSV -----------------------------------------------------------------------------------------
 
 
 def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
@@ -247,8 +293,16 @@ def series_csv(runs: Sequence, series: dict[int, dict[str, dict]]) -> str:
         for key, points in sorted(series.get(run.id, {}).items()):
             for step, value in zip(points["steps"], points["values"], strict=True):
                 rows.append(
-                    {"run": run.id, "workflow": run.workflow, "task": run.task, "model": run.model,
-                     "sharing": run.sharing, "seed": run.seed, "key": key, "step": step,
-                     "value": value}
-                )  # fmt: skip
+                    {
+                        "run": run.id,
+                        "workflow": run.workflow,
+                        "task": run.task,
+                        "model": run.model,
+                        "sharing": run.sharing,
+                        "seed": run.seed,
+                        "key": key,
+                        "step": step,
+                        "value": value,
+                    }
+                )
     return to_csv(rows, SERIES_CSV)

@@ -19,6 +19,7 @@ COLOUR_BY = {"sharing": "Sharing mode", "seed": "Seed"}
 
 def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Div:
     run_ids = state.parse_ids(runs)
+    key = _last(key) or state.DEFAULT_KEY
     return html.Div(
         className="panel-page",
         children=[
@@ -36,34 +37,40 @@ def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Di
                 children=[
                     components.control(
                         "Runs",
-                        dcc.Dropdown(id="curves-runs", value=run_ids, multi=True,
-                                     placeholder="Choose runs"),
+                        dcc.Dropdown(
+                            id="curves-runs",
+                            value=run_ids,
+                            multi=True,
+                            placeholder="Choose runs",
+                            options=components.placeholder_options(run_ids, "run {}"),
+                        ),
                         width="34rem",
-                    ),  # fmt: skip
+                    ),
                     components.control(
                         "Metric",
-                        dcc.Dropdown(id="curves-key", value=_last(key) or state.DEFAULT_KEY,
-                                     clearable=False),
+                        dcc.Dropdown(id="curves-key", value=key, options=[key], clearable=False),
                         width="18rem",
-                    ),  # fmt: skip
+                    ),
                     components.control(
                         "Smoothing",
                         dcc.RadioItems(
                             id="curves-smooth",
                             options=[{"label": v, "value": k} for k, v in SMOOTHING.items()],
                             value=state.parse_choice(smooth, SMOOTHING, "0"),
-                            inline=True, className="radio",
+                            inline=True,
+                            className="radio",
                         ),
-                    ),  # fmt: skip
+                    ),
                     components.control(
                         "Colour by",
                         dcc.RadioItems(
                             id="curves-colour",
                             options=[{"label": v, "value": k} for k, v in COLOUR_BY.items()],
                             value=state.parse_choice(colour, COLOUR_BY, "sharing"),
-                            inline=True, className="radio",
+                            inline=True,
+                            className="radio",
                         ),
-                    ),  # fmt: skip
+                    ),
                     components.control("Image format", components.format_switch("curves-format")),
                 ],
             ),
@@ -136,8 +143,11 @@ def _links(runs) -> list:
     if not runs:
         return []
     ids = [r.id for r in runs]
-    links = [html.A("Gradient dynamics of these runs →", href=state.gradients_url(ids),
-                    className="button")]  # fmt: skip
+    links = [
+        html.A(
+            "Gradient dynamics of these runs →", href=state.gradients_url(ids), className="button"
+        )
+    ]
     experiments = sorted({r.experiment_id for r in runs})
     if len(experiments) == 1:
         links.insert(
@@ -150,8 +160,11 @@ def _links(runs) -> list:
 def download_table(_clicks, run_ids):
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
     rows = tables.run_rows(runs, run_summaries(runs, gradients=False))
-    return {"content": tables.to_csv(rows, tables.RUN_CSV), "filename": "troupe-runs.csv",
-            "type": "text/csv"}  # fmt: skip
+    return {
+        "content": tables.to_csv(rows, tables.RUN_CSV),
+        "filename": "troupe-runs.csv",
+        "type": "text/csv",
+    }
 
 
 def download_series(_clicks, run_ids, key):
@@ -159,8 +172,11 @@ def download_series(_clicks, run_ids, key):
     key = key or state.DEFAULT_KEY
     series = data.series([r.id for r in runs], [key])
     name = key.replace("/", "_")
-    return {"content": tables.series_csv(runs, series), "filename": f"troupe-{name}.csv",
-            "type": "text/csv"}  # fmt: skip
+    return {
+        "content": tables.series_csv(runs, series),
+        "filename": f"troupe-{name}.csv",
+        "type": "text/csv",
+    }
 
 
 def sync_url(run_ids, key, smooth, colour) -> str:

@@ -17,6 +17,7 @@ from webapp.experiments.summaries import run_summaries
 
 
 def layout(runs=None, **_ignored) -> html.Div:
+    run_ids = state.parse_ids(runs)
     return html.Div(
         className="panel-page",
         children=[
@@ -35,10 +36,15 @@ def layout(runs=None, **_ignored) -> html.Div:
                 children=[
                     components.control(
                         "Runs",
-                        dcc.Dropdown(id="gradients-runs", value=state.parse_ids(runs),
-                                     multi=True, placeholder="Choose runs"),
+                        dcc.Dropdown(
+                            id="gradients-runs",
+                            value=run_ids,
+                            multi=True,
+                            placeholder="Choose runs",
+                            options=components.placeholder_options(run_ids, "run {}"),
+                        ),
                         width="40rem",
-                    ),  # fmt: skip
+                    ),
                     components.control(
                         "Image format", components.format_switch("gradients-format")
                     ),
@@ -111,8 +117,13 @@ def _links(runs) -> list:
     if not runs:
         return []
     ids = [r.id for r in runs]
-    links = [html.A("← Accuracy curves of these runs", href=state.compare_url(ids),
-                    className="button secondary")]  # fmt: skip
+    links = [
+        html.A(
+            "← Accuracy curves of these runs",
+            href=state.compare_url(ids),
+            className="button secondary",
+        )
+    ]
     experiments = sorted({r.experiment_id for r in runs})
     if len(experiments) == 1:
         links.insert(
@@ -125,14 +136,20 @@ def _links(runs) -> list:
 def download_table(_clicks, run_ids):
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
     rows = tables.dynamics_rows(runs, run_summaries(runs, gradients=True))
-    return {"content": tables.to_csv(rows, tables.DYNAMICS_CSV),
-            "filename": "troupe-gradient-dynamics.csv", "type": "text/csv"}  # fmt: skip
+    return {
+        "content": tables.to_csv(rows, tables.DYNAMICS_CSV),
+        "filename": "troupe-gradient-dynamics.csv",
+        "type": "text/csv",
+    }
 
 
 def download_series(_clicks, run_ids):
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))[: figures.MAX_GRADIENT_RUNS]
-    return {"content": tables.series_csv(runs, _gradient_series(runs)),
-            "filename": "troupe-gradient-series.csv", "type": "text/csv"}  # fmt: skip
+    return {
+        "content": tables.series_csv(runs, _gradient_series(runs)),
+        "filename": "troupe-gradient-series.csv",
+        "type": "text/csv",
+    }
 
 
 def sync_url(run_ids) -> str:
@@ -172,6 +189,9 @@ callback(
 callback(Output("gradients-graph", "config"), Input("gradients-format", "value"))(image_format)
 
 dash.register_page(
-    __name__, path="/gradients", name="Gradients", title="Gradient dynamics · Troupe",
+    __name__,
+    path="/gradients",
+    name="Gradients",
+    title="Gradient dynamics · Troupe",
     layout=layout,
-)  # fmt: skip
+)

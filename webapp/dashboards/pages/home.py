@@ -10,12 +10,18 @@ import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exis
 from webapp.dashboards import components, data, state
 
 VIEWS = [
-    ("Matrix", "gains, peaks and cliffs of every workflow × task × model cell, one grid per "
-     "sharing mode; click a cell to compare its runs."),
+    (
+        "Matrix",
+        "gains, peaks and cliffs of every workflow × task × model cell, one grid per "
+        "sharing mode; click a cell to compare its runs.",
+    ),
     ("Compare", "any metric of chosen runs overlaid, with each run's peak and cliff onset."),
-    ("Gradient dynamics", "per-role gradient norms, shares and cosines, and whether a role's "
-     "gradient amplified before the cliff or captured a shared policy."),
-]  # fmt: skip
+    (
+        "Gradient dynamics",
+        "per-role gradient norms, shares and cosines, and whether a role's "
+        "gradient amplified before the cliff or captured a shared policy.",
+    ),
+]
 
 
 def layout(**_ignored) -> html.Div:

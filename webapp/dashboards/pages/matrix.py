@@ -42,19 +42,26 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
                     components.control(
                         "Experiment",
                         dcc.Dropdown(
-                            id="matrix-experiment", value=experiment_id, clearable=False,
+                            id="matrix-experiment",
+                            value=experiment_id,
+                            clearable=False,
                             placeholder="Choose an experiment",
+                            options=components.placeholder_options(
+                                [experiment_id] if experiment_id else [], "Experiment #{}"
+                            ),
                         ),
                         width="28rem",
-                    ),  # fmt: skip
+                    ),
                     components.control(
                         "Colour cells by",
                         dcc.RadioItems(
                             id="matrix-colour",
                             options=[{"label": v, "value": k} for k, v in COLOURS.items()],
-                            value=colour, inline=True, className="radio",
+                            value=colour,
+                            inline=True,
+                            className="radio",
                         ),
-                    ),  # fmt: skip
+                    ),
                     components.control("Image format", components.format_switch("matrix-format")),
                 ],
             ),
@@ -104,7 +111,7 @@ def update_matrix(experiment_id, colour, _tick):
     return (
         figures.matrix_figure(cells, colour),
         tables.cell_rows(cells),
-        components.status_line(data.status_counts(runs), live, experiment.name),
+        components.status_line(data.status_counts(runs), live),
         not live,
     )
 

@@ -14,9 +14,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--runs", type=int, default=None,
+            "--runs",
+            type=int,
+            default=None,
             help="number of runs (default: the full demo matrix, 72 runs; at most 1000)",
-        )  # fmt: skip
+        )
         parser.add_argument("--steps", type=int, default=200, help="training steps per run")
         parser.add_argument(
             "--user", default="troupe", help="owner of the experiment (default: troupe)"

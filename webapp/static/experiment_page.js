@@ -1,0 +1,46 @@
+// The experiment page follows its runs while any is queued or running: every few seconds it
+// reads live.json and updates each run's status badge and progress bar. When a run finishes
+// the page reloads once, to show its key results.
+(function () {
+  "use strict";
+  var root = document.getElementById("experiment-live");
+  if (!root || root.dataset.active === "0") return;
+  var url = root.dataset.liveUrl;
+  var finished = ["succeeded", "failed", "cancelled"];
+
+  function apply(run) {
+    document.querySelectorAll('[data-run-id="' + run.id + '"]').forEach(function (el) {
+      var badge = el.querySelector("[data-status]");
+      if (badge) {
+        badge.textContent = run.status;
+        badge.className = "badge status-" + run.status;
+      }
+      var bar = el.querySelector("[data-bar]");
+      if (bar) bar.style.width = run.percent + "%";
+      var steps = el.querySelector("[data-steps]");
+      if (steps) steps.textContent = run.step + "/" + run.total_steps;
+    });
+  }
+
+  var before = null;
+  function poll() {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+      .then(function (data) {
+        var counts = {};
+        data.runs.forEach(function (run) {
+          apply(run);
+          counts[run.status] = (counts[run.status] || 0) + 1;
+        });
+        root.querySelectorAll("[data-count]").forEach(function (el) {
+          el.textContent = counts[el.dataset.count] || 0;
+        });
+        var done = data.runs.filter(function (r) { return finished.indexOf(r.status) >= 0; }).length;
+        if (before !== null && done !== before) { window.location.reload(); return; }
+        before = done;
+        if (done < data.runs.length) window.setTimeout(poll, 3000);
+      })
+      .catch(function () { window.setTimeout(poll, 10000); });
+  }
+  window.setTimeout(poll, 2000);
+})();

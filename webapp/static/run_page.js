@@ -1,0 +1,101 @@
+// The run page follows its run while it is queued or running: every few seconds it reads
+// live.json and updates the status, the progress bar, the latest value of every metric, the
+// sparklines (drawn as the server draws them, webapp/experiments/sparkline.py) and the log
+// tail. When the run finishes the page reloads once, for its key results and actions.
+(function () {
+  "use strict";
+  var root = document.getElementById("run-live");
+  if (!root || ["queued", "running"].indexOf(root.dataset.status) < 0) return;
+  var url = root.dataset.liveUrl;
+  var PAD = 3;
+
+  function fmt(value, digits) {
+    return value === null || value === undefined ? "—" : Number(value).toFixed(digits);
+  }
+
+  function points(spark) {
+    var pairs = [];
+    spark.steps.forEach(function (s, i) {
+      if (spark.values[i] !== null) pairs.push([s, spark.values[i]]);
+    });
+    if (!pairs.length) return "";
+    var s0 = pairs[0][0], s1 = pairs[pairs.length - 1][0];
+    var lo = Math.min.apply(null, pairs.map(function (p) { return p[1]; }));
+    var hi = Math.max.apply(null, pairs.map(function (p) { return p[1]; }));
+    var w = spark.width, h = spark.height;
+    return pairs.map(function (p) {
+      var x = s1 !== s0 ? PAD + (p[0] - s0) / (s1 - s0) * (w - 2 * PAD) : w / 2;
+      var y = hi !== lo ? h - PAD - (p[1] - lo) / (hi - lo) * (h - 2 * PAD) : h / 2;
+      return x.toFixed(1) + "," + y.toFixed(1);
+    }).join(" ");
+  }
+
+  function text(el, value) { if (el) el.textContent = value; }
+
+  function render(data) {
+    var run = data.run;
+    var badge = root.querySelector("[data-status]");
+    badge.textContent = run.status;
+    badge.className = "badge status-" + run.status;
+    root.querySelector("[data-bar]").style.width = Math.round(run.progress * 100) + "%";
+    text(root.querySelector("[data-steps]"), "step " + run.step + " of " + run.total_steps);
+    text(root.querySelector("[data-worker]"), run.worker || "—");
+
+    data.sparklines.forEach(function (spark) {
+      var fig = document.querySelector('[data-spark="' + spark.key + '"]');
+      if (!fig) return;
+      fig.querySelector("polyline").setAttribute("points", points(spark));
+      text(fig.querySelector("[data-spark-last]"), fmt(spark.last, 3));
+      text(fig.querySelector("[data-spark-range]"),
+        spark.low === null ? "no points yet" : fmt(spark.low, 3) + " – " + fmt(spark.high, 3));
+    });
+
+    var table = document.querySelector("[data-latest]");
+    var keys = Object.keys(data.latest);
+    if (table && keys.length) {
+      var body = table.querySelector("tbody");
+      body.replaceChildren();
+      keys.forEach(function (key) {
+        var row = document.createElement("tr");
+        var cells = [key, data.latest[key].step, fmt(data.latest[key].value, 4)];
+        cells.forEach(function (value, i) {
+          var td = document.createElement("td");
+          if (i === 0) {
+            var code = document.createElement("code");
+            code.textContent = value;
+            td.appendChild(code);
+          } else {
+            td.className = "num";
+            td.textContent = value;
+          }
+          row.appendChild(td);
+        });
+        body.appendChild(row);
+      });
+      table.hidden = false;
+      var empty = document.querySelector("[data-latest-empty]");
+      if (empty) empty.hidden = true;
+    }
+
+    var log = document.querySelector("[data-log]");
+    if (log && data.logs.length) {
+      log.textContent = data.logs.map(function (entry) {
+        return entry.time.slice(11, 19) + " " + entry.line;
+      }).join("\n");
+      log.scrollTop = log.scrollHeight;
+    }
+    return run.status;
+  }
+
+  function poll() {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+      .then(function (data) {
+        var status = render(data);
+        if (["queued", "running"].indexOf(status) < 0) { window.location.reload(); return; }
+        window.setTimeout(poll, 3000);
+      })
+      .catch(function () { window.setTimeout(poll, 10000); });
+  }
+  window.setTimeout(poll, 3000);
+})();
