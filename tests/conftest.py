@@ -22,6 +22,24 @@ LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 CHROMIUM = "/usr/bin/chromium"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def broker_prefix() -> Iterator[str]:
+    """This session's own Redis keys (queues included): test sessions of several developers
+    sharing one Redis never take each other's tasks. Workers and clients the tests start
+    inherit it through the environment (TROUPE_BROKER_PREFIX, read by webapp/settings.py);
+    this process's Celery app is told directly, as its settings are already loaded."""
+    prefix = f"troupe-test-{os.getpid()}:"
+    os.environ["TROUPE_BROKER_PREFIX"] = prefix
+    if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        from workers.celery_app import app
+
+        app.conf.broker_transport_options = {
+            **app.conf.broker_transport_options,
+            "global_keyprefix": prefix,
+        }
+    yield prefix
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """A Postgres URL whose user may create databases."""

@@ -14,22 +14,23 @@ from trainer.config import make_config
 from webapp.experiments.models import ApiToken, Experiment, Run
 from webapp.experiments.queueing import new_run
 
-PASSWORD = "correct horse battery"
+# No passwords: hashing one takes most of a second (Django's PBKDF2 default), and the tests
+# sign in with force_login or tokens. The browser test sets its own.
 
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password=PASSWORD)
+    return django_user_model.objects.create_user("alice")
 
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password=PASSWORD)
+    return django_user_model.objects.create_user("bob")
 
 
 @pytest.fixture
 def carol(django_user_model):
-    return django_user_model.objects.create_user("carol", password=PASSWORD, is_staff=True)
+    return django_user_model.objects.create_user("carol", is_staff=True)
 
 
 def make_experiment(owner, name="Voting on math", runs=1, **config) -> Experiment:

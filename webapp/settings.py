@@ -119,6 +119,10 @@ if not CELERY_BROKER_URL:
     (DATA_DIR / "results").mkdir(exist_ok=True)
 elif urlsplit(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility_timeout}
+    # Every Redis key (queues included) under this prefix: test sessions that share one Redis
+    # keep their tasks apart (tests/conftest.py sets it per session). Unset in production.
+    if _broker_prefix := env_str("TROUPE_BROKER_PREFIX", ""):
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = _broker_prefix
     CELERY_RESULT_BACKEND = CELERY_BROKER_URL
 else:
     raise EnvError(

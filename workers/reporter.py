@@ -183,9 +183,9 @@ class DatabaseReporter:
 
     def _hold(self, fields: dict[str, Any]) -> bool:
         """Beat and write pending row fields, if this worker still holds the run."""
-        held = Run.objects.filter(
-            id=self.run_id, status=Run.RUNNING, attempts=self.attempt
-        ).update(heartbeat=timezone.now(), **fields)
+        held = Run.objects.filter(id=self.run_id, status=Run.RUNNING, attempts=self.attempt).update(
+            heartbeat=timezone.now(), **fields
+        )
         if not held:
             self.lost = True
         return bool(held)

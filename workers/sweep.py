@@ -21,17 +21,20 @@ import time
 from celery.signals import worker_ready
 from django.conf import settings
 
-from webapp.experiments.queueing import requeue_stale_runs
-from workers.reporter import TRANSIENT_DB_ERRORS, drop_connection
-
 log = logging.getLogger(__name__)
 
 
 def sweep_once() -> list[int]:
+    # Imported here: this module is imported with the task module, before Django is set up.
+    from django.db import DatabaseError
+
+    from webapp.experiments.queueing import requeue_stale_runs
+    from workers.reporter import drop_connection
+
     try:
         requeued = requeue_stale_runs()
-    except TRANSIENT_DB_ERRORS as exc:
-        log.warning("stale-run sweep skipped, database unreachable: %s", exc)
+    except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
+        log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
         return []
     finally:
         drop_connection()

@@ -75,7 +75,8 @@ def test_voting_per_agent_logs_every_metric_family(tmp_path):
 
 def test_shared_policy_logs_per_role_shares_that_sum_to_one(tmp_path):
     reporter = ListReporter()
-    train(small(workflow="voting", sharing="shared", steps=1), tmp_path, reporter)
+    config = small(workflow="voting", sharing="shared", steps=1, prompts_per_step=4, group_size=4)
+    train(config, tmp_path, reporter)
     shares = {k: v for s, k, v in reporter.points if k.endswith("/grad_share") and s == 1}
     assert set(shares) == {"role/generator/grad_share", "role/aggregator/grad_share"}
     assert sum(shares.values()) == pytest.approx(1.0)

@@ -35,7 +35,11 @@ def test_the_owner_writes_a_batch_of_points(client, run, alice):
 
     assert response.status_code == 200
     assert response.json() == {"accepted": 3}
-    assert stored(run) == [("eval/accuracy", 0, 0.1), ("train/reward", 1, 0.25), ("train/reward", 2, 0.5)]
+    assert stored(run) == [
+        ("eval/accuracy", 0, 0.1),
+        ("train/reward", 1, 0.25),
+        ("train/reward", 2, 0.5),
+    ]
 
 
 def test_a_replayed_batch_stores_nothing_twice(client, run, alice):
@@ -61,7 +65,10 @@ def test_a_pair_repeated_within_a_batch_keeps_the_last_value(client, run, alice)
 
 
 def test_null_and_non_finite_values_are_stored_as_missing(client, run, alice):
-    body = '{"points": [{"key": "a", "step": 0, "value": null}, {"key": "b", "step": 0, "value": NaN}]}'
+    body = (
+        '{"points": [{"key": "a", "step": 0, "value": null},'
+        ' {"key": "b", "step": 0, "value": NaN}]}'
+    )
 
     assert send(client, alice, run, body).status_code == 200
     assert stored(run) == [("a", 0, None), ("b", 0, None)]
@@ -75,7 +82,9 @@ def test_the_teammate_may_not_write_into_the_owners_run(client, run, bob):
 
 
 def test_an_outsider_may_not_write(client, run):
-    response = client.post(f"/api/v1/runs/{run.id}/metrics", {"points": []}, content_type="application/json")
+    response = client.post(
+        f"/api/v1/runs/{run.id}/metrics", {"points": []}, content_type="application/json"
+    )
 
     assert response.status_code == 401
 
@@ -169,7 +178,9 @@ def test_max_points_downsamples_keeping_the_ends_and_the_extremes(client, run, a
 
 @pytest.mark.parametrize("value", ["-1", "many"])
 def test_a_bad_max_points_gets_400(client, run, alice, value):
-    response = client.get(f"/api/v1/runs/{run.id}/metrics?max_points={value}", headers=bearer(alice))
+    response = client.get(
+        f"/api/v1/runs/{run.id}/metrics?max_points={value}", headers=bearer(alice)
+    )
 
     assert response.status_code == 400
     assert "max_points" in response.json()["fields"]

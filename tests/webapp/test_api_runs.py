@@ -52,7 +52,11 @@ def test_a_run_reads_with_its_config_and_error(client, run, bob):
     body = client.get(f"/api/v1/runs/{run.id}", headers=bearer(bob)).json()
 
     assert body["config"]["workflow"] == "single" and body["config_hash"] == run.config_hash
-    assert body["error"] == {"type": "ValueError", "message": "bad data", "traceback": "Traceback …"}
+    assert body["error"] == {
+        "type": "ValueError",
+        "message": "bad data",
+        "traceback": "Traceback …",
+    }
 
 
 def test_an_unknown_run_gets_404(client, alice):
@@ -92,7 +96,9 @@ def test_an_external_run_needs_a_name_and_an_experiment(client, alice):
 
 
 def test_an_external_run_of_an_unknown_experiment_gets_404(client, alice):
-    assert post(client, alice, "/api/v1/runs", {"name": "x", "experiment": 99999}).status_code == 404
+    assert (
+        post(client, alice, "/api/v1/runs", {"name": "x", "experiment": 99999}).status_code == 404
+    )
 
 
 def test_the_teammate_may_not_cancel(client, run, bob):
@@ -145,12 +151,17 @@ def test_resuming_a_queued_run_gets_409(client, run, alice):
 def test_the_owner_finishes_an_external_run(client, experiment, alice):
     run = Run.objects.create(experiment=experiment, name="ext", external=True, status=Run.RUNNING)
 
-    response = post(client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "failed", "error": "OOM"})
+    response = post(
+        client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "failed", "error": "OOM"}
+    )
 
     assert response.status_code == 200
     run.refresh_from_db()
     assert (run.status, run.error_type, run.error_message) == ("failed", "ExternalError", "OOM")
-    assert post(client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "failed"}).status_code == 409
+    assert (
+        post(client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "failed"}).status_code
+        == 409
+    )
 
 
 def test_finishing_needs_a_final_status(client, experiment, alice):
@@ -163,7 +174,10 @@ def test_finishing_needs_a_final_status(client, experiment, alice):
 
 
 def test_a_run_trained_here_is_not_finished_through_the_api(client, run, alice):
-    assert post(client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "succeeded"}).status_code == 409
+    assert (
+        post(client, alice, f"/api/v1/runs/{run.id}/finish", {"status": "succeeded"}).status_code
+        == 409
+    )
 
 
 def test_an_external_run_does_not_resume(client, experiment, alice):

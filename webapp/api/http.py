@@ -87,7 +87,9 @@ def _authenticate(request: HttpRequest) -> None:
         request.user = user
         return
     if not request.user.is_authenticated:
-        raise ApiError(401, "Sign in, or send 'Authorization: Bearer <token>' (see your account page).")
+        raise ApiError(
+            401, "Sign in, or send 'Authorization: Bearer <token>' (see your account page)."
+        )
     if request.method not in SAFE_METHODS and (reason := _csrf_problem(request)):
         raise ApiError(403, f"CSRF check failed ({reason}); scripts should use a bearer token.")
 
@@ -126,11 +128,15 @@ def read_json(request: HttpRequest) -> dict[str, Any]:
     except ValueError:
         length = 0
     if limit is not None and length > limit:
-        raise ApiError(413, f"The body is {length} bytes; the limit is {limit}. Send smaller batches.")
+        raise ApiError(
+            413, f"The body is {length} bytes; the limit is {limit}. Send smaller batches."
+        )
     try:
         body = request.body
     except RequestDataTooBig:
-        raise ApiError(413, f"The body is over the limit of {limit} bytes. Send smaller batches.") from None
+        raise ApiError(
+            413, f"The body is over the limit of {limit} bytes. Send smaller batches."
+        ) from None
     try:
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:

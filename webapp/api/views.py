@@ -123,7 +123,9 @@ def runs(request: HttpRequest) -> JsonResponse:
     name = _text(data, "name", required=True, limit=200)
     if data.get("experiment") is None:
         raise ApiError(400, "Invalid run.", {"experiment": "required: the id of an experiment"})
-    found = get_experiment_for_user(request.user, _id(data["experiment"], "experiment"), manage=True)
+    found = get_experiment_for_user(
+        request.user, _id(data["experiment"], "experiment"), manage=True
+    )
     config = _object(data, "config")
     cell = {axis: str(config.get(axis, "")) for axis in ("workflow", "task", "model", "sharing")}
     seed = config.get("seed", 0)
@@ -168,7 +170,9 @@ def resume(request: HttpRequest, run_id: int) -> JsonResponse:
     if found.external:
         raise ApiError(409, f"Run {run_id} is external: it is not trained here.")
     if not resume_run(found):
-        raise ApiError(409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume.")
+        raise ApiError(
+            409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume."
+        )
     found.refresh_from_db()
     return JsonResponse(run_json(found))
 
@@ -196,7 +200,7 @@ def finish(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(run_json(found))
 
 
-# --- metrics ---------------------------------------------------------------------------------------
+# --- metrics -------------------------------------------------------------------------------------
 
 
 def _is_number(value: Any) -> bool:
@@ -210,7 +214,9 @@ def _is_number(value: Any) -> bool:
 def _points(data: dict) -> list[tuple[str, int, float | None]]:
     points = data.get("points")
     if not isinstance(points, list):
-        raise ApiError(400, "Invalid metrics.", {"points": "required: a list of {key, step, value}"})
+        raise ApiError(
+            400, "Invalid metrics.", {"points": "required: a list of {key, step, value}"}
+        )
     limit = settings.TROUPE_API_MAX_POINTS
     if len(points) > limit:
         raise ApiError(413, f"{len(points)} points is more than {limit} per request; send batches.")
@@ -256,7 +262,9 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
     except ValueError:
         max_points = -1
     if max_points < 0:
-        raise ApiError(400, "Invalid request.", {"max_points": "0 (everything) or a positive number"})
+        raise ApiError(
+            400, "Invalid request.", {"max_points": "0 (everything) or a positive number"}
+        )
     return JsonResponse({"series": read_series(found.id, keys, max_points)})
 
 

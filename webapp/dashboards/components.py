@@ -6,7 +6,9 @@ Styling lives in `assets/panel.css`; DataTable takes its look from props, so it 
 
 from __future__ import annotations
 
-from dash import dash_table, dcc, html
+from dash import dcc, html
+
+from webapp.dashboards import tables
 
 REFRESH_MS = 5000  # live views poll at most every 5 s, and only while a run is unfinished
 
@@ -68,50 +70,35 @@ def status_line(counts: dict[str, int], live: bool, extra: str = "") -> list:
     return parts
 
 
-def table(id_: str, columns: list[dict], page_size: int = 25) -> dash_table.DataTable:
-    return dash_table.DataTable(
-        id=id_,
-        columns=columns,
-        data=[],
-        sort_action="native",
-        page_size=page_size,
-        markdown_options={"link_target": "_self"},
-        style_as_list_view=True,
-        style_table={"overflowX": "auto"},
-        style_header={
-            "backgroundColor": "#f5f7fa",
-            "fontWeight": "600",
-            "color": "#1f2933",
-            "borderBottom": "1px solid #d9e2ec",
-            "whiteSpace": "normal",
-            "height": "auto",
-        },
-        style_cell={
-            "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif',
-            "fontSize": "13px",
-            "padding": "6px 10px",
-            "textAlign": "left",
-            "color": "#1f2933",
-            "border": "none",
-            "borderBottom": "1px solid #eef2f6",
-        },
-        style_cell_conditional=[
-            {"if": {"column_type": "numeric"}, "textAlign": "right"},
-        ],
-        style_data_conditional=[
-            {"if": {"filter_query": '{cliff} = "cliff"'}, "color": "#b42318"},
-            {
-                "if": {"filter_query": '{precedes} contains "yes"', "column_id": "precedes"},
-                "color": "#1f6f43",
-                "fontWeight": "600",
-            },
-            {
-                "if": {"filter_query": '{captured} = "yes"', "column_id": "captured"},
-                "color": "#1f6f43",
-                "fontWeight": "600",
-            },
-        ],
+def table(id_: str) -> html.Div:
+    """Where a page's callback puts a rendered table (`render_table`)."""
+    return html.Div(id=id_, className="table-wrap")
+
+
+def render_table(columns: list[tables.Column], rows: list[dict]) -> html.Table | html.P:
+    """A plain HTML table of `rows` (a list of dicts) in `columns`; links for "link" cells."""
+    if not rows:
+        return html.P("Nothing to show yet.", className="note")
+    head = html.Thead(html.Tr([html.Th(c.name, className=_head_class(c)) for c in columns]))
+    body = html.Tbody(
+        [
+            html.Tr([html.Td(_cell(c, row), className=tables.cell_class(c, row)) for c in columns])
+            for row in rows
+        ]
     )
+    return html.Table([head, body], className="data")
+
+
+def _head_class(column: tables.Column) -> str:
+    return "" if column.kind in ("text", "link") else "number"
+
+
+def _cell(column: tables.Column, row: dict):
+    value = row.get(column.id)
+    if column.kind == "link" and value:
+        text, href = value
+        return html.A(text, href=href)
+    return tables.show(value, column.kind)
 
 
 def csv_button(id_: str, label: str) -> html.Button:

@@ -33,6 +33,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
+from trainer.analysis import amplification_onset
 from trainer.config import WORKFLOW_ROLES, make_config
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
@@ -101,6 +102,7 @@ class _Plan:
     amplified: str | None  # the role whose grad_norm amplifies
     amplify_at: int | None
     capture: str | None  # the role pushed to capture a shared policy
+    known: bool = False  # one of the two runs whose answers are documented
 
 
 def demo_cells(runs: int | None = None) -> list[dict]:
@@ -211,9 +213,9 @@ def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
     roles = WORKFLOW_ROLES[run.workflow]
     if _is_known(run, "per_role"):
         cliff_at = _known_cliff_step(steps, eval_every)
-        return _Plan(cliff_at, "generator", cliff_at - LEAD, None)
+        return _Plan(cliff_at, "generator", cliff_at - LEAD, None, known=True)
     if _is_known(run, "shared"):
-        return _Plan(None, None, None, "generator")
+        return _Plan(None, None, None, "generator", known=True)
     cliff_at = amplified = amplify_at = None
     if rng.random() < _CLIFF_CHANCE.get(run.sharing, 0.2):
         evals = steps // eval_every
@@ -276,16 +278,22 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
         level = _ROLE_LEVEL.get(role, 0.6)
         if role == _PARALLEL_ROLE.get(run.workflow):
             level *= 1.5  # three agents' turns land on this role
-        g = level * (1 - 0.15 * train / steps) * np.exp(rng.normal(0, 0.06, steps))
-        if role == plan.amplified and plan.amplify_at is not None:
-            g = g * np.where(
-                train >= plan.amplify_at, np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at)), 1
-            )
-        elif plan.cliff_at is not None:
-            g = g * np.where(train >= plan.cliff_at + 10, 1.6, 1)  # the collapse spreads
-        if role == plan.capture:
-            ramp = np.clip((train - 0.3 * steps) / (0.2 * steps), 0, 1)
-            g = g * (1 + 1.5 * ramp)
+        for _attempt in range(50):
+            g = level * (1 - 0.15 * train / steps) * np.exp(rng.normal(0, 0.06, steps))
+            if role == plan.amplified and plan.amplify_at is not None:
+                growth = np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at))
+                g = g * np.where(train >= plan.amplify_at, growth, 1)
+            elif plan.cliff_at is not None:
+                g = g * np.where(train >= plan.cliff_at + 10, 1.6, 1)  # the collapse spreads
+            if role == plan.capture:
+                ramp = np.clip((train - 0.3 * steps) / (0.2 * steps), 0, 1)
+                g = g * (1 + 1.5 * ramp)
+            # Noise alone can pass the onset rule (3 points above median + 3 MAD) early; the
+            # run whose answer tests rely on draws again until its onset is the planned one.
+            if not (plan.known and role == plan.amplified):
+                break
+            if amplification_onset(train, g) == plan.amplify_at:
+                break
         norms[role] = g
     shares = _shares(norms, run.sharing)
     for role in roles:

@@ -1,9 +1,9 @@
 """The panel's tables and CSV exports, built from summaries and series (no queries).
 
 Each table is a list of row dicts with raw numbers, and two column lists reading the same
-rows: `*_COLUMNS` for the on-screen DataTable (formatted, with links) and `*_CSV` for the
-download (every number unrounded, intervals as two columns). So a CSV holds exactly what the
-table shows, at full precision.
+rows: `*_COLUMNS` for the table on screen (id, heading, how to show the value; rendered by
+`components.table`) and `*_CSV` for the download (every number unrounded, intervals as two
+columns). So a CSV holds what the table shows, at full precision.
 """
 
 from __future__ import annotations
@@ -11,41 +11,62 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import Any
-
-from dash.dash_table.Format import Format, Scheme, Sign
+from typing import Any, NamedTuple
 
 from webapp.dashboards import labels, state
 
-_NUM = Format(precision=3, scheme=Scheme.fixed)
-_SIGNED = Format(precision=3, scheme=Scheme.fixed, sign=Sign.positive)
-_PCT = Format(precision=0, scheme=Scheme.percentage)
+
+class Column(NamedTuple):
+    id: str
+    name: str
+    kind: str = "text"  # text, int, num (3 decimals), signed (+0.123), step (+12), pct, link
 
 
-def _text(id_: str, name: str) -> dict:
-    return {"id": id_, "name": name, "type": "text"}
+def show(value: Any, kind: str) -> str:
+    """A table cell's text: numbers rounded for the eye, None as a dash."""
+    if value is None or value == "":
+        return "—"
+    if kind == "int":
+        return f"{value:d}" if isinstance(value, int) else str(value)
+    if kind == "num":
+        return f"{value:.3f}"
+    if kind == "signed":
+        return f"{value:+.3f}"
+    if kind == "step":
+        return f"{value:+d}" if isinstance(value, int) else f"{value:+g}"
+    if kind == "pct":
+        return f"{value:.0%}"
+    return str(value)
 
 
-def _number(id_: str, name: str, fmt: Format = _NUM) -> dict:
-    return {"id": id_, "name": name, "type": "numeric", "format": fmt}
+def cell_class(column: Column, row: dict) -> str:
+    """CSS classes of one table cell: numbers right-aligned, verdicts in red or green."""
+    value = row.get(column.id)
+    if column.id == "cliff" and value in ("cliff", "provisional"):
+        return "bad"
+    if column.id == "cliffs" and row.get("n_cliffs"):
+        return "bad"
+    if column.id in ("precedes", "captured") and str(value).startswith("yes"):
+        return "good"
+    return "" if column.kind in ("text", "link") else "number"
 
 
 # --- matrix cells ---------------------------------------------------------------------------------
 
 CELL_COLUMNS = [
-    _text("workflow", "Workflow"),
-    _text("task", "Task"),
-    _text("model", "Model"),
-    _text("sharing", "Sharing"),
-    _number("n_seeds", "Seeds", Format(precision=0, scheme=Scheme.fixed)),
-    _number("base_mean", "Base"),
-    _number("peak_mean", "Peak"),
-    _number("final_mean", "Final"),
-    _number("gain_mean", "Gain", _SIGNED),
-    _text("gain_ci", "Gain 95% CI"),
-    _number("final_gain_mean", "Final gain", _SIGNED),
-    _text("cliffs", "Cliffs"),
-    {"id": "compare", "name": "Runs", "type": "text", "presentation": "markdown"},
+    Column("workflow", "Workflow"),
+    Column("task", "Task"),
+    Column("model", "Model"),
+    Column("sharing", "Sharing"),
+    Column("n_seeds", "Seeds", "int"),
+    Column("base_mean", "Base", "num"),
+    Column("peak_mean", "Peak", "num"),
+    Column("final_mean", "Final", "num"),
+    Column("gain_mean", "Gain", "signed"),
+    Column("gain_ci", "Gain 95% CI"),
+    Column("final_gain_mean", "Final gain", "signed"),
+    Column("cliffs", "Cliffs"),
+    Column("compare", "Runs", "link"),
 ]
 CELL_CSV = [
     "workflow",
@@ -79,7 +100,7 @@ def cell_rows(cells: Sequence[dict]) -> list[dict[str, Any]]:
         row["runs"] = " ".join(map(str, cell["runs"]))
         row["gain_ci"] = _interval(cell["gain_low"], cell["gain_high"])
         row["cliffs"] = f"{cell['n_cliffs']} of {cell['n_judged']}" if cell["n_judged"] else "—"
-        row["compare"] = f"[compare {len(cell['runs'])}]({state.compare_url(cell['runs'])})"
+        row["compare"] = (f"compare {len(cell['runs'])} →", state.compare_url(cell["runs"]))
         rows.append(row)
     return rows
 
@@ -91,19 +112,19 @@ def _interval(low: float | None, high: float | None) -> str:
 # --- runs (the curves view) -----------------------------------------------------------------------
 
 RUN_COLUMNS = [
-    _number("run", "Run", Format(precision=0, scheme=Scheme.fixed)),
-    _text("cell", "Workflow · task · model"),
-    _text("sharing", "Sharing"),
-    _number("seed", "Seed", Format(precision=0, scheme=Scheme.fixed)),
-    _text("status", "Status"),
-    _number("base", "Base"),
-    _number("peak", "Peak"),
-    _number("peak_step", "Peak step", Format(precision=0, scheme=Scheme.fixed)),
-    _number("final", "Final"),
-    _number("gain", "Gain", _SIGNED),
-    _number("final_gain", "Final gain", _SIGNED),
-    _text("cliff", "Cliff"),
-    _number("cliff_onset", "Cliff onset", Format(precision=0, scheme=Scheme.fixed)),
+    Column("run", "Run", "int"),
+    Column("cell", "Workflow · task · model"),
+    Column("sharing", "Sharing"),
+    Column("seed", "Seed", "int"),
+    Column("status", "Status"),
+    Column("base", "Base", "num"),
+    Column("peak", "Peak", "num"),
+    Column("peak_step", "Peak step", "int"),
+    Column("final", "Final", "num"),
+    Column("gain", "Gain", "signed"),
+    Column("final_gain", "Final gain", "signed"),
+    Column("cliff", "Cliff"),
+    Column("cliff_onset", "Cliff onset", "int"),
 ]
 RUN_CSV = [
     "run",
@@ -153,17 +174,17 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
 # --- gradient dynamics ----------------------------------------------------------------------------
 
 DYNAMICS_COLUMNS = [
-    _number("run", "Run", Format(precision=0, scheme=Scheme.fixed)),
-    _text("cell", "Workflow · task · model"),
-    _text("sharing", "Sharing"),
-    _number("seed", "Seed", Format(precision=0, scheme=Scheme.fixed)),
-    _text("role", "Role"),
-    _number("amplification_onset", "Amplification onset", Format(precision=0, scheme=Scheme.fixed)),
-    _number("cliff_onset", "Cliff onset", Format(precision=0, scheme=Scheme.fixed)),
-    _number("lead", "Lead (steps)", Format(precision=0, scheme=Scheme.fixed, sign=Sign.positive)),
-    _text("precedes", "Amplification precedes the cliff?"),
-    _number("capture_fraction", "Share > 0.6 (last half)", _PCT),
-    _text("captured", "Captured the shared policy?"),
+    Column("run", "Run", "int"),
+    Column("cell", "Workflow · task · model"),
+    Column("sharing", "Sharing"),
+    Column("seed", "Seed", "int"),
+    Column("role", "Role"),
+    Column("amplification_onset", "Amplification onset", "int"),
+    Column("cliff_onset", "Cliff onset", "int"),
+    Column("lead", "Lead (steps)", "step"),
+    Column("precedes", "Amplification precedes the cliff?"),
+    Column("capture_fraction", "Share > 0.6 in the last half", "pct"),
+    Column("captured", "Captured the shared policy?"),
 ]
 DYNAMICS_CSV = [
     "run",

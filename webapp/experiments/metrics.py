@@ -56,7 +56,10 @@ def write_points(run_id: int, points: Iterable[Point]) -> int:
     else:
         with transaction.atomic():
             MetricPoint.objects.bulk_create(
-                [MetricPoint(run_id=run_id, key=k, step=s, value=v) for (k, s), v in latest.items()],
+                [
+                    MetricPoint(run_id=run_id, key=k, step=s, value=v)
+                    for (k, s), v in latest.items()
+                ],
                 batch_size=500,
                 update_conflicts=True,
                 unique_fields=["run", "key", "step"],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from functools import partial
 from datetime import timedelta
 from typing import Any
 
@@ -151,7 +152,7 @@ def resume_run(run: Run) -> bool:
         return False
     add_log(run.id, "Queued again; it resumes from its last checkpoint.")
     run.refresh_from_db()
-    send_run(run)
+    transaction.on_commit(lambda: send_run(run))
     return True
 
 
@@ -188,6 +189,5 @@ def requeue_stale_runs() -> list[int]:
         elif mine.update(status=Run.QUEUED, worker="", heartbeat=None):
             add_log(run.id, f"{silent}; queued again to resume from its last checkpoint.")
             requeued.append(run.id)
-            send_run(run)
+            transaction.on_commit(partial(send_run, run))
     return requeued
-

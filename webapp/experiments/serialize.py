@@ -16,9 +16,7 @@ def _time(value) -> str | None:
 def run_label(run: Run) -> str:
     if run.name:
         return run.name
-    return " · ".join(
-        [run.workflow, run.task, run.model, run.sharing, f"seed {run.seed}"]
-    )
+    return " · ".join([run.workflow, run.task, run.model, run.sharing, f"seed {run.seed}"])
 
 
 def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
@@ -42,9 +40,7 @@ def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
         "started": _time(run.started),
         "finished": _time(run.finished),
         "heartbeat": _time(run.heartbeat),
-        "error": {"type": run.error_type, "message": run.error_message}
-        if run.error_type
-        else None,
+        "error": {"type": run.error_type, "message": run.error_message} if run.error_type else None,
         "url": reverse("run_detail", args=[run.id]),
     }
     if detail:

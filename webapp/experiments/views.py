@@ -41,8 +41,10 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
             steps_total=Sum("runs__total_steps"),
             # A finished run counts as done whatever step it stopped at.
             steps_done=Sum(
-                Case(When(runs__status__in=Run.FINISHED, then=F("runs__total_steps")),
-                     default=F("runs__step"))
+                Case(
+                    When(runs__status__in=Run.FINISHED, then=F("runs__total_steps")),
+                    default=F("runs__step"),
+                )
             ),  # fmt: skip
         )
         .order_by("-created", "-id")
@@ -70,7 +72,9 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
             return redirect("experiment_detail", experiment.id)
     else:
         form = ExperimentForm(initial=_initial(request))
-    return render(request, "experiments/new.html", {"form": form, "presets": ["", "cpu-demo", "paper"]})
+    return render(
+        request, "experiments/new.html", {"form": form, "presets": ["", "cpu-demo", "paper"]}
+    )
 
 
 def _initial(request: HttpRequest) -> dict:
@@ -140,8 +144,13 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     return JsonResponse(
         {
             "runs": [
-                {"id": r.id, "status": r.status, "step": r.step, "total_steps": r.total_steps,
-                 "percent": r.percent}  # fmt: skip
+                {
+                    "id": r.id,
+                    "status": r.status,
+                    "step": r.step,
+                    "total_steps": r.total_steps,
+                    "percent": r.percent,
+                }  # fmt: skip
                 for r in runs
             ]
         }

@@ -85,7 +85,7 @@ def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Di
             ),
             components.section(
                 "Key results",
-                components.table("curves-table", tables.RUN_COLUMNS),
+                components.table("curves-table"),
                 note="From each run's full eval/accuracy series (not the downsampled plot). "
                 "Gain = peak − base; final = mean of the last three evaluations.",
                 actions=[
@@ -132,7 +132,7 @@ def update_curves(run_ids, key, smooth, colour, _tick):
     )
     return (
         figure,
-        tables.run_rows(runs, summaries),
+        components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
         components.status_line(data.status_counts(runs), live) if runs else [],
         not live,
         _links(runs),
@@ -196,7 +196,7 @@ callback(Output("curves-runs", "options"), Input("curves-runs", "value"))(run_op
 callback(Output("curves-key", "options"), Input("curves-runs", "value"))(key_options)
 callback(
     Output("curves-graph", "figure"),
-    Output("curves-table", "data"),
+    Output("curves-table", "children"),
     Output("curves-status", "children"),
     Output("curves-tick", "disabled"),
     Output("curves-links", "children"),

@@ -54,7 +54,7 @@ def layout(runs=None, **_ignored) -> html.Div:
             components.section(
                 "Does amplification precede the cliff? Which role captured the policy?",
                 html.Ul(id="gradients-findings", className="findings"),
-                components.table("gradients-table", tables.DYNAMICS_COLUMNS),
+                components.table("gradients-table"),
                 note="Lead = cliff onset − amplification onset, in training steps (positive: "
                 "the role amplified first). Capture: under a shared policy, a role whose share "
                 "of the gradient exceeds 0.6 in most steps of the run's last half.",
@@ -105,7 +105,7 @@ def update_gradients(run_ids, _tick):
         extra = f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
     return (
         figures.gradients_figure(drawn, series, summaries),
-        tables.dynamics_rows(runs, summaries),
+        components.render_table(tables.DYNAMICS_COLUMNS, tables.dynamics_rows(runs, summaries)),
         [html.Li(text) for text in tables.dynamics_findings(runs, summaries)] if runs else [],
         components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
@@ -163,7 +163,7 @@ def image_format(fmt) -> dict:
 callback(Output("gradients-runs", "options"), Input("gradients-runs", "value"))(run_options)
 callback(
     Output("gradients-graph", "figure"),
-    Output("gradients-table", "data"),
+    Output("gradients-table", "children"),
     Output("gradients-findings", "children"),
     Output("gradients-status", "children"),
     Output("gradients-tick", "disabled"),

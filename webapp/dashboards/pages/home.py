@@ -39,7 +39,7 @@ def layout(**_ignored) -> html.Div:
                 [html.Li([html.Strong(name + ": "), text]) for name, text in VIEWS],
                 className="views",
             ),
-            components.section("Your experiments", html.Div(id="home-experiments")),
+            components.section("Experiments", html.Div(id="home-experiments")),
         ],
     )
 
@@ -53,11 +53,15 @@ def list_experiments(_pathname, _tick):
             "`python manage.py load_demo_experiment`.",
             className="note",
         ), True
-    head = html.Tr([html.Th("Experiment"), html.Th("Runs"), html.Th("Unfinished"), html.Th("")])
+    head = html.Tr(
+        [html.Th(h) for h in ("Experiment", "Owner", "Created", "Runs", "Unfinished", "")]
+    )
     rows = [
         html.Tr(
             [
                 html.Td([html.Strong(e.name), html.Span(f" #{e.id}", className="muted")]),
+                html.Td(e.owner.get_username()),
+                html.Td(e.created.strftime("%Y-%m-%d %H:%M")),
                 html.Td(e.n_runs),
                 html.Td(e.n_live or "—"),
                 html.Td(html.A("Matrix →", href=state.matrix_url(e.id))),

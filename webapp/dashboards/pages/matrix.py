@@ -76,7 +76,7 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
             ),
             components.section(
                 "Cells",
-                components.table("matrix-table", tables.CELL_COLUMNS),
+                components.table("matrix-table"),
                 note="Means over seeds; the interval is a Student-t 95% interval across "
                 "seeds (none with one seed). A cliff is a terminal drop below peak − θ.",
                 actions=[
@@ -110,7 +110,7 @@ def update_matrix(experiment_id, colour, _tick):
     live = data.any_live(runs)
     return (
         figures.matrix_figure(cells, colour),
-        tables.cell_rows(cells),
+        components.render_table(tables.CELL_COLUMNS, tables.cell_rows(cells)),
         components.status_line(data.status_counts(runs), live),
         not live,
     )
@@ -151,7 +151,7 @@ callback(Output("matrix-experiment", "options"), Input("matrix-url", "pathname")
 )
 callback(
     Output("matrix-graph", "figure"),
-    Output("matrix-table", "data"),
+    Output("matrix-table", "children"),
     Output("matrix-status", "children"),
     Output("matrix-tick", "disabled"),
     Input("matrix-experiment", "value"),

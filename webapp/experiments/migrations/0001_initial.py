@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,104 +14,183 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=100)),
-                ('prefix', models.CharField(max_length=12)),
-                ('digest', models.CharField(max_length=64, unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_used', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=100)),
+                ("prefix", models.CharField(max_length=12)),
+                ("digest", models.CharField(max_length=64, unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_used", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created'],
+                "ordering": ["-created"],
             },
         ),
         migrations.CreateModel(
-            name='Experiment',
+            name="Experiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('preset', models.CharField(blank=True, max_length=40)),
-                ('base_config', models.JSONField(default=dict)),
-                ('matrix', models.JSONField(default=dict)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("preset", models.CharField(blank=True, max_length=40)),
+                ("base_config", models.JSONField(default=dict)),
+                ("matrix", models.JSONField(default=dict)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('external', models.BooleanField(default=False)),
-                ('config', models.JSONField(default=dict)),
-                ('config_hash', models.CharField(blank=True, max_length=16)),
-                ('workflow', models.CharField(blank=True, max_length=40)),
-                ('task', models.CharField(blank=True, max_length=40)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('sharing', models.CharField(blank=True, max_length=40)),
-                ('seed', models.IntegerField(default=0)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled')], default='queued', max_length=12)),
-                ('queue', models.CharField(blank=True, max_length=20)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('celery_task_id', models.CharField(blank=True, max_length=64)),
-                ('step', models.IntegerField(default=0)),
-                ('total_steps', models.IntegerField(default=0)),
-                ('heartbeat', models.DateTimeField(blank=True, null=True)),
-                ('started', models.DateTimeField(blank=True, null=True)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('error_type', models.CharField(blank=True, max_length=200)),
-                ('error_message', models.TextField(blank=True)),
-                ('error_traceback', models.TextField(blank=True)),
-                ('checkpoint_dir', models.CharField(blank=True, max_length=500)),
-                ('checkpoint_step', models.IntegerField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('attempts', models.IntegerField(default=0)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='experiments.experiment')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("external", models.BooleanField(default=False)),
+                ("config", models.JSONField(default=dict)),
+                ("config_hash", models.CharField(blank=True, max_length=16)),
+                ("workflow", models.CharField(blank=True, max_length=40)),
+                ("task", models.CharField(blank=True, max_length=40)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("sharing", models.CharField(blank=True, max_length=40)),
+                ("seed", models.IntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                ("queue", models.CharField(blank=True, max_length=20)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("celery_task_id", models.CharField(blank=True, max_length=64)),
+                ("step", models.IntegerField(default=0)),
+                ("total_steps", models.IntegerField(default=0)),
+                ("heartbeat", models.DateTimeField(blank=True, null=True)),
+                ("started", models.DateTimeField(blank=True, null=True)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                ("error_type", models.CharField(blank=True, max_length=200)),
+                ("error_message", models.TextField(blank=True)),
+                ("error_traceback", models.TextField(blank=True)),
+                ("checkpoint_dir", models.CharField(blank=True, max_length=500)),
+                ("checkpoint_step", models.IntegerField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("attempts", models.IntegerField(default=0)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="experiments.experiment",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='MetricPoint',
+            name="MetricPoint",
             fields=[
-                ('pk', models.CompositePrimaryKey('run', 'key', 'step', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('key', models.CharField(max_length=200)),
-                ('step', models.IntegerField()),
-                ('value', models.FloatField(null=True)),
-                ('run', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='points', to='experiments.run')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "run",
+                        "key",
+                        "step",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("key", models.CharField(max_length=200)),
+                ("step", models.IntegerField()),
+                ("value", models.FloatField(null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="points",
+                        to="experiments.run",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RunLog',
+            name="RunLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('line', models.TextField()),
-                ('run', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='logs', to='experiments.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("line", models.TextField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="logs",
+                        to="experiments.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.AddIndex(
-            model_name='experiment',
-            index=models.Index(fields=['-created'], name='experiment_newest'),
+            model_name="experiment",
+            index=models.Index(fields=["-created"], name="experiment_newest"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status', 'heartbeat'], name='run_status_heartbeat'),
+            model_name="run",
+            index=models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat"),
         ),
         migrations.AddIndex(
-            model_name='runlog',
-            index=models.Index(fields=['run', '-id'], name='runlog_tail'),
+            model_name="runlog",
+            index=models.Index(fields=["run", "-id"], name="runlog_tail"),
         ),
     ]

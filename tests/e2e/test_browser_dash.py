@@ -1,0 +1,191 @@
+"""The panel in a real browser (the system's Chromium, driven by Playwright) against the real
+WSGI application — Django and the mounted Dash app — served by gunicorn on the test database:
+sign in, open the matrix of the demo experiment, click a cell, see its curves with a cliff
+marker, open its gradient dynamics, export a figure and a table. Screenshots go to
+artifacts/.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import sync_playwright
+
+from tests.helpers import ROOT, database_url, free_port, service_env
+from webapp.dashboards.fixtures import LEAD, build_demo_experiment
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(240),
+]
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "artifacts"
+PASSWORD = "correct horse battery"
+CELL_JS = """([xaxis, yaxis, x, y]) => {
+    const gd = document.querySelector('#matrix-graph .js-plotly-plot');
+    const xa = gd._fullLayout[xaxis], ya = gd._fullLayout[yaxis];
+    const box = gd.getBoundingClientRect();
+    return [box.left + xa._offset + xa.d2p(x), box.top + ya._offset + ya.d2p(y)];
+}"""
+
+
+@pytest.fixture
+def demo(django_user_model):
+    """The demo experiment (72 finished runs), owned by alice; committed, so the server sees
+    it. Built before the browser starts: Django refuses ORM calls inside Playwright's loop."""
+    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    return build_demo_experiment(alice, steps=120)
+
+
+@pytest.fixture
+def server(demo, tmp_path):
+    """`gunicorn webapp.wsgi` on a free port, on the test database; its base URL."""
+    port = free_port()
+    env = service_env(
+        DATABASE_URL=database_url(settings.DATABASES["default"]),
+        TROUPE_DATA_DIR=str(settings.DATA_DIR),
+    )
+    log = tmp_path / "gunicorn.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--workers", "1", "--threads", "4", "--timeout", "60"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                urllib.request.urlopen(f"{base}/accounts/login/", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+
+
+@pytest.fixture
+def browser_page(chromium_path, server, tmp_path):
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                viewport={"width": 1440, "height": 900}, accept_downloads=True
+            )
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=path, full_page=True)
+    assert path.stat().st_size > 0
+    return path
+
+
+def test_from_the_matrix_to_a_cliff_and_its_gradient_dynamics(server, demo, browser_page):
+    page = browser_page
+    requests, errors = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: r.status >= 500 and errors.append(f"{r.status} {r.url}"))
+    experiment = demo.experiment.id
+
+    # An anonymous visitor is sent to the login page, and back to the matrix after it.
+    page.goto(f"{server}/dash/matrix?experiment={experiment}")
+    assert page.url == f"{server}/accounts/login/?next=/dash/matrix%3Fexperiment%3D{experiment}"
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_url(f"{server}/dash/matrix?experiment={experiment}")
+
+    page.wait_for_selector("#matrix-graph .hm")  # the heatmaps are drawn
+    page.wait_for_selector("#matrix-table table.data")
+    assert page.locator("#matrix-table tbody tr").count() == 24
+    assert page.locator("#matrix-status").inner_text().startswith("72 runs")
+    screenshot(page, "dash-matrix.png")
+
+    # Click the isolated-policy cell of voting · math · tiny-s: the known cliff run's cell.
+    x, y = page.evaluate(CELL_JS, ["xaxis2", "yaxis2", "tiny-s", "Voting · math"])
+    page.mouse.click(x, y)
+    page.wait_for_url(f"{server}/dash/compare?runs=*")
+    assert str(demo.cliff_run.id) in page.url.split("runs=")[1].split("&")[0].split(",")
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('#curves-graph .js-plotly-plot');
+            return gd && gd.data && gd.data.some(t => t.marker && t.marker.symbol === 'x-thin'
+                && t.x[0] === %d);
+        }"""
+        % demo.cliff_onset
+    )
+    cliff_row = page.locator("#curves-table tbody tr", has_text=f"{demo.cliff_onset}").first
+    assert "cliff" in cliff_row.inner_text()
+    screenshot(page, "dash-compare.png")
+
+    # The compare view links to the gradient dynamics of the same runs.
+    page.click("text=Gradient dynamics of these runs")
+    page.wait_for_url(f"{server}/dash/gradients?runs=*")
+    page.wait_for_selector("#gradients-table table.data")
+    page.wait_for_selector("#gradients-graph .scatterlayer .trace")
+    answer = page.locator("#gradients-table tbody tr", has_text=f"yes, by {LEAD} steps")
+    assert answer.count() == 1 and demo.amplified_role in answer.inner_text()
+    screenshot(page, "dash-gradients.png")
+
+    # Exports: the figure as SVG from the mode bar, the table as CSV; both offline.
+    page.check("#gradients-format input[value=svg]")
+    page.wait_for_function(
+        "() => document.querySelector('#gradients-graph .js-plotly-plot')"
+        "._context.toImageButtonOptions.format === 'svg'"
+    )
+    page.hover("#gradients-graph .js-plotly-plot")
+    with page.expect_download() as image:
+        page.click("#gradients-graph .modebar-btn[data-title^='Download plot']")
+    assert image.value.suggested_filename == "troupe-gradients.svg"
+    assert Path(image.value.path()).read_text()[:200].lstrip().startswith("<svg")
+    with page.expect_download() as table:
+        page.click("text=Table CSV")
+    assert Path(table.value.path()).read_text().startswith("run,workflow,task,model,sharing")
+
+    assert not errors
+    outside = [
+        url for url in requests if not url.startswith(server) and not url.startswith("blob:")
+    ]
+    assert not outside, outside  # nothing from a CDN, or from anywhere else
+
+
+def test_the_capture_of_a_shared_policy_is_shown(server, demo, browser_page):
+    page = browser_page
+    page.goto(f"{server}/accounts/login/?next=/dash/gradients%3Fruns%3D{demo.capture_run.id}")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#gradients-table table.data")
+
+    row = page.locator("#gradients-table tbody tr", has_text=demo.capturing_role)
+    assert row.locator("td").last.inner_text() == "yes"
+    assert (
+        "captured the shared policy in 1 of 1" in page.locator("#gradients-findings").inner_text()
+    )

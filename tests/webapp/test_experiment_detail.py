@@ -1,0 +1,130 @@
+"""The experiment page: the runs as a matrix with status and progress, key results once runs
+have evaluations, links to the panel; cancel and delete for the owner and staff only."""
+
+import pytest
+
+from tests.people import make_experiment
+from trainer.config import make_config
+from webapp.experiments.metrics import write_points
+from webapp.experiments.models import Experiment, Run
+from webapp.experiments.queueing import new_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def matrix(alice) -> Experiment:
+    """2 sharing modes × 2 seeds; the first run has evaluations."""
+    experiment = make_experiment(alice, name="Sharing", runs=2, sharing="shared")
+    for seed in (0, 1):
+        new_run(experiment, make_config("cpu-demo", seed=seed, sharing="per_role")).save()
+    first = experiment.runs.order_by("id").first()
+    Run.objects.filter(id=first.id).update(status=Run.SUCCEEDED, step=30)
+    accuracy = [0.2, 0.3, 0.5, 0.45, 0.4]
+    write_points(first.id, [("eval/accuracy", 5 * i, a) for i, a in enumerate(accuracy)])
+    return experiment
+
+
+def test_an_outsider_is_sent_to_sign_in(client, matrix):
+    assert client.get(f"/experiments/{matrix.id}/").status_code == 302
+
+
+def test_the_teammate_sees_the_matrix_with_statuses_and_progress(client, matrix, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/experiments/{matrix.id}/").content.decode()
+
+    assert "<h1>Sharing</h1>" in html
+    assert html.count('class="run-cell"') == 4
+    assert "seed 0" in html and "seed 1" in html
+    assert html.count("badge status-queued") >= 3 and "badge status-succeeded" in html
+    assert 'style="width: 100%"' in html  # the succeeded run's bar
+
+
+def test_key_results_appear_once_a_run_has_evaluations(client, matrix, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/experiments/{matrix.id}/").content.decode()
+
+    # base 0.2, peak 0.5 at step 10, final = mean of the last three = 0.45
+    assert ">0.200<" in html and "0.500" in html and "@10" in html and ">0.450<" in html
+
+
+def test_it_links_to_the_panel(client, matrix, bob):
+    client.force_login(bob)
+    ids = ",".join(str(i) for i in matrix.runs.order_by("seed", "id").values_list("id", flat=True))
+
+    html = client.get(f"/experiments/{matrix.id}/").content.decode()
+
+    assert f'href="/dash/matrix?experiment={matrix.id}"' in html
+    assert f'href="/dash/compare?runs={ids}&amp;key=eval/accuracy"' in html
+    assert 'href="/dash/gradients?runs=' in html
+
+
+def test_the_teammate_gets_no_actions_and_may_not_post_them(client, matrix, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/experiments/{matrix.id}/").content.decode()
+    assert "/cancel/" not in html and "/delete/" not in html
+
+    assert client.post(f"/experiments/{matrix.id}/cancel/").status_code == 403
+    assert client.post(f"/experiments/{matrix.id}/delete/").status_code == 403
+    assert matrix.runs.filter(status=Run.QUEUED).count() == 3
+
+
+def test_the_owner_cancels_every_active_run(client, matrix, alice):
+    client.force_login(alice)
+
+    response = client.post(f"/experiments/{matrix.id}/cancel/", follow=True)
+
+    assert "Cancelling 3 runs" in response.content.decode()
+    assert sorted(matrix.runs.values_list("status", flat=True)) == ["cancelled"] * 3 + ["succeeded"]
+
+
+def test_staff_deletes_an_experiment(client, matrix, carol):
+    client.force_login(carol)
+
+    response = client.post(f"/experiments/{matrix.id}/delete/")
+
+    assert response["Location"] == "/experiments/"
+    assert not Experiment.objects.filter(id=matrix.id).exists()
+
+
+def test_an_experiment_with_a_running_run_is_not_deleted(client, matrix, alice):
+    matrix.runs.filter(status=Run.QUEUED).update(status=Run.RUNNING)
+    client.force_login(alice)
+
+    client.post(f"/experiments/{matrix.id}/delete/")
+
+    assert Experiment.objects.filter(id=matrix.id).exists()
+
+
+def test_actions_need_a_post(client, matrix, alice):
+    client.force_login(alice)
+
+    assert client.get(f"/experiments/{matrix.id}/cancel/").status_code == 405
+
+
+def test_live_json_reports_each_runs_status_and_progress(client, matrix, bob):
+    client.force_login(bob)
+
+    runs = client.get(f"/experiments/{matrix.id}/live.json").json()["runs"]
+
+    assert len(runs) == 4
+    assert {(r["status"], r["percent"]) for r in runs} == {("succeeded", 100), ("queued", 0)}
+
+
+def test_an_unknown_experiment_is_a_404_page(client, bob):
+    client.force_login(bob)
+
+    response = client.get("/experiments/424242/")
+
+    assert response.status_code == 404
+    assert "There is no experiment 424242." in response.content.decode()
+
+
+def test_an_experiment_without_runs_renders(client, alice):
+    empty = Experiment.objects.create(owner=alice, name="Empty")
+    client.force_login(alice)
+
+    assert client.get(f"/experiments/{empty.id}/").status_code == 200

@@ -1,0 +1,141 @@
+"""The run page: config, status, progress, latest metrics with sparklines, log tail, and the
+cancel, resume and clone actions for who may use them; and the JSON it polls."""
+
+import pytest
+
+from webapp.experiments.metrics import write_points
+from webapp.experiments.models import Run, RunLog
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def trained(run):
+    """A run at step 3 of 30 with accuracy and reward series and two log lines."""
+    Run.objects.filter(id=run.id).update(status=Run.RUNNING, step=3, worker="cpu@node1")
+    points = [("eval/accuracy", 0, 0.25), ("eval/accuracy", 2, 0.5)]
+    points += [("train/reward", s, 0.1 * s) for s in (1, 2, 3)]
+    points += [("role/solver/grad_norm", 3, 1.5)]
+    write_points(run.id, points)
+    RunLog.objects.create(run=run, line="Worker cpu@node1 took the run (attempt 1), starting.")
+    RunLog.objects.create(run=run, line="step 3/30 · reward 0.300 · 1.2 s")
+    run.refresh_from_db()
+    return run
+
+
+def test_an_outsider_is_sent_to_sign_in(client, run):
+    assert client.get(f"/runs/{run.id}/").status_code == 302
+    assert client.get(f"/runs/{run.id}/live.json").status_code == 302
+
+
+def test_the_teammate_sees_status_progress_config_metrics_and_log(client, trained, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{trained.id}/").content.decode()
+
+    assert "badge status-running" in html and "step 3 of 30" in html
+    assert 'style="width: 10%"' in html
+    assert "cpu@node1" in html
+    assert "<code>role/solver/grad_norm</code>" in html and "1.5000" in html
+    assert html.count("<polyline") == 2 and 'data-spark="eval/accuracy"' in html
+    assert 'data-spark="train/reward"' in html
+    assert "step 3/30 · reward 0.300" in html
+    assert "<dt>lora_r</dt><dd><code>8</code>" in html  # the config, grouped
+    assert "run_page.js" in html
+
+
+def test_key_results_show_base_and_peak(client, trained, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{trained.id}/").content.decode()
+
+    assert "<dt>base</dt><dd>0.250</dd>" in html
+    assert "0.500" in html and "@2" in html
+
+
+def test_a_run_without_metrics_says_so(client, run, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert "No metrics yet." in html and "No evaluation yet" in html
+
+
+def test_live_json_carries_what_the_page_updates(client, trained, bob):
+    client.force_login(bob)
+
+    data = client.get(f"/runs/{trained.id}/live.json").json()
+
+    assert data["run"]["status"] == "running" and data["run"]["progress"] == 0.1
+    assert data["latest"]["train/reward"] == {"step": 3, "value": pytest.approx(0.3)}
+    sparks = {s["key"]: s for s in data["sparklines"]}
+    assert sparks["eval/accuracy"]["steps"] == [0, 2] and sparks["eval/accuracy"]["last"] == 0.5
+    assert [e["line"] for e in data["logs"]][-1] == "step 3/30 · reward 0.300 · 1.2 s"
+
+
+def test_the_teammate_sees_no_cancel_and_may_not_post_it(client, trained, bob):
+    client.force_login(bob)
+
+    assert 'id="cancel-run"' not in client.get(f"/runs/{trained.id}/").content.decode()
+    assert client.post(f"/runs/{trained.id}/cancel/").status_code == 403
+    trained.refresh_from_db()
+    assert not trained.cancel_requested
+
+
+def test_the_owner_cancels_a_running_run(client, trained, alice):
+    client.force_login(alice)
+    assert 'id="cancel-run"' in client.get(f"/runs/{trained.id}/").content.decode()
+
+    response = client.post(f"/runs/{trained.id}/cancel/", follow=True)
+
+    assert "stops after its current step" in response.content.decode()
+    trained.refresh_from_db()
+    assert trained.cancel_requested and trained.status == Run.RUNNING
+
+
+def test_the_teammate_may_not_resume(client, run, bob):
+    Run.objects.filter(id=run.id).update(status=Run.FAILED)
+    client.force_login(bob)
+
+    assert client.post(f"/runs/{run.id}/resume/").status_code == 403
+
+
+def test_the_owner_sees_resume_after_a_failure(client, run, alice):
+    Run.objects.filter(id=run.id).update(
+        status=Run.FAILED, error_type="ModelUnavailable", error_message="no such model",
+        error_traceback="Traceback (most recent call last): …",
+    )  # fmt: skip
+    client.force_login(alice)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'id="resume-run"' in html
+    assert "<strong>ModelUnavailable</strong>: no such model" in html
+    assert "Traceback (most recent call last)" in html
+
+
+def test_resuming_a_succeeded_run_is_refused_with_a_message(client, run, alice):
+    Run.objects.filter(id=run.id).update(status=Run.SUCCEEDED)
+    client.force_login(alice)
+
+    response = client.post(f"/runs/{run.id}/resume/", follow=True)
+
+    assert "Only failed or cancelled runs" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == Run.SUCCEEDED
+
+
+def test_it_links_to_clone_and_to_the_panel(client, run, bob):
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert f'href="/experiments/new/?run={run.id}"' in html
+    assert f'href="/dash/compare?runs={run.id}&amp;key=eval/accuracy"' in html
+    assert f'href="/dash/gradients?runs={run.id}"' in html
+
+
+def test_an_unknown_run_is_a_404_page(client, bob):
+    client.force_login(bob)
+
+    assert client.get("/runs/777777/").status_code == 404

@@ -1,0 +1,120 @@
+"""What `workers.tasks.execute_run` does with a run: claim it, train it, record the outcome.
+
+1. `claim` takes the run with a conditional UPDATE (queued → running); 0 rows means another
+   worker has it, or it finished or was cancelled meanwhile, so a redelivered message is
+   harmless. Each claim increments `attempts`: the attempt is this worker's lease on the run.
+2. `train_run` builds the config from the run's stored dict
+   (`trainer.config.config_from_dict`) and trains in `$TROUPE_DATA_DIR/runs/<run id>/`,
+   which resumes by itself from the newest checkpoint there (after a failure, a cancel, or a
+   worker that died), reporting to the database (`workers/reporter.py`). Points past that
+   checkpoint are deleted first: the resumed run logs them again, so every (key, step) is
+   stored once.
+3. `finish` records the outcome — succeeded, cancelled, or failed with the error's type,
+   message and traceback — if this attempt still holds the run.
+
+The trainer (and so torch) is imported inside `train_run`, which runs in the pool process.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from webapp.experiments.models import MetricPoint, Run, RunLog
+from workers.reporter import TRANSIENT_DB_ERRORS, DatabaseReporter, drop_connection
+
+
+def run_dir(run_id: int) -> Path:
+    return settings.DATA_DIR / "runs" / str(run_id)
+
+
+def claim(run_id: int, worker: str, task_id: str) -> Run | None:
+    """Take the run if it is still queued: the conditional UPDATE only one claimant wins."""
+    now = timezone.now()
+    claimed = Run.objects.filter(id=run_id, status=Run.QUEUED, external=False).update(
+        status=Run.RUNNING,
+        worker=worker,
+        celery_task_id=task_id,
+        heartbeat=now,
+        attempts=F("attempts") + 1,
+        checkpoint_dir=str(run_dir(run_id)),
+    )
+    if not claimed:
+        return None
+    run = Run.objects.get(id=run_id)
+    if run.started is None:
+        run.started = now
+        run.save(update_fields=["started"])
+    return run
+
+
+def train_run(run: Run) -> dict[str, Any]:
+    from trainer.checkpoint import latest_checkpoint
+    from trainer.config import config_from_dict
+    from trainer.train import train
+
+    out = run_dir(run.id)
+    reporter = DatabaseReporter(run.id, run.attempts)
+    started = time.perf_counter()
+    try:
+        config = config_from_dict(run.config)
+        checkpoint = latest_checkpoint(out)
+        resume_step = int(checkpoint.name.rsplit("-", 1)[1]) if checkpoint else None
+        # The resumed run logs every step after its checkpoint again (the base-model
+        # evaluation too when there is none): drop what an earlier attempt stored for them.
+        MetricPoint.objects.filter(
+            run_id=run.id, step__gt=-1 if resume_step is None else resume_step
+        ).delete()
+        where = f"resuming from the checkpoint of step {resume_step}" if checkpoint else "starting"
+        reporter.line(f"Worker {run.worker} took the run (attempt {run.attempts}), {where}.")
+        reporter.start()
+        result = train(config, out, reporter)
+    except Exception as exc:
+        reporter.close()
+        if reporter.lost:
+            return {"run": run.id, "status": "lost"}
+        message = str(exc) or repr(exc)
+        finish(
+            run,
+            status=Run.FAILED,
+            error_type=type(exc).__name__,
+            error_message=message,
+            error_traceback=traceback.format_exc(),
+            line=f"Failed: {type(exc).__name__}: {message}",
+        )
+        return {"run": run.id, "status": Run.FAILED}
+
+    reporter.close()
+    if reporter.lost:
+        return {"run": run.id, "status": "lost"}
+    seconds = time.perf_counter() - started
+    status = Run.SUCCEEDED if result["status"] == "succeeded" else Run.CANCELLED
+    verb = "Finished" if status == Run.SUCCEEDED else "Cancelled"
+    finish(run, status=status, step=result["step"],
+           line=f"{verb} at step {result['step']} after {seconds:.1f} s.")  # fmt: skip
+    return {"run": run.id, "status": status, "step": result["step"]}
+
+
+def finish(run: Run, *, status: str, line: str, wait_seconds: float = 300.0, **fields) -> bool:
+    """Record the outcome if this attempt still holds the run, retrying while the database is
+    unreachable. False when the run was taken over (or deleted) meanwhile."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            updated = Run.objects.filter(
+                id=run.id, status=Run.RUNNING, attempts=run.attempts
+            ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
+            if updated:
+                RunLog.objects.create(run_id=run.id, line=line)
+            return bool(updated)
+        except TRANSIENT_DB_ERRORS:
+            drop_connection()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(2)
