@@ -184,15 +184,11 @@ class MlflowClient:
 
     def create_experiment(self, name: str) -> str:
         body = {"name": name}
-        return self._call("POST", "/api/2.0/mlflow/experiments/create", json=body)[
-            "experiment_id"
-        ]
+        return self._call("POST", "/api/2.0/mlflow/experiments/create", json=body)["experiment_id"]
 
     def create_run(self, experiment: str, name: str) -> str:
         body = {"experiment_id": experiment, "run_name": name, "start_time": _now_ms()}
-        return self._call("POST", "/api/2.0/mlflow/runs/create", json=body)["run"]["info"][
-            "run_id"
-        ]
+        return self._call("POST", "/api/2.0/mlflow/runs/create", json=body)["run"]["info"]["run_id"]
 
     def log_batch(self, body: bytes) -> None:
         self._call(
@@ -230,7 +226,7 @@ def mlflow_body(run_id: str, points: list[tuple[str, int, float]], timestamp: in
     return json.dumps({"run_id": run_id, "metrics": metrics}).encode()
 
 
-# --- the two sides, behind one interface -----------------------------------------------------------
+# --- the two sides, behind one interface ---------------------------------------------------
 
 
 class Side:

@@ -29,6 +29,7 @@ the ratio Troupe / TRL (below 1: Troupe is faster).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -38,6 +39,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -87,18 +89,40 @@ def random_model(tokenizer):
     return Qwen3ForCausalLM(config)
 
 
+class _ZeroLogits(torch.nn.Module):
+    """Stands in for the reference model: what update_policies costs without its KL forward."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, input_ids, logits_to_keep, **_kwargs):
+        logits = torch.zeros(input_ids.shape[0], logits_to_keep, self.vocab)
+        return SimpleNamespace(logits=logits)
+
+
 class TroupeSide:
-    """One training step of trainer/train.py's loop: rollout → advantages → update."""
+    """One training step of trainer/train.py's loop: rollout → advantages → update.
+
+    `shadow` (diagnostic) is a second policy set with the same initial weights whose reference
+    model is a stub: after each step it runs `update_policies` on the same turns, timing the
+    update without the no-grad reference forward that measures `train/kl` at beta 0 (at beta 0
+    the KL does not enter the gradient, so the shadow trains exactly as the real set does).
+    """
 
     def __init__(self, config: Config, tokenizer, task, pool):
         self.config = config
         self.policies = PolicySet(random_model(tokenizer), config, ["shared"])
+        self.shadow = PolicySet(random_model(tokenizer), config, ["shared"])
+        stub = _ZeroLogits(len(tokenizer))
+        self.shadow.reference = lambda: contextlib.nullcontext(stub)
         self.codec = Codec(tokenizer, add_bos=True)
         self.prompts = TinyPrompts(config.task)
         self.task = task
         self.pool = pool
         self.whole: list[float] = []
         self.update: list[float] = []
+        self.update_without_kl: list[float] = []
         self.tokens: list[int] = []
 
     def step(self, step: int) -> None:
@@ -124,8 +148,11 @@ class TroupeSide:
         t1 = time.perf_counter()
         update_policies(self.policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
         t2 = time.perf_counter()
+        update_policies(self.shadow, turns, c, tokenizer_pad_id=self.codec.pad_id)
+        t3 = time.perf_counter()
         self.whole.append(t2 - t0)
         self.update.append(t2 - t1)
+        self.update_without_kl.append(t3 - t2)
         self.tokens.append(stats.tokens)
 
 
@@ -166,7 +193,7 @@ def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callba
         use_cpu=True,
         shuffle_dataset=False,  # step k trains on the same prompts as Troupe's step k
         report_to=[],
-        logging_steps=1,
+        logging_strategy="no",  # nothing to report to; keeps stdout clean for --json
         save_strategy="no",
         disable_tqdm=True,
         seed=SEED,
@@ -217,6 +244,7 @@ def summarize(whole, update, tokens, warmup: int) -> dict[str, float]:
     whole, update, tokens = whole[keep], update[keep], tokens[keep]
     return {
         "step_s": statistics.median(whole),
+        "generation_s": statistics.median(w - u for w, u in zip(whole, update)),
         "update_s": statistics.median(update),
         "tokens": statistics.median(tokens),
         "step_ms_per_token": statistics.median(1e3 * w / n for w, n in zip(whole, tokens)),
@@ -231,6 +259,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--smoke", action="store_true", help="2 steps of 2×4, 8 tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
@@ -238,6 +267,8 @@ def main() -> None:
         args.steps, args.warmup, args.prompts, args.generations = 2, 0, 2, 4
         args.max_new_tokens = 8
     warnings.filterwarnings("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from datasets import Dataset
 
@@ -280,7 +311,16 @@ def main() -> None:
 
     trl_update = [w - g for w, g in zip(callback.whole, callback.generation)]
     ours = summarize(troupe.whole, troupe.update, troupe.tokens, args.warmup)
+    # Diagnostic: the same steps with the update timed without the beta-0 KL forward.
+    lean_whole = [
+        w - u + s for w, u, s in zip(troupe.whole, troupe.update, troupe.update_without_kl)
+    ]
+    lean = summarize(lean_whole, troupe.update_without_kl, troupe.tokens, args.warmup)
     theirs = summarize(callback.whole, trl_update, callback.tokens, args.warmup)
+
+    def ratio(a: dict, key: str) -> float:
+        return round(a[key] / theirs[key], 3)
+
     row = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads",
@@ -290,10 +330,11 @@ def main() -> None:
         "steps_measured": len(troupe.whole) - args.warmup,
         "troupe": {k: round(v, 4) for k, v in ours.items()},
         "trl": {k: round(v, 4) for k, v in theirs.items()},
-        "ratio_step_per_token": round(ours["step_ms_per_token"] / theirs["step_ms_per_token"], 3),
-        "ratio_update_per_token": round(
-            ours["update_ms_per_token"] / theirs["update_ms_per_token"], 3
-        ),
+        "troupe_without_beta0_kl": {k: round(v, 4) for k, v in lean.items()},
+        "ratio_step_per_token": ratio(ours, "step_ms_per_token"),
+        "ratio_update_per_token": ratio(ours, "update_ms_per_token"),
+        "ratio_step_per_token_without_beta0_kl": ratio(lean, "step_ms_per_token"),
+        "ratio_update_per_token_without_beta0_kl": ratio(lean, "update_ms_per_token"),
         "smoke": args.smoke,
     }
     if args.json:

@@ -38,6 +38,15 @@ def broker_prefix() -> Iterator[str]:
             "global_keyprefix": prefix,
         }
     yield prefix
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    try:  # leave nothing behind in a Redis that outlives the session
+        client = redis.Redis.from_url(
+            url if url.startswith("redis") else LOCAL_REDIS, socket_timeout=3
+        )
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+    except redis.RedisError:
+        pass
 
 
 @pytest.fixture(scope="session")
