@@ -33,6 +33,7 @@ own (it is not a Troupe dependency; SQLAlchemy 2.1 defaults to psycopg 3, hence 
     python3 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow psycopg2-binary
     .venv/bin/python bench/tracking_vs_mlflow.py --mlflow-python /tmp/mlflow-venv/bin/python
     .venv/bin/python bench/tracking_vs_mlflow.py --smoke   # tiny; Troupe alone if no MLflow
+    .venv/bin/python bench/tracking_vs_mlflow.py --smoke --without-mlflow   # (CI's smoke)
 
 `--postgres` names the server (default postgres://postgres@127.0.0.1:5432/postgres); the
 databases are dropped and re-created at the start and dropped at the end.
@@ -318,8 +319,10 @@ class MlflowSide(Side):
 # --- measurements ------------------------------------------------------------------------------
 
 
-def ingest(side: Side, args, keys: list[str], tag: str) -> tuple[list, float]:
-    """Create `args.runs` runs and log the workload into them; returns (runs, points/s)."""
+def ingest(side: Side, args, keys: list[str], tag: str) -> tuple[list, float, bytes]:
+    """Create `args.runs` runs and log the workload into them.
+
+    Returns (runs, points/s, the request body of run 0's first batch, for the replay)."""
     runs = side.create_runs(args.runs, tag)
     work = []  # per client: [(run, body), ...] in logging order
     for c in range(args.clients):
@@ -348,7 +351,7 @@ def ingest(side: Side, args, keys: list[str], tag: str) -> tuple[list, float]:
     if errors:
         raise errors[0]
     total = args.runs * len(keys) * args.steps
-    return runs, total / seconds
+    return runs, total / seconds, work[0][0][1]
 
 
 def timed(fn: Callable[[], int]) -> tuple[float, int]:
@@ -358,7 +361,7 @@ def timed(fn: Callable[[], int]) -> tuple[float, int]:
 
 
 def measure(side: Side, args, keys: list[str], tag: str) -> dict:
-    runs, rate = ingest(side, args, keys, tag)
+    runs, rate, first_body = ingest(side, args, keys, tag)
     client = side.client()
     read_keys = keys[:4]
     full_s, full_n = timed(lambda: sum(side.read_full(client, r, read_keys) for r in runs))
@@ -372,6 +375,7 @@ def measure(side: Side, args, keys: list[str], tag: str) -> dict:
         "compare_s": cmp_s,
         "compare_points": cmp_n,
         "runs": runs,
+        "first_body": first_body,
     }
     if isinstance(side, MlflowSide):
         row["compare_sampled_s"], row["compare_sampled_points"] = timed(
@@ -380,31 +384,25 @@ def measure(side: Side, args, keys: list[str], tag: str) -> dict:
     return row
 
 
-def replay(side: Side, args, keys: list[str], run) -> dict:
-    """Send run's first batch 5 more times; count what is stored (see the module docstring)."""
+def replay(side: Side, args, keys: list[str], row: dict) -> dict:
+    """Resend run 0's first batch 5 times, then count every stored point of run 0.
+
+    The identical request is what an HTTP retry sends. MLflow's points carry a client
+    timestamp, so a job that resumes and logs the same steps again sends them with new
+    timestamps: that is replayed 5 times more for MLflow (Troupe's points have no timestamp,
+    so its replay is the same request either way)."""
     client = side.client()
-    first = batches(run_points(0, keys, args.steps), args.batch)[0]
-    expected = len(keys) * args.steps
-    out = {"expected": expected}
+    run = row["runs"][0]
+    out = {"expected": len(keys) * args.steps}
+    for _ in range(REPLAYS):
+        side.send(client, run, row["first_body"])
+    out["after_identical_replays"] = side.count(client, run, keys)
     if isinstance(side, MlflowSide):
-        # The body as it was first sent is gone (its timestamp); an HTTP retry resends the same
-        # bytes, so log one more batch and replay exactly that request.
-        body = side.encode(run, first)
-        side.send(client, run, body)
-        base = side.count(client, run, keys)
-        for _ in range(REPLAYS):
-            side.send(client, run, body)
-        out["after_identical_replays"] = side.count(client, run, keys)
-        out["stored_before_replays"] = base
+        first = batches(run_points(0, keys, args.steps), args.batch)[0]
         for _ in range(REPLAYS):
             time.sleep(0.002)  # a later wall-clock time, as a resumed job has
             side.send(client, run, side.encode(run, first))
         out["after_relogs_new_timestamps"] = side.count(client, run, keys)
-    else:
-        body = side.encode(run, first)
-        for _ in range(REPLAYS):
-            side.send(client, run, body)
-        out["after_identical_replays"] = side.count(client, run, keys)
     return out
 
 
@@ -455,7 +453,13 @@ def mlflow_available(python: str | None) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mlflow-python", default=os.environ.get("MLFLOW_PYTHON"))
+    parser.add_argument(
+        "--mlflow-python",
+        default=os.environ.get("MLFLOW_PYTHON"),
+        help=f"python of a venv with mlflow and psycopg2 (default $MLFLOW_PYTHON, else "
+        f"{DEFAULT_MLFLOW_PYTHON} when it exists)",
+    )
+    parser.add_argument("--without-mlflow", action="store_true", help="Troupe's side only")
     parser.add_argument("--postgres", default=DEFAULT_POSTGRES, help="server URL (any database)")
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--keys", type=int, default=24)
@@ -467,7 +471,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    if args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
+    if args.without_mlflow:
+        args.mlflow_python = ""
+    elif args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
         args.mlflow_python = DEFAULT_MLFLOW_PYTHON
     suffix = ""
     if args.smoke:
@@ -510,7 +516,7 @@ def main() -> None:
                         f" s, compare {row['compare_s']:.3f} s, load {os.getloadavg()[0]:.2f}"
                     )
             for side in sides:
-                replays[side.name] = replay(side, args, keys, results[side.name][-1]["runs"][0])
+                replays[side.name] = replay(side, args, keys, results[side.name][-1])
         finally:
             if mlflow_ctx is not None:
                 mlflow_ctx.__exit__(None, None, None)

@@ -17,6 +17,7 @@ The trainer (and so torch) is imported inside `train_run`, which runs in the poo
 
 from __future__ import annotations
 
+import shutil
 import time
 import traceback
 from pathlib import Path
@@ -60,6 +61,10 @@ def train_run(run: Run) -> dict[str, Any]:
     from trainer.train import train
 
     out = run_dir(run.id)
+    if run.attempts == 1 and out.exists():
+        # A first attempt starts from nothing: a directory left under this id (by a database
+        # since reset, or another instance sharing the data directory) is not this run's.
+        shutil.rmtree(out)
     reporter = DatabaseReporter(run.id, run.attempts)
     started = time.perf_counter()
     try:
@@ -76,6 +81,7 @@ def train_run(run: Run) -> dict[str, Any]:
         reporter.start()
         result = train(config, out, reporter)
     except Exception as exc:
+        trace = traceback.format_exc()
         reporter.close()
         if reporter.lost:
             return {"run": run.id, "status": "lost"}
@@ -85,7 +91,7 @@ def train_run(run: Run) -> dict[str, Any]:
             status=Run.FAILED,
             error_type=type(exc).__name__,
             error_message=message,
-            error_traceback=traceback.format_exc(),
+            error_traceback=trace,
             line=f"Failed: {type(exc).__name__}: {message}",
         )
         return {"run": run.id, "status": Run.FAILED}

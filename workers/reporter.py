@@ -90,7 +90,8 @@ class DatabaseReporter:
         Returns False when points could not be stored in that time (they are logged).
         """
         self._stopping.set()
-        self._thread.join(timeout=self.heartbeat_seconds + 30)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=self.heartbeat_seconds + 30)
         stored = self._flush_until_stored(wait_seconds)
         if not stored:
             log.error("run %s: %d points could not be stored", self.run_id, len(self._points))

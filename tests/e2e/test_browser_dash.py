@@ -1,8 +1,8 @@
 """The panel in a real browser (the system's Chromium, driven by Playwright) against the real
 WSGI application — Django and the mounted Dash app — served by gunicorn on the test database:
 sign in, open the matrix of the demo experiment, click a cell, see its curves with a cliff
-marker, open its gradient dynamics, export a figure and a table. Screenshots go to
-artifacts/.
+marker, open its gradient dynamics, export a figure and a table, see the capture of a shared
+policy. Screenshots go to artifacts/.
 """
 
 import os
@@ -14,12 +14,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.conf import settings
 from playwright.sync_api import sync_playwright
 
 from tests.helpers import ROOT, database_url, free_port, service_env
 from webapp.dashboards.fixtures import LEAD, build_demo_experiment
+from webapp.experiments.models import MetricPoint, Run
 
 pytestmark = [
     pytest.mark.e2e,
@@ -38,10 +40,16 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = ROOT / "artifacts"
 PASSWORD = "correct horse battery"
+STEPS = 120
+RUN_TABLE, POINT_TABLE = Run._meta.db_table, MetricPoint._meta.db_table
 CLIFF_MARKER_JS = """(step) => {
     const gd = document.querySelector('#curves-graph .js-plotly-plot');
     return gd && gd.data && gd.data.some(
         t => t.marker && t.marker.symbol === 'x-thin' && t.x[0] === step);
+}"""
+LAST_STEP_JS = """(step) => {
+    const gd = document.querySelector('#curves-graph .js-plotly-plot');
+    return gd.data.some(t => t.mode === 'lines+markers' && t.x[t.x.length - 1] === step);
 }"""
 CELL_JS = """([xaxis, yaxis, x, y]) => {
     const gd = document.querySelector('#matrix-graph .js-plotly-plot');
@@ -52,11 +60,12 @@ CELL_JS = """([xaxis, yaxis, x, y]) => {
 
 
 @pytest.fixture
-def demo(django_user_model):
+def demo(alice):
     """The demo experiment (72 finished runs), owned by alice; committed, so the server sees
     it. Built before the browser starts: Django refuses ORM calls inside Playwright's loop."""
-    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
-    return build_demo_experiment(alice, steps=120)
+    alice.set_password(PASSWORD)
+    alice.save(update_fields=["password"])
+    return build_demo_experiment(alice, steps=STEPS)
 
 
 @pytest.fixture
@@ -102,6 +111,13 @@ def browser_page(chromium_path, server, tmp_path):
             yield context.new_page()
         finally:
             browser.close()
+
+
+def sql(statement: str, *params) -> None:
+    """Write to the test database behind the server's back, as a worker would (the ORM
+    refuses to run inside Playwright's event loop)."""
+    with psycopg.connect(database_url(settings.DATABASES["default"]), autocommit=True) as conn:
+        conn.execute(statement, params)
 
 
 def wait_until(page, js: str, arg=None, timeout: float = 30) -> None:
@@ -163,7 +179,7 @@ def test_from_the_matrix_to_a_cliff_and_its_gradient_dynamics(server, demo, brow
     screenshot(page, "dash-gradients.png")
 
     # Exports: the figure as SVG from the mode bar, the table as CSV; both offline.
-    page.check("#gradients-format input[value=svg]")
+    page.click("#gradients-format label:has-text('SVG')")
     wait_until(
         page,
         "() => document.querySelector('#gradients-graph .js-plotly-plot')"
@@ -178,23 +194,31 @@ def test_from_the_matrix_to_a_cliff_and_its_gradient_dynamics(server, demo, brow
         page.click("text=Table CSV")
     assert Path(table.value.path()).read_text().startswith("run,workflow,task,model,sharing")
 
-    assert not errors
-    outside = [
-        url for url in requests if not url.startswith(server) and not url.startswith("blob:")
-    ]
-    assert not outside, outside  # nothing from a CDN, or from anywhere else
-
-
-def test_the_capture_of_a_shared_policy_is_shown(server, demo, browser_page):
-    page = browser_page
-    page.goto(f"{server}/accounts/login/?next=/dash/gradients%3Fruns%3D{demo.capture_run.id}")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.click("#login-form button[type=submit]")
+    # A shared run: which role captured its policy.
+    page.goto(f"{server}/dash/gradients?runs={demo.capture_run.id}")
     page.wait_for_selector("#gradients-table table.data")
-
     row = page.locator("#gradients-table tbody tr", has_text=demo.capturing_role)
     assert row.locator("td").last.inner_text() == "yes"
     assert (
         "captured the shared policy in 1 of 1" in page.locator("#gradients-findings").inner_text()
     )
+
+    # Live: while a run is unfinished the open view refreshes itself, with no reload.
+    sql(f"UPDATE {RUN_TABLE} SET status = 'running' WHERE id = %s", demo.capture_run.id)
+    page.goto(f"{server}/dash/compare?runs={demo.capture_run.id}")
+    page.wait_for_selector("#curves-status .live")
+    page.evaluate("() => { window.notReloaded = true; }")
+    sql(
+        f"INSERT INTO {POINT_TABLE} (run_id, key, step, value) "
+        "VALUES (%s, 'eval/accuracy', %s, 0.9)",
+        demo.capture_run.id,
+        STEPS + 10,
+    )
+    wait_until(page, LAST_STEP_JS, STEPS + 10, timeout=20)
+    assert page.evaluate("() => window.notReloaded === true")
+
+    assert not errors
+    outside = [
+        url for url in requests if not url.startswith(server) and not url.startswith("blob:")
+    ]
+    assert not outside, outside  # nothing from a CDN, or from anywhere else

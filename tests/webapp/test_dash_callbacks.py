@@ -33,11 +33,10 @@ def demo(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def viewer(demo):
-    """A teammate (not the owner): anyone signed in may read every experiment."""
-    user = get_user_model().objects.create_user("teammate")
-    with data.viewing_as(user):
-        yield user
+def viewer(demo, bob):
+    """bob, a teammate (not the owner): anyone signed in may read every experiment."""
+    with data.viewing_as(bob):
+        yield bob
 
 
 def traces(figure, **match):
@@ -282,6 +281,18 @@ def test_the_gradient_table_and_series_download_as_csv(demo, viewer):
     series = gradients.download_series(1, run_ids)["content"].splitlines()
     keys = {line.split(",")[6] for line in series[1:]}
     assert "role/generator/grad_share" in keys and "grad_cos/generator|aggregator" in keys
+
+
+def test_every_figure_exports_as_png_or_svg_without_plotly_cloud(demo, viewer):
+    for page, name in ((matrix, "matrix"), (curves, "curves"), (gradients, "gradients")):
+        config, patch = page.image_format("svg")
+        assert config["toImageButtonOptions"] == {
+            "format": "svg", "filename": f"troupe-{name}", "scale": 1,
+        }  # fmt: skip
+        assert "sendChartToCloud" in config["modeBarButtonsToRemove"]
+        assert config["showSendToCloud"] is False
+        assert patch.to_plotly_json()["operations"]  # the figure changes, so plotly re-reads
+        assert page.image_format("png")[0]["toImageButtonOptions"]["format"] == "png"
 
 
 # --- live refresh and the front page --------------------------------------------------------------

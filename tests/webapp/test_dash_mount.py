@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client as DjangoClient
@@ -35,11 +36,10 @@ def client():
 
 
 @pytest.fixture
-def signed_in(client, django_user_model):
-    """The client with the session cookie of a signed-in user."""
-    user = django_user_model.objects.create_user("alice", password="correct horse battery")
+def signed_in(client, bob):
+    """The client with the session cookie of bob, a signed-in teammate."""
     django_client = DjangoClient()
-    django_client.force_login(user)
+    django_client.force_login(bob)
     client.set_cookie("sessionid", django_client.cookies["sessionid"].value)
     return client
 
@@ -109,10 +109,7 @@ def test_callbacks_need_the_csrf_token_the_page_load_set(signed_in):
 
 def test_signing_out_ends_access_to_the_panel(signed_in):
     assert signed_in.get("/dash/").status_code == 200
-    session = signed_in.get_cookie("sessionid").value
-    from django.contrib.sessions.backends.db import SessionStore
-
-    SessionStore(session).delete()
+    SessionStore(signed_in.get_cookie("sessionid").value).delete()
     assert signed_in.get("/dash/").status_code == 302
 
 

@@ -7,8 +7,8 @@ import pytest
 from django.utils.html import escape
 
 from tests.people import make_experiment
+from tests.runs import form_data
 from trainer.config import field_help
-from webapp.experiments.forms import as_text, preset_values
 from webapp.experiments.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db
@@ -18,26 +18,6 @@ pytestmark = pytest.mark.django_db
 def signed_in(client, bob):
     client.force_login(bob)
     return client
-
-
-def form_data(**overrides):
-    """What the browser posts for the cpu-demo preset, with a 2 × 2 matrix."""
-    data = {
-        "name": "Voting vs single", "preset": "cpu-demo",
-        "workflow": ["single", "voting"], "task": ["math"], "model": ["tiny-s"],
-        "sharing": ["shared"], "seeds": "0, 1",
-    }  # fmt: skip
-    for row in field_help():
-        if row["name"] in ("workflow", "task", "model", "sharing", "seed"):
-            continue
-        value = preset_values("cpu-demo")[row["name"]]
-        if row["type"] == "bool":
-            if value:
-                data[row["name"]] = "on"
-        else:
-            data[row["name"]] = as_text(value)
-    data.update(overrides)
-    return data
 
 
 def field_block(html: str, name: str) -> str:

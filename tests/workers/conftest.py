@@ -1,3 +1,4 @@
-"""Fixtures of this folder: the owner, teammate and staff of tests/people.py."""
+"""Fixtures of this folder: the people of tests/people.py and the tiny model of tests/runs.py."""
 
 from tests.people import alice, bob, carol, experiment, run  # noqa: F401
+from tests.runs import tiny_model  # noqa: F401

@@ -24,7 +24,10 @@ from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.experiments.series import read_series
 
 MAX_POINTS = 500  # per series drawn: enough for a smooth line at any screen width
-LIVE_STATUSES = (Run.QUEUED, Run.RUNNING)
+LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
+
+# Run columns no view shows: a thousand configs would cost more to decode than the rest.
+_BULKY = ("config", "error_message", "error_traceback")
 
 _viewer: ContextVar[Any] = ContextVar("troupe_dash_viewer", default=None)
 
@@ -73,19 +76,15 @@ def runs(user, run_ids: Sequence[int]) -> list[Run]:
     """The runs among `run_ids`, in the order given (unknown ids dropped)."""
     if not run_ids or not _signed_in(user):
         return []
-    found = Run.objects.filter(id__in=run_ids).in_bulk()
+    found = Run.objects.filter(id__in=run_ids).defer(*_BULKY).in_bulk()
     return [found[i] for i in run_ids if i in found]
-
-
-def experiment_runs(experiment: Experiment) -> list[Run]:
-    return list(experiment.runs.order_by("workflow", "task", "model", "sharing", "seed", "id"))
 
 
 def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     """Every run of the experiments the given runs belong to: what a compare view offers."""
     experiment_ids = {run.experiment_id for run in runs}
     return list(
-        Run.objects.filter(experiment_id__in=experiment_ids).order_by(
+        Run.objects.filter(experiment_id__in=experiment_ids).defer(*_BULKY).order_by(
             "experiment_id", "workflow", "task", "model", "sharing", "seed", "id"
         )
     )
@@ -98,9 +97,19 @@ def status_counts(runs: Sequence[Run]) -> dict[str, int]:
     return counts
 
 
+def experiment_status_counts(experiment: Experiment) -> dict[str, int]:
+    """{status: runs} in one aggregate query: a thousand-run matrix needs no Run rows."""
+    rows = experiment.runs.order_by().values_list("status").annotate(n=Count("id"))
+    return dict(rows)
+
+
 def any_live(runs: Sequence[Run]) -> bool:
     """Whether a view of these runs should keep refreshing itself."""
     return any(run.status in LIVE_STATUSES for run in runs)
+
+
+def counts_live(counts: dict[str, int]) -> bool:
+    return any(counts.get(status) for status in LIVE_STATUSES)
 
 
 # --- series ---------------------------------------------------------------------------------------

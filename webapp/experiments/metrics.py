@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import psycopg
 from django.db import connection, transaction
 
 from webapp.experiments.models import MetricPoint
@@ -21,7 +22,7 @@ Point = tuple[str, int, float | None]  # (key, step, value)
 
 _UPSERT = """
 INSERT INTO {table} (run_id, key, step, value)
-SELECT %s, k, s, v FROM unnest(%s::varchar[], %s::integer[], %s::double precision[]) AS p(k, s, v)
+SELECT %b, k, s, v FROM unnest(%b::varchar[], %b::integer[], %b::double precision[]) AS p(k, s, v)
 ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
 WHERE {table}.value IS DISTINCT FROM EXCLUDED.value
 """
@@ -48,7 +49,10 @@ def write_points(run_id: int, points: Iterable[Point]) -> int:
         return 0
     if connection.vendor == "postgresql":
         keys, steps = zip(*latest, strict=True)
-        with connection.cursor() as cursor:
+        # A plain psycopg cursor on Django's connection (and transaction): it binds the three
+        # arrays in binary, where Django's client-side cursor would quote 1,000 strings.
+        connection.ensure_connection()
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(
                 _UPSERT.format(table=MetricPoint._meta.db_table),
                 [run_id, list(keys), list(steps), list(latest.values())],

@@ -1,14 +1,16 @@
 """Reading metric series for the API, the run page and the Dash panel, downsampled on the server.
 
-`read_series` fetches every requested key of a run in one query, in (key, step) order, the
-order of the table's primary key; each series is then reduced by `trainer.analysis.downsample`,
-which keeps the first and last points and each bucket's minimum and maximum, so peaks and
-cliffs survive downsampling. `latest_points` gives the newest value of every key (the run
-page's table).
+`read_series` fetches every requested key of a run in one query (on PostgreSQL one row a key,
+its steps and values aggregated into arrays and sent in binary); each series is then reduced,
+as numpy arrays, by `trainer.analysis.downsample`, which keeps the first and last points and
+each bucket's minimum and maximum, so peaks and cliffs survive downsampling. `latest_points`
+gives the newest value of every key (the run page's table).
 """
 
 from __future__ import annotations
 
+import numpy as np
+import psycopg
 from django.db import connection
 
 from trainer.analysis import downsample
@@ -30,23 +32,49 @@ def read_series(
     when `max_points` is 0. Keys with no points are left out."""
     if max_points < 0:
         raise ValueError(f"max_points must be 0 (everything) or positive, not {max_points}")
-    sql = f"SELECT key, step, value FROM {TABLE} WHERE run_id = %s"
-    params: list = [run_id]
-    if keys is not None:
-        if not keys:
-            return {}
-        sql += f" AND key IN ({', '.join(['%s'] * len(keys))})"
-        params += list(keys)
-    sql += " ORDER BY key, step"
+    if keys is not None and not keys:
+        return {}
+    rows = (
+        _read_postgres(run_id, keys) if connection.vendor == "postgresql" else _read(run_id, keys)
+    )
+    return {
+        key: downsample(np.array(steps, dtype=np.int64), np.array(values, dtype=float), max_points)
+        for key, steps, values in rows
+    }
+
+
+def _key_filter(keys: list[str] | None) -> tuple[str, list]:
+    if keys is None:
+        return "", []
+    return f" AND key IN ({', '.join(['%s'] * len(keys))})", list(keys)
+
+
+def _read_postgres(run_id: int, keys: list[str] | None) -> list[tuple[str, list, list]]:
+    """One row a key with its steps and values as arrays, in binary: a twentieth of the rows
+    and none of the text parsing of one row a point. No ORDER BY: `downsample` sorts, so the
+    server needs no sort either (and never spills one to disk when statistics are stale)."""
+    where, params = _key_filter(keys)
+    sql = (
+        f"SELECT key, array_agg(step), array_agg(value) FROM {TABLE}"
+        f" WHERE run_id = %s{where} GROUP BY key"
+    )
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [run_id, *params], binary=True)
+        return sorted(cursor.fetchall())
+
+
+def _read(run_id: int, keys: list[str] | None) -> list[tuple[str, list, list]]:
+    where, params = _key_filter(keys)
+    sql = f"SELECT key, step, value FROM {TABLE} WHERE run_id = %s{where} ORDER BY key, step"
     grouped: dict[str, tuple[list, list]] = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    for key, step, value in rows:
-        steps, values = grouped.setdefault(key, ([], []))
-        steps.append(step)
-        values.append(value)
-    return {key: downsample(steps, values, max_points) for key, (steps, values) in grouped.items()}
+        cursor.execute(sql, [run_id, *params])
+        for key, step, value in cursor.fetchall():
+            steps, values = grouped.setdefault(key, ([], []))
+            steps.append(step)
+            values.append(value)
+    return [(key, steps, values) for key, (steps, values) in grouped.items()]
 
 
 def latest_points(run_id: int) -> dict[str, dict]:

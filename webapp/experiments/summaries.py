@@ -29,7 +29,7 @@ from django.db import connection
 from trainer.analysis import ACCURACY_KEY, summarize_cells, summarize_run
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
-LIVE_STATUSES = (Run.QUEUED, Run.RUNNING)
+LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
 # The series `summarize_run` reads (DESIGN.md §5 names), as SQL LIKE patterns.
 _GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")

@@ -188,8 +188,9 @@ def sync_url(run_ids, key, smooth, colour) -> str:
     )
 
 
-def image_format(fmt) -> dict:
-    return figures.graph_config(fmt, "troupe-curves")
+def image_format(fmt):
+    """(config, figure patch): the camera button's format; see figures.image_format."""
+    return figures.image_format(fmt, "troupe-curves")
 
 
 callback(Output("curves-runs", "options"), Input("curves-runs", "value"))(run_options)
@@ -227,7 +228,12 @@ callback(
     Input("curves-colour", "value"),
     prevent_initial_call=True,
 )(sync_url)
-callback(Output("curves-graph", "config"), Input("curves-format", "value"))(image_format)
+callback(
+    Output("curves-graph", "config"),
+    Output("curves-graph", "figure", allow_duplicate=True),
+    Input("curves-format", "value"),
+    prevent_initial_call=True,
+)(image_format)
 
 dash.register_page(
     __name__, path="/compare", name="Compare", title="Compare runs · Troupe", layout=layout

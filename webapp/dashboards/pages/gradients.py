@@ -156,8 +156,9 @@ def sync_url(run_ids) -> str:
     return state.query(runs=state.parse_ids(run_ids))
 
 
-def image_format(fmt) -> dict:
-    return figures.graph_config(fmt, "troupe-gradients")
+def image_format(fmt):
+    """(config, figure patch): the camera button's format; see figures.image_format."""
+    return figures.image_format(fmt, "troupe-gradients")
 
 
 callback(Output("gradients-runs", "options"), Input("gradients-runs", "value"))(run_options)
@@ -186,7 +187,12 @@ callback(
 callback(
     Output("gradients-url", "search"), Input("gradients-runs", "value"), prevent_initial_call=True
 )(sync_url)
-callback(Output("gradients-graph", "config"), Input("gradients-format", "value"))(image_format)
+callback(
+    Output("gradients-graph", "config"),
+    Output("gradients-graph", "figure", allow_duplicate=True),
+    Input("gradients-format", "value"),
+    prevent_initial_call=True,
+)(image_format)
 
 dash.register_page(
     __name__,

@@ -105,13 +105,13 @@ def update_matrix(experiment_id, colour, _tick):
     if experiment is None:
         message = "Choose an experiment." if experiment_id is None else "No such experiment."
         return figures.empty(message), [], [], True
-    runs = data.experiment_runs(experiment)
+    counts = data.experiment_status_counts(experiment)
     cells = cell_summaries(experiment, gradients=False)
-    live = data.any_live(runs)
+    live = data.counts_live(counts)
     return (
         figures.matrix_figure(cells, colour),
         components.render_table(tables.CELL_COLUMNS, tables.cell_rows(cells)),
-        components.status_line(data.status_counts(runs), live),
+        components.status_line(counts, live),
         not live,
     )
 
@@ -142,8 +142,9 @@ def sync_url(experiment_id, colour) -> str:
     return state.query(experiment=experiment_id, colour=None if colour == "gain" else colour)
 
 
-def image_format(fmt) -> dict:
-    return figures.graph_config(fmt, "troupe-matrix")
+def image_format(fmt):
+    """(config, figure patch): the camera button's format; see figures.image_format."""
+    return figures.image_format(fmt, "troupe-matrix")
 
 
 callback(Output("matrix-experiment", "options"), Input("matrix-url", "pathname"))(
@@ -173,6 +174,11 @@ callback(
     Input("matrix-colour", "value"),
     prevent_initial_call=True,
 )(sync_url)
-callback(Output("matrix-graph", "config"), Input("matrix-format", "value"))(image_format)
+callback(
+    Output("matrix-graph", "config"),
+    Output("matrix-graph", "figure", allow_duplicate=True),
+    Input("matrix-format", "value"),
+    prevent_initial_call=True,
+)(image_format)
 
 dash.register_page(__name__, path="/matrix", name="Matrix", title="Matrix · Troupe", layout=layout)

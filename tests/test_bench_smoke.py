@@ -1,0 +1,75 @@
+"""The comparison benchmarks in bench/ still run: each on a tiny workload (`--smoke`).
+
+Benchmarks are not tests — their numbers live in BENCHMARKS.md — but a script that stopped
+running should be found by CI, not on the day someone wants the numbers. Each script runs as
+a user runs it (a subprocess, `--smoke --json`) and its one JSON line is checked for shape and
+for the properties that hold at any size (Troupe stores no duplicate on replay).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow
+
+MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
+
+
+def run_smoke(script: str, *args: str, timeout: int = 240) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--smoke", "--json", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+def test_trl_step_times_both_trainers_on_the_same_batch():
+    row = run_smoke("trl_step.py")
+    for side in ("troupe", "trl", "troupe_without_beta0_kl"):
+        assert row[side]["tokens"] > 0
+        assert 0 < row[side]["update_s"] <= row[side]["step_s"]
+    assert row["ratio_step_per_token"] > 0
+    assert row["smoke"] is True
+
+
+@pytest.mark.timeout(300)
+def test_tracking_runs_troupes_side_alone_without_mlflow(postgres_url):
+    row = run_smoke("tracking_vs_mlflow.py", "--postgres", postgres_url, "--without-mlflow")
+    assert "MLflow is not available" in row["note"]
+    assert "mlflow" not in row
+    troupe = row["troupe"]
+    assert troupe["points_per_s"] > 0
+    assert troupe["replay"]["after_identical_replays"] == troupe["replay"]["expected"]
+
+
+@pytest.mark.timeout(300)
+def test_tracking_compares_with_mlflow_where_it_is_installed(postgres_url):
+    if not Path(MLFLOW_PYTHON).exists():
+        pytest.skip(f"no MLflow venv at {MLFLOW_PYTHON} (see bench/tracking_vs_mlflow.py)")
+    row = run_smoke("tracking_vs_mlflow.py", "--postgres", postgres_url)
+    assert row["mlflow"]["points_per_s"] > 0
+    assert row["mlflow"]["compare_points"] == row["troupe"]["compare_points"]
+    assert set(row["ratios"]) >= {"ingestion (troupe / mlflow points/s)"}
+    assert row["troupe"]["replay"]["after_identical_replays"] == row["troupe"]["replay"]["expected"]
+
+
+@pytest.mark.timeout(300)
+def test_scaling_measures_every_size(postgres_url):
+    summary = run_smoke("scaling.py", "--postgres", postgres_url)
+    assert [row["runs"] for row in summary["sizes"]] == [2, 4]
+    for row in summary["sizes"]:
+        assert row["ingest_points_per_s"] > 0
+        assert row["compare_s"] > 0
+        assert row["matrix_cold_s"] > 0
+        assert row["cells"] >= 1
