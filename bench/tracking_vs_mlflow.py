@@ -64,7 +64,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 from bench.troupe_server import (  # noqa: E402
     DEFAULT_POSTGRES,
     TroupeServer,
-    database_url,
     drop_database,
     free_port,
     points_body,
@@ -521,10 +520,6 @@ def main() -> None:
             if mlflow_ctx is not None:
                 mlflow_ctx.__exit__(None, None, None)
     summary = report(results, replays, args, note)
-    summary["databases"] = {
-        "troupe": database_url(args.postgres, f"troupe_bench{suffix}"),
-        "mlflow": database_url(args.postgres, f"mlflow_bench{suffix}") if with_mlflow else None,
-    }
     if args.json:
         print(json.dumps(summary))
         return

@@ -110,7 +110,14 @@ def _rolling_median(v: np.ndarray, window: int) -> np.ndarray:
     """Centred rolling median; the window shrinks at the ends (pandas' min_periods=1)."""
     half = window // 2
     n = len(v)
-    return np.array([np.median(v[max(0, i - half) : i + half + 1]) for i in range(n)])
+    if n <= window:
+        return np.array([np.median(v[max(0, i - half) : i + half + 1]) for i in range(n)])
+    # Full windows in one vectorised call; only the `half` shrunken windows at each end loop.
+    out = np.empty(n)
+    out[half : n - half] = np.median(np.lib.stride_tricks.sliding_window_view(v, window), axis=1)
+    for i in (*range(half), *range(n - half, n)):
+        out[i] = np.median(v[max(0, i - half) : i + half + 1])
+    return out
 
 
 # --- accuracy --------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def test_a_researcher_queues_a_matrix_and_watches_it_train(page, live_server, wo
     page.locator(".run-cell").first.click()
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
     expect(page.locator("#run-live [data-status]")).to_have_text("succeeded")
-    expect(page.locator("[data-latest] tbody tr").first).to_be_visible()
+    expect(page.locator("[data-latest] .metric").first).to_be_visible()
     points = page.locator('[data-spark="eval/accuracy"] polyline').get_attribute("points")
     assert len(points.split()) == 3  # evaluations at steps 0, 2 and 4
     expect(page.locator("[data-log]")).to_contain_text("Finished at step 4")

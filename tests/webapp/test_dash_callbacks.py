@@ -204,6 +204,16 @@ def test_any_logged_metric_can_be_drawn(demo, viewer):
     assert demo.cliff_onset in [shape.x0 for shape in figure.layout.shapes]  # still marked
 
 
+def test_a_long_selection_draws_its_first_runs_and_tables_them_all(demo, viewer, monkeypatch):
+    monkeypatch.setattr("webapp.dashboards.figures.MAX_CURVES", 2)
+    run_ids = list(demo.experiment.runs.values_list("id", flat=True)[:3])
+    figure, table, status, _, _ = curves.update_curves(run_ids, "eval/accuracy", "0", "seed", 0)
+
+    assert len([t for t in figure.data if t.mode == "lines+markers"]) == 2
+    assert len(read_table(table, tables.RUN_COLUMNS)) == 3
+    assert "figure shows the first 2 runs; the table lists all 3" in str(status)
+
+
 def test_long_series_are_downsampled_keeping_their_extremes(demo, viewer):
     series = data.series([demo.cliff_run.id], ["train/reward"], max_points=20)
     full = data.series([demo.cliff_run.id], ["train/reward"], max_points=0)

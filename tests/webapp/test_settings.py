@@ -18,6 +18,7 @@ VARIABLES = (
     "DATABASE_URL",
     "CELERY_BROKER_URL",
     "CELERY_VISIBILITY_TIMEOUT",
+    "TROUPE_BROKER_PREFIX",
     "SECRET_KEY",
     "DEBUG",
     "ALLOWED_HOSTS",
@@ -125,6 +126,13 @@ def test_a_redis_broker_brings_the_redis_result_backend_and_the_visibility_timeo
         tmp_path, CELERY_BROKER_URL="redis://cache:6379/2", CELERY_VISIBILITY_TIMEOUT="7200"
     )
     assert s["CELERY_BROKER_TRANSPORT_OPTIONS"] == {"visibility_timeout": 7200}
+
+
+def test_a_broker_prefix_keeps_every_redis_key_apart(tmp_path):
+    s = load_settings(
+        tmp_path, CELERY_BROKER_URL="redis://cache:6379/2", TROUPE_BROKER_PREFIX="session-7:"
+    )
+    assert s["CELERY_BROKER_TRANSPORT_OPTIONS"]["global_keyprefix"] == "session-7:"
 
 
 def test_debug_secret_key_and_allowed_hosts_come_from_the_environment(tmp_path):

@@ -1,7 +1,8 @@
 """Layout pieces every page of the panel uses: header, labelled controls, the image-format
 switch, the live-refresh timer, the status line, tables and CSV buttons.
 
-Styling lives in `assets/panel.css`; DataTable takes its look from props, so it is set here.
+Styling lives in `assets/panel.css`. Tables are plain HTML (`render_table`), not
+dash_table.DataTable, which Dash 4 deprecates; sorting is left to the CSV.
 """
 
 from __future__ import annotations

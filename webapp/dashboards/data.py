@@ -84,9 +84,9 @@ def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     """Every run of the experiments the given runs belong to: what a compare view offers."""
     experiment_ids = {run.experiment_id for run in runs}
     return list(
-        Run.objects.filter(experiment_id__in=experiment_ids).defer(*_BULKY).order_by(
-            "experiment_id", "workflow", "task", "model", "sharing", "seed", "id"
-        )
+        Run.objects.filter(experiment_id__in=experiment_ids)
+        .defer(*_BULKY)
+        .order_by("experiment_id", "workflow", "task", "model", "sharing", "seed", "id")
     )
 
 

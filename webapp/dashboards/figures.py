@@ -50,6 +50,7 @@ DIVERGING = [
     [1.0, "#2c6fb0"],
 ]
 MAX_GRADIENT_RUNS = 6  # runs drawn in the gradient view; its table lists every selected run
+MAX_CURVES = 100  # runs drawn in the compare view (a legend of more helps nobody)
 
 
 def graph_config(fmt: str = "png", filename: str = "troupe") -> dict[str, Any]:

@@ -87,12 +87,9 @@ def initial_for(preset: str = "", config: dict | None = None, matrix: dict | Non
 
 
 def _help(row: dict) -> str:
-    default = row["default"]
-    if row["name"] == "max_rounds":
-        shown = "3 math / 2 code"
-    else:
-        shown = as_text(default) or "none"
-    return f"{row['help']}. Default {shown}."
+    if "default" in row["help"]:  # e.g. max_rounds: "(default 3 math, 2 code)"
+        return f"{row['help']}."
+    return f"{row['help']}. Default {as_text(row['default']) or 'none'}."
 
 
 class ExperimentForm(forms.Form):

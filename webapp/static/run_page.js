@@ -5,6 +5,8 @@
 (function () {
   "use strict";
   var root = document.getElementById("run-live");
+  var tail = document.querySelector("[data-log]");
+  if (tail) tail.scrollTop = tail.scrollHeight;  // the newest lines first in view
   if (!root || ["queued", "running"].indexOf(root.dataset.status) < 0) return;
   var url = root.dataset.liveUrl;
   var PAD = 3;
@@ -50,29 +52,24 @@
         spark.low === null ? "no points yet" : fmt(spark.low, 3) + " – " + fmt(spark.high, 3));
     });
 
-    var table = document.querySelector("[data-latest]");
+    var list = document.querySelector("[data-latest]");
     var keys = Object.keys(data.latest);
-    if (table && keys.length) {
-      var body = table.querySelector("tbody");
-      body.replaceChildren();
+    if (list && keys.length) {
+      list.replaceChildren();
       keys.forEach(function (key) {
-        var row = document.createElement("tr");
-        var cells = [key, data.latest[key].step, fmt(data.latest[key].value, 4)];
-        cells.forEach(function (value, i) {
-          var td = document.createElement("td");
-          if (i === 0) {
-            var code = document.createElement("code");
-            code.textContent = value;
-            td.appendChild(code);
-          } else {
-            td.className = "num";
-            td.textContent = value;
-          }
-          row.appendChild(td);
-        });
-        body.appendChild(row);
+        var row = document.createElement("div");
+        row.className = "metric";
+        var code = document.createElement("code");
+        code.textContent = key;
+        var step = document.createElement("span");
+        step.className = "muted small";
+        step.textContent = "@" + data.latest[key].step;
+        var value = document.createElement("span");
+        value.className = "num";
+        value.textContent = fmt(data.latest[key].value, 4);
+        row.append(code, step, value);
+        list.appendChild(row);
       });
-      table.hidden = false;
       var empty = document.querySelector("[data-latest-empty]");
       if (empty) empty.hidden = true;
     }

@@ -121,19 +121,24 @@ def key_options(run_ids) -> list[dict]:
 
 
 def update_curves(run_ids, key, smooth, colour, _tick):
-    """Query → analysis → figure: (figure, table rows, status, timer disabled, links)."""
+    """Query → analysis → figure: (figure, runs table, status, timer disabled, links). Only
+    the first MAX_CURVES runs are drawn; the table has them all."""
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    drawn = runs[: figures.MAX_CURVES]
     key = key or state.DEFAULT_KEY
-    series = data.series([r.id for r in runs], [key])
+    series = data.series([r.id for r in drawn], [key])
     summaries = run_summaries(runs, gradients=False)
     live = data.any_live(runs)
     figure = figures.curves_figure(
-        runs, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
+        drawn, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
     )
+    extra = ""
+    if len(runs) > len(drawn):
+        extra = f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
     return (
         figure,
         components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
-        components.status_line(data.status_counts(runs), live) if runs else [],
+        components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
         _links(runs),
     )
@@ -168,7 +173,7 @@ def download_table(_clicks, run_ids):
 
 
 def download_series(_clicks, run_ids, key):
-    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    runs = data.runs(data.viewer(), state.parse_ids(run_ids))[: figures.MAX_CURVES]
     key = key or state.DEFAULT_KEY
     series = data.series([r.id for r in runs], [key])
     name = key.replace("/", "_")

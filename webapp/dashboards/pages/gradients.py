@@ -93,7 +93,7 @@ def _gradient_series(runs) -> dict:
 
 
 def update_gradients(run_ids, _tick):
-    """Query → analysis → figure: (figure, table rows, findings, status, timer disabled,
+    """Query → analysis → figure: (figure, dynamics table, findings, status, timer disabled,
     links). Only the first MAX_GRADIENT_RUNS runs are drawn; the table has them all."""
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
     summaries = run_summaries(runs, gradients=True)

@@ -92,7 +92,7 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
 
 
 def experiment_options(_pathname) -> list[dict]:
-    """The viewer's experiments for the dropdown."""
+    """Every experiment, for the dropdown (anyone signed in may read them all)."""
     return [
         {"label": f"{e.name} (#{e.id}, {e.n_runs} runs)", "value": e.id}
         for e in data.experiments(data.viewer())
@@ -100,7 +100,7 @@ def experiment_options(_pathname) -> list[dict]:
 
 
 def update_matrix(experiment_id, colour, _tick):
-    """Query → analysis → figure: (figure, table rows, status line, timer disabled)."""
+    """Query → analysis → figure: (figure, cells table, status line, timer disabled)."""
     experiment = data.experiment(data.viewer(), state.parse_int(experiment_id))
     if experiment is None:
         message = "Choose an experiment." if experiment_id is None else "No such experiment."
