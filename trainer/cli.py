@@ -123,6 +123,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if any("error" in r for r in results) else 0
 
 
+def cmd_build_model(args: argparse.Namespace) -> int:
+    from trainer.tiny import ensure_tiny_model
+
+    for name in args.names:
+        print(ensure_tiny_model(name))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("dirs", nargs="+")
     an.add_argument("--json", action="store_true", help="print JSON instead of a table")
     an.set_defaults(func=cmd_analyze)
+    bm = sub.add_parser("build-model", help="warm-start and cache built-in tiny models now")
+    bm.add_argument("names", nargs="+", choices=["tiny-s", "tiny-m", "tiny-l"])
+    bm.set_defaults(func=cmd_build_model)
     return parser
 
 
