@@ -19,10 +19,18 @@ characters in the completion, so groups have spread and advantages are non-zero)
 
 The two run interleaved in one process: after each TRL step the callback runs one Troupe
 step, so machine noise hits both alike. Reported: median wall time per step and per generated
-token, for (a) the whole step and (b) the update only, over the steps after `--warmup`, and
-the ratio Troupe / TRL (below 1: Troupe is faster).
+token, for (a) the whole step and (b) the update only, over the steps after `--warmup`; the
+ratio Troupe / TRL of those medians, and the median of the per-step ratios of back-to-back
+steps (`paired_ratios_per_token`; below 1: Troupe is faster).
 
-    .venv/bin/python bench/trl_step.py --steps 8 --warmup 2
+Diagnostic, `troupe_without_beta0_kl`: Troupe's update measures `train/kl` even at beta 0,
+with one extra no-grad forward of the reference (the base model, adapters off) that TRL skips
+at beta 0. A second policy set, identical but for a stub reference, runs `update_policies` on
+the same turns after each step (alternating which update goes first), which times the update
+without that forward. `--threads` sets torch's intra-op threads for both sides (on a loaded
+2-core machine, 1 thread is faster and far steadier than 2).
+
+    .venv/bin/python bench/trl_step.py --steps 12 --warmup 2 --threads 1
     .venv/bin/python bench/trl_step.py --smoke        # seconds: checks that it still runs
 """
 
@@ -120,7 +128,7 @@ class TroupeSide:
         self.prompts = TinyPrompts(config.task)
         self.task = task
         self.pool = pool
-        self.whole: list[float] = []
+        self.generation: list[float] = []  # rollout + rewards + advantages
         self.update: list[float] = []
         self.update_without_kl: list[float] = []
         self.tokens: list[int] = []
@@ -145,20 +153,23 @@ class TroupeSide:
             episode.reward = reward
         compute_advantages(episodes, c)
         turns = [turn for ep in episodes for turn in ep.turns]
-        t1 = time.perf_counter()
-        update_policies(self.policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
-        t2 = time.perf_counter()
-        update_policies(self.shadow, turns, c, tokenizer_pad_id=self.codec.pad_id)
-        t3 = time.perf_counter()
-        self.whole.append(t2 - t0)
-        self.update.append(t2 - t1)
-        self.update_without_kl.append(t3 - t2)
+        self.generation.append(time.perf_counter() - t0)
+        # The real update and the shadow's in alternating order (ABBA), so neither always
+        # runs first after generation.
+        for policies, times in [
+            (self.policies, self.update),
+            (self.shadow, self.update_without_kl),
+        ][:: 1 if step % 2 else -1]:
+            started = time.perf_counter()
+            update_policies(policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
+            times.append(time.perf_counter() - started)
         self.tokens.append(stats.tokens)
 
 
 def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callback):
     """TRL's GRPOTrainer set up as Troupe's step above (see the module docstring)."""
     from peft import LoraConfig
+    from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     class TimedGRPOTrainer(GRPOTrainer):
@@ -206,7 +217,7 @@ def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callba
         bias="none",
         task_type="CAUSAL_LM",
     )
-    return TimedGRPOTrainer(
+    trainer = TimedGRPOTrainer(
         model=random_model(tokenizer),
         reward_funcs=digit_reward,
         args=args,
@@ -215,6 +226,8 @@ def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callba
         peft_config=lora,
         callbacks=[callback],
     )
+    trainer.remove_callback(PrinterCallback)  # its end-of-training line would mix into stdout
+    return trainer
 
 
 def make_callback(troupe: TroupeSide):
@@ -239,17 +252,27 @@ def make_callback(troupe: TroupeSide):
     return Interleave()
 
 
-def summarize(whole, update, tokens, warmup: int) -> dict[str, float]:
+def summarize(generation, update, tokens, warmup: int) -> dict[str, float]:
+    """Medians over the measured steps; a step is its generation plus its update."""
     keep = slice(warmup, None)
-    whole, update, tokens = whole[keep], update[keep], tokens[keep]
+    generation, update, tokens = generation[keep], update[keep], tokens[keep]
+    whole = [g + u for g, u in zip(generation, update)]
     return {
         "step_s": statistics.median(whole),
-        "generation_s": statistics.median(w - u for w, u in zip(whole, update)),
+        "generation_s": statistics.median(generation),
         "update_s": statistics.median(update),
         "tokens": statistics.median(tokens),
         "step_ms_per_token": statistics.median(1e3 * w / n for w, n in zip(whole, tokens)),
         "update_ms_per_token": statistics.median(1e3 * u / n for u, n in zip(update, tokens)),
     }
+
+
+def paired_ratio(ours: tuple, theirs: tuple, warmup: int) -> float:
+    """Median over steps of (our time per token / TRL's) for the same step: each pair ran
+    back to back, so slow drifts in the machine's load cancel out."""
+    (a, n), (b, m) = ours, theirs
+    pairs = list(zip(a, n, b, m))[warmup:]
+    return round(statistics.median((x / k) / (y / j) for x, k, y, j in pairs), 3)
 
 
 def main() -> None:
@@ -310,24 +333,40 @@ def main() -> None:
         trainer.train()
 
     trl_update = [w - g for w, g in zip(callback.whole, callback.generation)]
-    ours = summarize(troupe.whole, troupe.update, troupe.tokens, args.warmup)
+    ours = summarize(troupe.generation, troupe.update, troupe.tokens, args.warmup)
     # Diagnostic: the same steps with the update timed without the beta-0 KL forward.
-    lean_whole = [
-        w - u + s for w, u, s in zip(troupe.whole, troupe.update, troupe.update_without_kl)
-    ]
-    lean = summarize(lean_whole, troupe.update_without_kl, troupe.tokens, args.warmup)
-    theirs = summarize(callback.whole, trl_update, callback.tokens, args.warmup)
+    lean = summarize(troupe.generation, troupe.update_without_kl, troupe.tokens, args.warmup)
+    theirs = summarize(callback.generation, trl_update, callback.tokens, args.warmup)
 
     def ratio(a: dict, key: str) -> float:
         return round(a[key] / theirs[key], 3)
 
+    def steps(generation, update):
+        return [g + u for g, u in zip(generation, update)]
+
+    trl_steps = (callback.whole, callback.tokens)
+    trl_updates = (trl_update, callback.tokens)
+    paired = {
+        "step": paired_ratio(
+            (steps(troupe.generation, troupe.update), troupe.tokens), trl_steps, args.warmup
+        ),
+        "update": paired_ratio((troupe.update, troupe.tokens), trl_updates, args.warmup),
+        "step_without_beta0_kl": paired_ratio(
+            (steps(troupe.generation, troupe.update_without_kl), troupe.tokens),
+            trl_steps,
+            args.warmup,
+        ),
+        "update_without_beta0_kl": paired_ratio(
+            (troupe.update_without_kl, troupe.tokens), trl_updates, args.warmup
+        ),
+    }
     row = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads",
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "batch": f"{args.prompts} prompts x {args.generations} generations, "
         f"<= {args.max_new_tokens} new tokens",
-        "steps_measured": len(troupe.whole) - args.warmup,
+        "steps_measured": len(troupe.update) - args.warmup,
         "troupe": {k: round(v, 4) for k, v in ours.items()},
         "trl": {k: round(v, 4) for k, v in theirs.items()},
         "troupe_without_beta0_kl": {k: round(v, 4) for k, v in lean.items()},
@@ -335,6 +374,7 @@ def main() -> None:
         "ratio_update_per_token": ratio(ours, "update_ms_per_token"),
         "ratio_step_per_token_without_beta0_kl": ratio(lean, "step_ms_per_token"),
         "ratio_update_per_token_without_beta0_kl": ratio(lean, "update_ms_per_token"),
+        "paired_ratios_per_token": paired,
         "smoke": args.smoke,
     }
     if args.json:

@@ -36,10 +36,11 @@ SMALL = {
     "max_new_tokens": 24,
 }
 
-# A worker that notices a dead colleague within seconds rather than minutes.
+# A worker that notices a dead colleague within seconds rather than minutes (yet not so fast
+# that a live one, busy importing torch on a loaded machine, looks dead).
 FAST_SWEEP = {
     "TROUPE_HEARTBEAT_SECONDS": "1",
-    "TROUPE_STALE_RUN_SECONDS": "4",
+    "TROUPE_STALE_RUN_SECONDS": "10",
     "TROUPE_SWEEP_SECONDS": "1",
 }
 

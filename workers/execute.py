@@ -56,18 +56,21 @@ def claim(run_id: int, worker: str, task_id: str) -> Run | None:
 
 
 def train_run(run: Run) -> dict[str, Any]:
-    from trainer.checkpoint import latest_checkpoint
-    from trainer.config import config_from_dict
-    from trainer.train import train
-
     out = run_dir(run.id)
     if run.attempts == 1 and out.exists():
         # A first attempt starts from nothing: a directory left under this id (by a database
         # since reset, or another instance sharing the data directory) is not this run's.
         shutil.rmtree(out)
     reporter = DatabaseReporter(run.id, run.attempts)
+    # Beat from now on: importing torch and loading the model take a while, and a silent
+    # worker looks like a dead one to the sweep.
+    reporter.start()
     started = time.perf_counter()
     try:
+        from trainer.checkpoint import latest_checkpoint
+        from trainer.config import config_from_dict
+        from trainer.train import train
+
         config = config_from_dict(run.config)
         checkpoint = latest_checkpoint(out)
         resume_step = int(checkpoint.name.rsplit("-", 1)[1]) if checkpoint else None
@@ -78,7 +81,6 @@ def train_run(run: Run) -> dict[str, Any]:
         ).delete()
         where = f"resuming from the checkpoint of step {resume_step}" if checkpoint else "starting"
         reporter.line(f"Worker {run.worker} took the run (attempt {run.attempts}), {where}.")
-        reporter.start()
         result = train(config, out, reporter)
     except Exception as exc:
         trace = traceback.format_exc()

@@ -71,7 +71,10 @@ def _token_user(request: HttpRequest):
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise ApiError(401, "The Authorization header must be 'Bearer <token>'.")
-    token = ApiToken.objects.select_related("user").filter(digest=hash_token(raw.strip())).first()
+    try:
+        token = ApiToken.objects.select_related("user").get(digest=hash_token(raw.strip()))
+    except ApiToken.DoesNotExist:
+        token = None
     if token is None or not token.user.is_active:
         raise ApiError(401, "This API token is not valid (revoked, mistyped, or its user is off).")
     now = timezone.now()

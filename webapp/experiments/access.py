@@ -31,7 +31,7 @@ def get_experiment_for_user(user, experiment_id: int, manage: bool = False) -> E
 def get_run_for_user(user, run_id: int, manage: bool = False) -> Run:
     """The run (with its experiment), or Http404; PermissionDenied as above."""
     try:
-        run = Run.objects.select_related("experiment__owner").get(id=run_id)
+        run = Run.objects.select_related("experiment").get(id=run_id)
     except Run.DoesNotExist:
         raise Http404(f"There is no run {run_id}.") from None
     if manage and not can_manage(user, run.experiment):

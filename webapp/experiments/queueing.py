@@ -11,14 +11,17 @@
   conditional UPDATE.
 - `resume_run`, `cancel_run` and `requeue_stale_runs` move runs between states, each with a
   conditional UPDATE, so two requests (or two workers) racing over a run never both win.
+
+Tasks are sent once the transaction that queued the run commits (`transaction.on_commit`), so
+a worker never looks for a run that is not there yet, and nothing is sent for a rolled-back one.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from functools import partial
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from trainer.config import FIELDS, field_help
+from trainer.config import FIELDS, PRESETS, field_help
 from webapp.experiments import queueing
 from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
@@ -72,9 +72,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
             return redirect("experiment_detail", experiment.id)
     else:
         form = ExperimentForm(initial=_initial(request))
-    return render(
-        request, "experiments/new.html", {"form": form, "presets": ["", "cpu-demo", "paper"]}
-    )
+    return render(request, "experiments/new.html", {"form": form})
 
 
 def _initial(request: HttpRequest) -> dict:
@@ -83,7 +81,8 @@ def _initial(request: HttpRequest) -> dict:
         if run_id.isdigit():
             run = get_run_for_user(request.user, int(run_id))
             config = {k: v for k, v in run.config.items() if k in FIELDS}
-            initial = initial_for("", config, {axis: [config.get(axis)] for axis in run.cell})
+            cell = {axis: [config[axis]] for axis in run.cell if config.get(axis) is not None}
+            initial = initial_for("", config, cell)
             initial["seeds"] = str(run.seed)
             initial["name"] = f"{run.experiment.name} (run {run.id}, edited)"
             return initial
@@ -95,7 +94,7 @@ def _initial(request: HttpRequest) -> dict:
             initial["description"] = experiment.description
             return initial
     preset = request.GET.get("preset", "cpu-demo")
-    return initial_for(preset if preset in ("", "cpu-demo", "paper") else "cpu-demo")
+    return initial_for(preset if preset in ("", *PRESETS) else "cpu-demo")
 
 
 @login_required

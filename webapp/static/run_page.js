@@ -66,7 +66,8 @@
         step.textContent = "@" + data.latest[key].step;
         var value = document.createElement("span");
         value.className = "num";
-        value.textContent = fmt(data.latest[key].value, 4);
+        var v = data.latest[key].value;
+        value.textContent = v !== null && Number.isInteger(v) ? String(v) : fmt(v, 4);
         row.append(code, step, value);
         list.appendChild(row);
       });
