@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from tests.helpers import ROOT, service_env
+from tests.helpers import ROOT, require_service, service_env
 from trainer.config import MATRIX_AXES, field_help
 from webapp.experiments.forms import as_text, preset_values
 from webapp.experiments.models import MetricPoint, Run
@@ -77,6 +77,16 @@ def tiny_model() -> None:
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def require_postgres() -> None:
+    """Skip (or fail, when services are required) a test that needs PostgreSQL as its database."""
+
+    def probe() -> None:
+        if connection.vendor != "postgresql":
+            raise RuntimeError(f"the test database is {connection.vendor}; set DATABASE_URL")
+
+    require_service("PostgreSQL as the test database", probe)
 
 
 def wait_for(

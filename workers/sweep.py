@@ -8,13 +8,17 @@ for `make run` or compose to start. Sweeps of several workers may overlap: each 
 conditional UPDATE, so a stale run is queued again exactly once.
 `python manage.py sweep_runs` runs one sweep by hand.
 
-The thread only uses the database (no torch), and it closes its connection after every
-sweep, so the pool processes the worker forks never inherit an open one.
+The thread only uses the database (no torch). The worker forks a pool process after every
+task (`worker_max_tasks_per_child=1`), and a fork copies whatever a thread holds at that
+instant; so a sweep holds `_sweeping` while it runs, a fork waits for that lock, and the
+thread closes its database connection after every sweep: a new pool process never inherits
+a half-done query, a held lock or an open connection.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -22,6 +26,8 @@ from celery.signals import worker_ready
 from django.conf import settings
 
 log = logging.getLogger(__name__)
+
+_sweeping = threading.Lock()
 
 
 def sweep_once() -> list[int]:
@@ -31,13 +37,14 @@ def sweep_once() -> list[int]:
     from webapp.experiments.queueing import requeue_stale_runs
     from workers.reporter import drop_connection
 
-    try:
-        requeued = requeue_stale_runs()
-    except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
-        log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
-        return []
-    finally:
-        drop_connection()
+    with _sweeping:
+        try:
+            requeued = requeue_stale_runs()
+        except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
+            log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
+            return []
+        finally:
+            drop_connection()
     if requeued:
         log.warning("queued again runs whose worker stopped answering: %s", requeued)
     return requeued
@@ -54,5 +61,11 @@ def _sweep_forever() -> None:
 
 @worker_ready.connect
 def start_sweeping(sender=None, **kwargs) -> None:
+    # No fork in the middle of a sweep (see the module's docstring).
+    os.register_at_fork(
+        before=_sweeping.acquire,
+        after_in_parent=_sweeping.release,
+        after_in_child=_sweeping.release,
+    )
     # A daemon thread: it ends with the worker, and a warm shutdown need not wait for it.
     threading.Thread(target=_sweep_forever, name="stale-run-sweep", daemon=True).start()

@@ -10,8 +10,17 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.helpers import database_url, require_service, service_env, start_worker
-from tests.runs import FAST_SWEEP, SMALL, form_data, points_of, run_in, steps_of, wait_for
+from tests.helpers import database_url, service_env, start_worker
+from tests.runs import (
+    FAST_SWEEP,
+    SMALL,
+    form_data,
+    points_of,
+    require_postgres,
+    run_in,
+    steps_of,
+    wait_for,
+)
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import create_experiment
 
@@ -129,8 +138,7 @@ def test_a_killed_workers_run_resumes_from_its_checkpoint_on_another_worker(alic
 
 
 def test_postgres_restarting_during_a_run_loses_nothing(alice, worker_env):
-    if connection.vendor != "postgresql":
-        require_service("PostgreSQL as the test database", lambda: 1 / 0)
+    require_postgres()
     run = queue(alice, **{**SMALL, "steps": 12})
 
     with start_worker(worker_env) as worker:

@@ -6,7 +6,7 @@ import time
 import pytest
 from django.db import connection
 
-from tests.helpers import require_service
+from tests.runs import require_postgres
 from webapp.experiments.models import MetricPoint, Run, RunLog
 from workers.execute import claim
 from workers.reporter import DatabaseReporter
@@ -97,8 +97,7 @@ def test_the_heartbeat_thread_beats_and_flushes(held):
 
 
 def test_points_wait_while_the_database_does_not_answer_and_none_is_lost(held):
-    if connection.vendor != "postgresql":
-        require_service("PostgreSQL as the test database", lambda: 1 / 0)
+    require_postgres()
     reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=3600)
     reporter.log(1, {"train/reward": 0.5})
     reporter.line("a line")
