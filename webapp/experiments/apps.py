@@ -1,3 +1,5 @@
+"""The experiments app: experiments, runs, metrics, API tokens, and their pages."""
+
 from django.apps import AppConfig
 
 
