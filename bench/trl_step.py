@@ -118,7 +118,7 @@ class TroupeSide:
     the KL does not enter the gradient, so the shadow trains exactly as the real set does).
     """
 
-    def __init__(self, config: Config, tokenizer, task, pool):
+    def __init__(self, config: Config, tokenizer, task):
         self.config = config
         self.policies = PolicySet(random_model(tokenizer), config, ["shared"])
         self.shadow = PolicySet(random_model(tokenizer), config, ["shared"])
@@ -127,7 +127,6 @@ class TroupeSide:
         self.codec = Codec(tokenizer, add_bos=True)
         self.prompts = TinyPrompts(config.task)
         self.task = task
-        self.pool = pool
         self.generation: list[float] = []  # rollout + rewards + advantages
         self.update: list[float] = []
         self.update_without_kl: list[float] = []
@@ -136,7 +135,7 @@ class TroupeSide:
     def step(self, step: int) -> None:
         c = self.config
         t0 = time.perf_counter()
-        problems = sample_problems(self.pool, c.prompts_per_step, c.seed, step)
+        problems = sample_problems(self.task, c.prompts_per_step, c.seed, step)
         episodes, stats = rollout(
             problems,
             c.group_size,
@@ -316,14 +315,13 @@ def main() -> None:
     )
     tokenizer = build_tokenizer(60 if args.smoke else 300)
     task = load_task("math", "synthetic", seed=0)
-    pool = task.problems("train")
-    troupe = TroupeSide(config, tokenizer, task, pool)
+    troupe = TroupeSide(config, tokenizer, task)
     # TRL reads the prompts in order (no shuffling): step k's 8 prompts are Troupe's step k's.
     solve = TinyPrompts("math").solve
     rows = [
         tokenizer.bos_token + solve(problem)
         for step in range(1, args.steps + 1)
-        for problem in sample_problems(pool, config.prompts_per_step, config.seed, step)
+        for problem in sample_problems(task, config.prompts_per_step, config.seed, step)
     ]
     callback = make_callback(troupe)
     with tempfile.TemporaryDirectory() as out:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from trainer.config import FIELDS, PRESETS, ConfigError, field_help, make_config
+from trainer.reporting import NullReporter
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def _config(args: argparse.Namespace):
     return make_config(args.preset, **values)
 
 
-class ProgressReporter:
+class ProgressReporter(NullReporter):
     """metrics.jsonl plus a progress bar with step, reward, accuracy and ETA."""
 
     def __init__(self, out: Path, total: int):
@@ -49,12 +50,6 @@ class ProgressReporter:
         self.jsonl.log(step, metrics)
         if "eval/accuracy" in metrics:
             self.accuracy = metrics["eval/accuracy"]
-
-    def should_stop(self):
-        return False
-
-    def on_checkpoint(self, step, path):
-        pass
 
     def on_progress(self, step, total, info):
         self.bar.n = step

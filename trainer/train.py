@@ -20,7 +20,6 @@ Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/de
 from __future__ import annotations
 
 import json
-import random
 import resource
 import statistics
 import time
@@ -57,14 +56,9 @@ def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
     return out
 
 
-def sample_problems(pool: list, n: int, seed: int, step: int) -> list:
+def sample_problems(task, n: int, seed: int, step: int) -> list:
     """The step's training problems: a pure function of (seed, step), so resume is exact."""
-    rng = random.Random(seed * 1_000_003 + step)
-    return (
-        [pool[i] for i in rng.sample(range(len(pool)), n)]
-        if n <= len(pool)
-        else [pool[rng.randrange(len(pool))] for _ in range(n)]
-    )
+    return task.sample("train", n, seed=seed * 1_000_003 + step)
 
 
 def _peak_memory_mb(device: str) -> float:
@@ -92,7 +86,6 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
     policies = PolicySet(loaded.model, config, policy_names(config))
     eval_set = held_out(task, config.eval_problems)
-    pool = task.problems("train")
     env = dict(policies=policies, codec=codec, prompts=prompts, task=task)
 
     done = 0
@@ -106,7 +99,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
 
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()
-        problems = sample_problems(pool, config.prompts_per_step, config.seed, step)
+        problems = sample_problems(task, config.prompts_per_step, config.seed, step)
         episodes, stats = rollout(
             problems,
             config.group_size,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from trainer.config import Config
 from trainer.episode import Turn
+from trainer.policies import role_of, workflow_agents
 from trainer.tasks.base import Problem
 
 
@@ -58,17 +59,7 @@ class Context:
 
 def agents(config: Config) -> list[tuple[str, str]]:
     """Every (agent, role) of the configured workflow, in turn order."""
-    if config.workflow == "single":
-        return [("solver", "solver")]
-    if config.workflow == "voting":
-        voters = [(f"generator{i}", "generator") for i in range(config.n_voters)]
-        return voters + [("aggregator", "aggregator")]
-    if config.workflow == "eval_opt":
-        return [("generator", "generator"), ("evaluator", "evaluator")]
-    if config.workflow == "orch_workers":
-        workers = [(f"worker{i}", "worker") for i in range(config.max_subtasks)]
-        return [("orchestrator", "orchestrator"), *workers, ("synthesizer", "synthesizer")]
-    raise ValueError(f"unknown workflow {config.workflow!r}")
+    return [(agent, role_of(agent)) for agent in workflow_agents(config)]
 
 
 def runner(workflow: str) -> Callable[[Problem, Context], WorkflowRun]:
