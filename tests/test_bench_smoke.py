@@ -73,3 +73,18 @@ def test_scaling_measures_every_size(postgres_url):
         assert row["compare_s"] > 0
         assert row["matrix_cold_s"] > 0
         assert row["cells"] >= 1
+
+
+@pytest.mark.timeout(400)
+def test_cpu_demo_matrix_splits_each_runs_time_from_queue_to_finish(postgres_url, redis_url):
+    summary = run_smoke("cpu_demo_matrix.py", "--postgres", postgres_url, "--redis", redis_url,
+                        timeout=360)  # fmt: skip
+    assert summary["runs"] == summary["succeeded"] == 2
+    for row in summary["per_run"]:
+        assert row["wall_s"] > 0
+        assert row["rollout_s"] > 0 and row["update_s"] > 0 and row["evaluation_s"] > 0
+        assert row["database_s"] > 0  # every step's sys/db_seconds reached the database
+        assert row["other_s"] > 0  # start-up: torch and the model load outside any step
+    # One worker, one run at a time: the runs' own wall times fit inside the matrix's.
+    assert summary["parts_s"]["between runs"] >= 0
+    assert summary["wall_s"] <= summary["client_wall_s"] + 1

@@ -9,6 +9,11 @@ It implements the trainer's reporter interface (`trainer/reporting.py`):
   to a checkpoint are never logged again after a resume, so they have to be stored before it.
 - `on_progress(step, total, info)` records the step and writes one log line.
 
+Each step's points carry `sys/db_seconds`: how long the training thread spent in this
+reporter's database calls since the previous step's points were logged (the last step's
+value also takes in what came after it, up to `close`), so a run's time splits into rollout,
+update, evaluation and database.
+
 A background thread beats every TROUPE_HEARTBEAT_SECONDS (the stale-run sweep requeues runs
 that stop beating) and flushes, so points reach the database during long steps too.
 
@@ -20,10 +25,12 @@ of the run's row is conditional on the attempt this worker claimed: if the run w
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
@@ -45,6 +52,23 @@ def drop_connection() -> None:
         connection.close()
     except Exception:  # closing a dead connection may fail too; it is gone either way
         pass
+
+
+Call = TypeVar("Call", bound=Callable[..., Any])
+
+
+def timed(method: Call) -> Call:
+    """Count the time a training-thread call spends here towards `sys/db_seconds`."""
+
+    @functools.wraps(method)
+    def wrapper(self: "DatabaseReporter", *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._db_seconds += time.perf_counter() - t0
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _fmt(value: Any) -> str:
@@ -75,6 +99,8 @@ class DatabaseReporter:
         self._row: dict[str, Any] = {}  # fields of the run's row not yet written
         self._last_flush = time.monotonic()
         self._cancel = False
+        self._db_seconds = 0.0  # training-thread time in database calls, not yet logged
+        self._last_db_point: tuple[int, float] | None = None  # (step, value) last logged
         self.lost = False  # the run was requeued elsewhere or deleted: stop, record nothing
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
@@ -92,6 +118,12 @@ class DatabaseReporter:
         self._stopping.set()
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=self.heartbeat_seconds + 30)
+        if self._last_db_point is not None:
+            # The last step's calls (its checkpoint, its progress) have no later step to be
+            # logged with: add them to the last step's value.
+            step, value = self._last_db_point
+            with self._lock:
+                self._points.append(("sys/db_seconds", step, value + self._db_seconds))
         stored = self._flush_until_stored(wait_seconds)
         if not stored:
             log.error("run %s: %d points could not be stored", self.run_id, len(self._points))
@@ -104,9 +136,13 @@ class DatabaseReporter:
 
     # --- the trainer's reporter interface -------------------------------------------------------
 
+    @timed
     def log(self, step: int, metrics: dict[str, float]) -> None:
+        db_seconds, self._db_seconds = self._db_seconds, 0.0
+        self._last_db_point = (step, db_seconds)
         with self._lock:
             self._points.extend((key, step, value) for key, value in metrics.items())
+            self._points.append(("sys/db_seconds", step, db_seconds))
             due = (
                 len(self._points) >= self.flush_points
                 or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -114,6 +150,7 @@ class DatabaseReporter:
         if due:
             self.flush()
 
+    @timed
     def should_stop(self) -> bool:
         if self.lost:
             return True
@@ -128,12 +165,14 @@ class DatabaseReporter:
         self._cancel = row["cancel_requested"]
         return self._cancel
 
+    @timed
     def on_checkpoint(self, step: int, path: str) -> None:
         with self._lock:
             self._row["checkpoint_step"] = step
         if not self._flush_until_stored(self.checkpoint_wait_seconds):
             log.error("run %s: the database stayed unreachable at checkpoint %s", self.run_id, step)
 
+    @timed
     def on_progress(self, step: int, total: int, info: dict[str, Any]) -> None:
         with self._lock:
             self._row.update(step=step, total_steps=total)

@@ -73,6 +73,7 @@ def test_a_run_queued_from_the_form_trains_to_succeeded_with_its_metrics_stored(
     assert done.checkpoint_dir == str(settings.DATA_DIR / "runs" / str(run.id))
     assert_complete(done, steps=4, eval_every=2)
     assert steps_of(run.id, "role/solver/grad_norm") == [1, 2, 3, 4]
+    assert steps_of(run.id, "sys/db_seconds") == [0, 1, 2, 3, 4]
     lines = log_lines(done)
     assert lines[0].endswith("(attempt 1), starting.")
     assert any(line.startswith("step 4/4 · reward") for line in lines)

@@ -21,7 +21,14 @@ def held(run) -> Run:
 
 
 def stored(run) -> list[tuple]:
-    return sorted(MetricPoint.objects.filter(run=run).values_list("key", "step", "value"))
+    """The run's points, less the reporter's own timing (`sys/db_seconds`)."""
+    points = MetricPoint.objects.filter(run=run).exclude(key="sys/db_seconds")
+    return sorted(points.values_list("key", "step", "value"))
+
+
+def db_seconds(run) -> dict[int, float]:
+    points = MetricPoint.objects.filter(run=run, key="sys/db_seconds")
+    return dict(points.values_list("step", "value"))
 
 
 def test_points_are_buffered_and_written_in_one_batch(held):
@@ -55,6 +62,30 @@ def test_progress_and_checkpoints_reach_the_runs_row_with_a_log_line(held):
     assert (held.step, held.total_steps, held.checkpoint_step) == (3, 30, 3)
     line = RunLog.objects.get(run=held).line
     assert line == "step 3/30 · reward 0.500 · accuracy 0.250 · 1.2 s"
+
+
+def test_each_step_carries_the_training_threads_database_time(held, monkeypatch):
+    import workers.reporter
+
+    real_write = workers.reporter.write_points
+
+    def slow_write(*args):  # a slow database: every flush takes at least 0.2 s
+        time.sleep(0.2)
+        return real_write(*args)
+
+    monkeypatch.setattr(workers.reporter, "write_points", slow_write)
+    reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=0)
+
+    reporter.log(1, {"train/reward": 0.5})  # flushes: 0.2 s, logged with the next step
+    reporter.on_progress(1, 2, {})  # flushes: 0.2 s more
+    reporter.log(2, {"train/reward": 0.6})
+    after_step_2 = db_seconds(held)
+    reporter.on_progress(2, 2, {})  # the last step's trailing calls: counted at close
+    reporter.close()
+
+    assert after_step_2[1] < 0.2  # nothing had touched the database before step 1
+    assert 0.4 <= after_step_2[2] < 1.0
+    assert db_seconds(held)[2] >= after_step_2[2] + 0.4  # log(2)'s flush and on_progress(2)
 
 
 def test_should_stop_reads_the_cancel_flag(held):
