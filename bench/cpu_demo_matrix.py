@@ -209,37 +209,63 @@ def where_time_went(troupe: Troupe, run: dict) -> dict:
 
 
 def summarize(runs: list[dict], rows: list[dict], client_wall: float) -> dict:
+    """One matrix: its wall time (first queued → last finished) split into the parts."""
     first_queued = min(run["created"] for run in runs)
     last_finished = max(run["finished"] for run in runs)
     total = seconds_between(first_queued, last_finished)
-    in_runs = sum(row["wall_s"] for row in rows)
-    totals = {part: sum(row[f"{part}_s"] for row in rows) for part in [*PARTS, "other"]}
-    totals["between runs"] = total - in_runs
+    parts = {part: sum(row[f"{part}_s"] for row in rows) for part in [*PARTS, "other"]}
+    parts["between runs"] = total - sum(row["wall_s"] for row in rows)
     return {
         "runs": len(rows),
         "succeeded": sum(row["status"] == "succeeded" for row in rows),
         "wall_s": total,
         "client_wall_s": client_wall,
         "median_run_s": statistics.median(row["wall_s"] for row in rows),
-        "parts_s": totals,
-        "parts_frac": {part: seconds / total for part, seconds in totals.items()},
+        "parts_s": parts,
     }
 
 
-def print_report(summary: dict, rows: list[dict]) -> None:
+def median_of(matrices: list[dict]) -> dict:
+    """The median matrix: each figure's median over the repeats."""
+    parts = {
+        part: statistics.median(m["parts_s"][part] for m in matrices)
+        for part in matrices[0]["parts_s"]
+    }
+    wall = statistics.median(m["wall_s"] for m in matrices)
+    return {
+        "runs": sum(m["runs"] for m in matrices),
+        "succeeded": sum(m["succeeded"] for m in matrices),
+        "wall_s": wall,
+        "wall_s_each": [m["wall_s"] for m in matrices],
+        "client_wall_s": statistics.median(m["client_wall_s"] for m in matrices),
+        "median_run_s": statistics.median(m["median_run_s"] for m in matrices),
+        "parts_s": parts,
+        "parts_frac": {part: seconds / wall for part, seconds in parts.items()},
+    }
+
+
+def print_report(summary: dict, rows: list[dict], file=sys.stdout) -> None:
+    """Per matrix cell, the median over the repeats; then the matrix in all."""
+    columns = ["wall", "rollout", "update", "evaluation", "database", "other"]
     print(f"\n{'run':<34} {'wall':>7} {'rollout':>8} {'update':>7} {'eval':>6} {'db':>5} "
-          f"{'other':>6}  accuracy base → peak → final")  # fmt: skip
-    for row in rows:
-        acc = row["accuracy"]
-        accuracy = " → ".join("–" if v is None else f"{v:.3f}" for v in acc.values())
-        print(f"{row['label'][:34]:<34} {row['wall_s']:7.1f} {row['rollout_s']:8.1f} "
-              f"{row['update_s']:7.1f} {row['evaluation_s']:6.1f} {row['database_s']:5.2f} "
-              f"{row['other_s']:6.1f}  {accuracy}")  # fmt: skip
-    print(f"\n{summary['succeeded']}/{summary['runs']} runs succeeded; "
-          f"first queued → last finished: {summary['wall_s'] / 60:.1f} min "
-          f"(median run {summary['median_run_s']:.0f} s)")  # fmt: skip
+          f"{'other':>6}  accuracy base → peak → final", file=file)  # fmt: skip
+    for label in dict.fromkeys(row["label"] for row in rows):
+        same = [row for row in rows if row["label"] == label]
+        cell = {c: statistics.median(row[f"{c}_s"] for row in same) for c in columns}
+        accuracies = {json.dumps(row["accuracy"]) for row in same}
+        acc = " → ".join("–" if v is None else f"{v:.3f}" for v in same[0]["accuracy"].values())
+        if len(accuracies) > 1:
+            acc += f" (differs across repeats: {len(accuracies)} variants)"
+        print(f"{label[:34]:<34} {cell['wall']:7.1f} {cell['rollout']:8.1f} "
+              f"{cell['update']:7.1f} {cell['evaluation']:6.1f} {cell['database']:5.2f} "
+              f"{cell['other']:6.1f}  {acc}", file=file)  # fmt: skip
+    each = ", ".join(f"{s / 60:.2f}" for s in summary["wall_s_each"])
+    matrices = len(summary["wall_s_each"])
+    print(f"\n{summary['succeeded']}/{summary['runs']} runs succeeded; first queued → last "
+          f"finished: median {summary['wall_s'] / 60:.2f} min over {matrices} matrices "
+          f"({each} min); median run {summary['median_run_s']:.1f} s", file=file)  # fmt: skip
     for part, seconds in summary["parts_s"].items():
-        print(f"  {part:<13} {seconds:8.1f} s  {summary['parts_frac'][part]:6.1%}")
+        print(f"  {part:<13} {seconds:8.1f} s  {summary['parts_frac'][part]:6.1%}", file=file)
 
 
 def ensure_model(models_from: Path) -> float:
@@ -261,18 +287,25 @@ def main() -> None:
         default=Path(os.environ.get("TROUPE_DATA_DIR") or ROOT / ".data"),
         help="a data directory whose models/ holds (or will hold) the built tiny-s",
     )
+    parser.add_argument("--repeats", type=int, default=1, help="queue the matrix this many times")
     parser.add_argument("--smoke", action="store_true", help="2 runs of 2 small steps")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
     if not args.redis.startswith(("redis://", "rediss://")):
         parser.error(f"--redis: {args.redis!r} is not a redis:// URL")
 
     build_s = ensure_model(args.models_from)
     matrix, config = (SMOKE_MATRIX, SMOKE_CONFIG) if args.smoke else (MATRIX, {})
+    matrices, rows = [], []
     with Troupe(args.postgres, args.redis, args.models_from) as troupe:
-        runs, client_wall = run_matrix(troupe, matrix, config)
-        rows = [where_time_went(troupe, run) for run in runs]
-    summary = summarize(runs, rows, client_wall)
+        for repeat in range(1, args.repeats + 1):
+            runs, client_wall = run_matrix(troupe, matrix, config)
+            these = [{"repeat": repeat, **where_time_went(troupe, run)} for run in runs]
+            matrices.append(summarize(runs, these, client_wall))
+            rows += these
+    summary = median_of(matrices)
     result = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "matrix": matrix,
@@ -280,9 +313,11 @@ def main() -> None:
         "model_ready_s": build_s,
         "smoke": args.smoke,
         **summary,
+        "matrices": matrices,
         "per_run": rows,
     }
     if args.json:
+        print_report(summary, rows, file=sys.stderr)
         print(json.dumps(result))
     else:
         print_report(summary, rows)

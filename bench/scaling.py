@@ -10,8 +10,9 @@ only through the JSON API by `--clients` 4 concurrent clients (own HTTP session 
 - ingestion: `--keys` 10 keys × `--steps` 200 steps a run (`eval/accuracy` with a rise and, in
   some runs, a terminal cliff; training and gradient series), batches of 1,000 points; the N
   runs are sent in 5 consecutive chunks, each timed: points a second, median over the chunks;
-- compare read: `GET /api/v1/runs/<id>/metrics?keys=<4 keys>&max_points=500` for every run
-  of the experiment, one client, sequentially (what a compare view of N runs asks for);
+- compare read, one client, two ways: a request a run (`GET /api/v1/runs/<id>/metrics?keys=
+  <4 keys>&max_points=500` for every run of the experiment, sequentially), and one request
+  for them all (`GET /api/v1/metrics?experiment=<id>&keys=<4 keys>&max_points=500`);
 - matrix view (after the runs are marked finished): the Dash matrix page's callback
   `webapp.dashboards.pages.matrix.update_matrix` (query → `cell_summaries` → figure and table),
   in this process on the same database, cold (summary cache cleared) and warm (cached).
@@ -180,6 +181,14 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
     expected = n * len([k for k in COMPARE_KEYS if k in keys]) * min(args.steps, COMPARE_POINTS)
     if got != expected:
         raise RuntimeError(f"compare read returned {got} points, not {expected}")
+    compare_one = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        runs = reader.experiment_series(experiment.id, COMPARE_KEYS, COMPARE_POINTS)
+        got = sum(len(s["steps"]) for series in runs.values() for s in series.values())
+        compare_one.append(time.perf_counter() - started)
+    if got != expected:
+        raise RuntimeError(f"the one-request compare read returned {got} points, not {expected}")
 
     # Matrix view, in this process (the Dash callback), cold and warm.
     view, what = matrix_view()
@@ -197,6 +206,7 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
     cells = len(cell_summaries(experiment, gradients=False))
 
     compare_s, compare_all = median_and_all(compare)
+    compare_one_s, compare_one_all = median_and_all(compare_one)
     cold_s, cold_all = median_and_all(cold)
     warm_s, warm_all = median_and_all(warm)
     rate = statistics.median(rates)
@@ -211,6 +221,9 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
         "compare_s": compare_s,
         "compare_ms_per_run": round(1e3 * compare_s / n, 2),
         "compare_s_all": compare_all,
+        "compare_one_request_s": compare_one_s,
+        "compare_one_request_ms_per_run": round(1e3 * compare_one_s / n, 3),
+        "compare_one_request_s_all": compare_one_all,
         "matrix_cold_s": cold_s,
         "matrix_cold_ms_per_run": round(1e3 * cold_s / n, 2),
         "matrix_cold_s_all": cold_all,
@@ -285,7 +298,8 @@ def main() -> None:
                 row = measure_size(server, n, args, owner)
                 rows.append(row)
                 log(
-                    f"  {row['ingest_points_per_s']} points/s, compare {row['compare_s']} s, "
+                    f"  {row['ingest_points_per_s']} points/s, compare {row['compare_s']} s "
+                    f"(one request: {row['compare_one_request_s']} s), "
                     f"matrix cold {row['matrix_cold_s']} s / warm {row['matrix_warm_s']} s, "
                     f"load {row['load_average'][0]}"
                 )

@@ -191,6 +191,14 @@ class TroupeClient:
         response = self.http.get(f"{self.url}/api/v1/runs/{run_id}/metrics", params=params)
         return self._check(response)["series"]
 
+    def experiment_series(
+        self, experiment: int, keys: list[str], max_points: int
+    ) -> dict[str, dict[str, dict]]:
+        """Every run's series in one request: {run id: {key: series}}."""
+        params = {"experiment": experiment, "keys": ",".join(keys), "max_points": max_points}
+        response = self.http.get(f"{self.url}/api/v1/metrics", params=params)
+        return self._check(response)["runs"]
+
 
 def points_body(points: list[tuple[str, int, float]]) -> bytes:
     return json.dumps(

@@ -71,6 +71,7 @@ def test_scaling_measures_every_size(postgres_url):
     for row in summary["sizes"]:
         assert row["ingest_points_per_s"] > 0
         assert row["compare_s"] > 0
+        assert row["compare_one_request_s"] > 0
         assert row["matrix_cold_s"] > 0
         assert row["cells"] >= 1
 

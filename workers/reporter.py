@@ -61,7 +61,7 @@ def timed(method: Call) -> Call:
     """Count the time a training-thread call spends here towards `sys/db_seconds`."""
 
     @functools.wraps(method)
-    def wrapper(self: "DatabaseReporter", *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: DatabaseReporter, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return method(self, *args, **kwargs)

@@ -17,8 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
-from playwright.sync_api import sync_playwright
 
+from tests.e2e.browser import chromium, screenshot
 from tests.helpers import ROOT, database_url, free_port, service_env
 from webapp.dashboards.fixtures import LEAD, build_demo_experiment
 from webapp.experiments.models import MetricPoint, Run
@@ -29,16 +29,6 @@ pytestmark = [
     pytest.mark.timeout(240),
 ]
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = ROOT / "artifacts"
 PASSWORD = "correct horse battery"
 STEPS = 120
 RUN_TABLE, POINT_TABLE = Run._meta.db_table, MetricPoint._meta.db_table
@@ -102,15 +92,11 @@ def server(demo, tmp_path):
 
 @pytest.fixture
 def browser_page(chromium_path, server, tmp_path):
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(
-                viewport={"width": 1440, "height": 900}, accept_downloads=True
-            )
-            yield context.new_page()
-        finally:
-            browser.close()
+    with chromium(chromium_path) as browser:
+        context = browser.new_context(
+            viewport={"width": 1440, "height": 900}, accept_downloads=True
+        )
+        yield context.new_page()
 
 
 def sql(statement: str, *params) -> None:
@@ -127,14 +113,6 @@ def wait_until(page, js: str, arg=None, timeout: float = 30) -> None:
     while not page.evaluate(js, arg):
         assert time.monotonic() < deadline, f"timed out waiting for {js}"
         page.wait_for_timeout(100)
-
-
-def screenshot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    page.screenshot(path=path, full_page=True)
-    assert path.stat().st_size > 0
-    return path
 
 
 def test_from_the_matrix_to_a_cliff_and_its_gradient_dynamics(server, demo, browser_page):

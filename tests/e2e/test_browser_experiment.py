@@ -7,9 +7,10 @@ import re
 
 import pytest
 from django.conf import settings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.helpers import ROOT, database_url, service_env, start_worker
+from tests.e2e.browser import chromium, screenshot
+from tests.helpers import database_url, service_env, start_worker
 from tests.runs import SMALL
 
 pytestmark = [
@@ -19,16 +20,6 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = ROOT / "artifacts"
 PASSWORD = "correct horse battery"
 
 
@@ -51,25 +42,14 @@ def worker(tiny_model, transactional_db):
 def page(chromium_path, live_server, dana, worker):
     """A signed-in Chromium page. Playwright's sync API runs an event loop in this thread and
     Django refuses ORM calls while one runs: database rows come from the fixtures above."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900})
-            page.goto(f"{live_server.url}/accounts/login/")
-            page.fill("#id_username", "dana")
-            page.fill("#id_password", PASSWORD)
-            page.click("#login-form button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            yield page
-        finally:
-            browser.close()
-
-
-def shoot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    page.screenshot(path=path, full_page=True)
-    assert path.stat().st_size > 0
+    with chromium(chromium_path) as browser:
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", "dana")
+        page.fill("#id_password", PASSWORD)
+        page.click("#login-form button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        yield page
 
 
 def test_a_researcher_queues_a_matrix_and_watches_it_train(page, live_server, worker):
@@ -85,7 +65,7 @@ def test_a_researcher_queues_a_matrix_and_watches_it_train(page, live_server, wo
     expect(page.locator("[data-run-count]").first).to_have_text("4 runs")
     for name, value in SMALL.items():
         page.fill(f"#id_{name}", str(value))
-    shoot(page, "experiment-new.png")
+    screenshot(page, "experiment-new.png")
 
     page.click("button[type=submit] >> text=Queue")
     page.wait_for_url(re.compile(r".*/experiments/\d+/$"))
@@ -95,7 +75,7 @@ def test_a_researcher_queues_a_matrix_and_watches_it_train(page, live_server, wo
     # The page follows the runs by itself (and reloads as each finishes).
     expect(page.locator(".run-cell .status-succeeded")).to_have_count(4, timeout=600_000)
     expect(page.locator(".matrix td.num.strong").first).not_to_have_text("—")
-    shoot(page, "experiment-detail.png")
+    screenshot(page, "experiment-detail.png")
 
     page.locator(".run-cell").first.click()
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
@@ -104,4 +84,4 @@ def test_a_researcher_queues_a_matrix_and_watches_it_train(page, live_server, wo
     points = page.locator('[data-spark="eval/accuracy"] polyline').get_attribute("points")
     assert len(points.split()) == 3  # evaluations at steps 0, 2 and 4
     expect(page.locator("[data-log]")).to_contain_text("Finished at step 4")
-    shoot(page, "run-detail.png")
+    screenshot(page, "run-detail.png")

@@ -1,25 +1,11 @@
 """A real browser (the system's Chromium, driven by Playwright) signs in through the login page
 of a live server. Later browser tests follow this one."""
 
-from pathlib import Path
-
 import pytest
-from playwright.sync_api import sync_playwright
 
-from tests.helpers import ROOT
+from tests.e2e.browser import chromium, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = ROOT / "artifacts"
 
 
 @pytest.fixture
@@ -29,17 +15,9 @@ def alice(django_user_model):
 
 @pytest.fixture
 def browser_page(chromium_path):
-    """A Chromium page; the browser closes after the test.
-
-    Playwright's sync API runs an event loop in this thread, and Django refuses ORM calls
-    while one runs: set up database rows in fixtures listed before this one.
-    """
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            yield browser.new_page(viewport={"width": 1280, "height": 800})
-        finally:
-            browser.close()
+    """A Chromium page; the browser closes after the test."""
+    with chromium(chromium_path) as browser:
+        yield browser.new_page(viewport={"width": 1280, "height": 800})
 
 
 def test_a_user_signs_in_through_the_login_page(live_server, alice, browser_page):
@@ -54,7 +32,4 @@ def test_a_user_signs_in_through_the_login_page(live_server, alice, browser_page
     page.wait_for_url(f"{live_server.url}/")
     assert page.locator("h1").inner_text() == "Experiments"
     assert page.locator("nav").get_by_text("Sign out").is_visible()
-    ARTIFACTS.mkdir(exist_ok=True)
-    screenshot = Path(ARTIFACTS / "browser-login.png")
-    page.screenshot(path=screenshot, full_page=True)
-    assert screenshot.stat().st_size > 0
+    screenshot(page, "browser-login.png")

@@ -14,8 +14,8 @@ import math
 import pytest
 import torch
 from torch import nn
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.gradients import GradientTracker, coherence_scales
@@ -28,25 +28,9 @@ AGENTS = [("generator0", "generator"), ("generator1", "generator"), ("generator2
 AGENTS += [("aggregator", "aggregator")]
 
 
-def tiny_model() -> Qwen3ForCausalLM:
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    return Qwen3ForCausalLM(config)
-
-
 def build(config) -> PolicySet:
     """A PolicySet whose LoRA adapters are non-zero and differ, so every factor gets gradient."""
-    policies = PolicySet(tiny_model(), config, policy_names(config))
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
     if config.finetune == "lora":
         gen = torch.Generator().manual_seed(1)
         with torch.no_grad():

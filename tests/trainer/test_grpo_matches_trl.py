@@ -15,9 +15,10 @@ import pytest
 import torch
 from datasets import Dataset
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
+from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.grpo import token_logprobs
@@ -38,22 +39,7 @@ def saved(tmp_path_factory):
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>"
     )
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        bos_token_id=EOS,
-    )
-    Qwen3ForCausalLM(config).save_pretrained(path)
+    tiny_qwen3(pad_token_id=PAD, eos_token_id=EOS, bos_token_id=EOS).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path, tokenizer
 

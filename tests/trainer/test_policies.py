@@ -4,26 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.policies import PolicySet, agent_policy, lr_factor, policy_names, workflow_agents
-
-
-def tiny_model(seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    return Qwen3ForCausalLM(config)
 
 
 def config_for(**values):
@@ -69,7 +53,7 @@ def test_workflow_agents_and_explicit_agent_lists():
 
 def test_lora_adapters_are_independent():
     config = config_for(sharing="per_role")
-    policies = PolicySet(tiny_model(), config, ["generator", "aggregator"])
+    policies = PolicySet(tiny_qwen3(), config, ["generator", "aggregator"])
     gen, agg = policies.parameters("generator"), policies.parameters("aggregator")
     assert not {id(p) for p in gen} & {id(p) for p in agg}
     assert policies.trainable_parameter_count() == sum(p.numel() for p in gen + agg)
@@ -92,7 +76,7 @@ def test_lora_adapters_are_independent():
 
 
 def test_use_runs_the_named_adapter():
-    policies = PolicySet(tiny_model(), config_for(sharing="per_role"), ["generator", "aggregator"])
+    policies = PolicySet(tiny_qwen3(), config_for(sharing="per_role"), ["generator", "aggregator"])
     with torch.no_grad():
         for p in policies.parameters("generator"):
             p.normal_(0, 0.5)
@@ -108,10 +92,10 @@ def test_use_runs_the_named_adapter():
 
 
 def test_reference_is_the_base_model():
-    base_logits = logits(tiny_model(seed=3))
+    base_logits = logits(tiny_qwen3(seed=3))
     for finetune in ("lora", "full"):
         config = config_for(sharing="per_role", finetune=finetune, kl_beta=0.1)
-        policies = PolicySet(tiny_model(seed=3), config, ["generator", "aggregator"])
+        policies = PolicySet(tiny_qwen3(seed=3), config, ["generator", "aggregator"])
         with torch.no_grad():
             for name in policies.names:
                 for p in policies.parameters(name):
@@ -124,8 +108,8 @@ def test_reference_is_the_base_model():
 
 def test_full_finetune_copies_and_reference_only_with_kl():
     config = config_for(sharing="per_role", finetune="full")
-    policies = PolicySet(tiny_model(), config, ["generator", "aggregator"])
-    n = sum(p.numel() for p in tiny_model().parameters())
+    policies = PolicySet(tiny_qwen3(), config, ["generator", "aggregator"])
+    n = sum(p.numel() for p in tiny_qwen3().parameters())
     assert policies.trainable_parameter_count() == 2 * n
     with pytest.raises(RuntimeError, match="kl_beta"):
         with policies.reference():
@@ -143,7 +127,7 @@ def test_schedule_warms_up_then_decays():
     cosine = factors("cosine")
     assert cosine[:3] == [0.5, 1.0, 1.0] and cosine[3] > 0.75 > cosine[4] > cosine[5] > 0
     config = config_for(sharing="shared", warmup_steps=2, lr=0.1, schedule="constant")
-    policies = PolicySet(tiny_model(), config, ["shared"])
+    policies = PolicySet(tiny_qwen3(), config, ["shared"])
     assert policies.scheduler("shared").get_last_lr() == [0.05]
     policies.optimizer("shared").step()
     policies.scheduler("shared").step()
@@ -153,7 +137,7 @@ def test_schedule_warms_up_then_decays():
 @pytest.mark.parametrize("finetune", ["lora", "full"])
 def test_state_dict_round_trip(finetune):
     config = config_for(sharing="per_role", finetune=finetune)
-    policies = PolicySet(tiny_model(), config, ["generator", "aggregator"])
+    policies = PolicySet(tiny_qwen3(), config, ["generator", "aggregator"])
     for name in policies.names:
         with policies.use(name, train=True) as model:
             model(input_ids=IDS).logits.square().mean().backward()
@@ -165,7 +149,7 @@ def test_state_dict_round_trip(finetune):
     with policies.use("generator") as model:
         expected = logits(model)
 
-    restored = PolicySet(tiny_model(), config, ["generator", "aggregator"])
+    restored = PolicySet(tiny_qwen3(), config, ["generator", "aggregator"])
     with restored.use("generator") as model:
         assert not torch.allclose(logits(model), expected)
     restored.load_state_dict(state)
@@ -180,4 +164,4 @@ def test_state_dict_round_trip(finetune):
     assert torch.equal(restored.coherence[("generator", "generator")], torch.ones(3))
 
     with pytest.raises(ValueError, match="policies"):
-        PolicySet(tiny_model(), config, ["generator", "worker"]).load_state_dict(state)
+        PolicySet(tiny_qwen3(), config, ["generator", "worker"]).load_state_dict(state)

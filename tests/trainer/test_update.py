@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.policies import PolicySet, agent_policy, policy_names
@@ -15,22 +15,6 @@ from trainer.update import update_policies
 
 PAD = 0
 AGENTS = [(f"generator{i}", "generator") for i in range(3)] + [("aggregator", "aggregator")]
-
-
-def tiny_model() -> Qwen3ForCausalLM:
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    return Qwen3ForCausalLM(config)
 
 
 def voting_config(**values):
@@ -93,7 +77,7 @@ EXPECTED_ROLE_KEYS = (
 @pytest.mark.parametrize("sharing", ["shared", "per_role", "per_agent"])
 def test_every_policy_with_signal_moves_and_every_metric_is_there(sharing):
     config = voting_config(sharing=sharing)
-    policies = PolicySet(tiny_model(), config, policy_names(config))
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
     before = snapshot(policies)
     metrics = update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)
 
@@ -125,7 +109,7 @@ def test_every_policy_with_signal_moves_and_every_metric_is_there(sharing):
 
 def test_a_policy_without_turns_is_left_alone():
     config = voting_config(sharing="per_role")
-    policies = PolicySet(tiny_model(), config, policy_names(config))
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
     before = snapshot(policies)
     turns = [t for t in voting_turns(config) if t.role == "generator"]
     metrics = update_policies(policies, turns, config, tokenizer_pad_id=PAD)
@@ -139,7 +123,7 @@ def test_full_finetuning_mini_batches_and_coherence_run():
     config = voting_config(
         sharing="shared", finetune="full", mini_batches=2, coherence_lambda=0.5, kl_beta=0.0
     )
-    policies = PolicySet(tiny_model(), config, policy_names(config))
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
     before = snapshot(policies)
     first = update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)
     assert changed(before, policies, "shared")
@@ -150,7 +134,7 @@ def test_full_finetuning_mini_batches_and_coherence_run():
     assert set(policies.coherence) == {("shared", "generator"), ("shared", "aggregator")}
 
     plain_config = voting_config(sharing="shared", finetune="full", mini_batches=2, kl_beta=0.0)
-    plain = PolicySet(tiny_model(), plain_config, ["shared"])
+    plain = PolicySet(tiny_qwen3(), plain_config, ["shared"])
     update_policies(plain, voting_turns(config), plain_config, tokenizer_pad_id=PAD)
     assert first["role/generator/coherence_scale"] < 1.0  # the two mini-batches agree a little
     assert changed(snapshot(plain), policies, "shared")  # so the regulariser changed the step
@@ -158,6 +142,6 @@ def test_full_finetuning_mini_batches_and_coherence_run():
 
 def test_turns_routed_to_an_unknown_policy_are_rejected():
     config = voting_config(sharing="per_role")
-    policies = PolicySet(tiny_model(), config, ["generator"])
+    policies = PolicySet(tiny_qwen3(), config, ["generator"])
     with pytest.raises(KeyError, match="aggregator"):
         update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)

@@ -1,11 +1,11 @@
 """POST and GET /api/v1/runs/<id>/metrics: batched, idempotent writes, validated points, and
-server-side downsampling."""
+server-side downsampling; GET /api/v1/metrics?runs=…: the same read for many runs at once."""
 
 import json
 
 import pytest
 
-from tests.people import bearer
+from tests.people import bearer, make_experiment
 from webapp.experiments.models import MetricPoint
 
 pytestmark = pytest.mark.django_db
@@ -188,3 +188,72 @@ def test_a_bad_max_points_gets_400(client, run, alice, value):
 
 def test_an_outsider_may_not_read_series(client, run):
     assert client.get(f"/api/v1/runs/{run.id}/metrics").status_code == 401
+
+
+def test_many_runs_are_read_in_one_request(client, run, alice, bob):
+    other = make_experiment(alice, "Another", runs=2)
+    second, silent = other.runs.order_by("id")
+    send(client, alice, run, BATCH)
+    send(
+        client, alice, second, [{"key": "train/reward", "step": s, "value": s} for s in range(100)]
+    )
+
+    url = f"/api/v1/metrics?runs={second.id},{run.id},{silent.id}&keys=train/reward&max_points=10"
+    response = client.get(url, headers=bearer(bob))
+
+    assert response.status_code == 200
+    runs = response.json()["runs"]
+    assert list(runs) == [str(second.id), str(run.id), str(silent.id)]  # in the order asked
+    assert runs[str(run.id)] == {"train/reward": {"steps": [1, 2], "values": [0.25, 0.5]}}
+    downsampled = runs[str(second.id)]["train/reward"]
+    assert len(downsampled["steps"]) <= 10 and downsampled["steps"][-1] == 99
+    assert runs[str(silent.id)] == {}  # logged nothing: an empty entry, not a missing one
+    one = client.get(f"/api/v1/runs/{second.id}/metrics?keys=train/reward&max_points=10",
+                     headers=bearer(bob)).json()["series"]  # fmt: skip
+    assert runs[str(second.id)] == one  # the same read as the one-run endpoint
+
+
+@pytest.mark.parametrize("runs", ["", ",", "3,x", "-1", ",".join(["1"] * 1001)])
+def test_a_bad_runs_list_gets_400_naming_it(client, alice, runs):
+    response = client.get(f"/api/v1/metrics?runs={runs}", headers=bearer(alice))
+
+    assert response.status_code == 400
+    assert "comma-separated run ids" in response.json()["fields"]["runs"]
+
+
+def test_unknown_runs_get_404_naming_them(client, run, alice):
+    response = client.get(f"/api/v1/metrics?runs={run.id},99998,99999", headers=bearer(alice))
+
+    assert response.status_code == 404
+    assert "99998, 99999" in response.json()["error"]
+
+
+def test_every_run_of_an_experiment_is_read_in_one_request(client, alice):
+    experiment = make_experiment(alice, "Matrix", runs=3)
+    runs = list(experiment.runs.order_by("id"))
+    for value, run in enumerate(runs):
+        send(client, alice, run, [{"key": "eval/accuracy", "step": 0, "value": value}])
+
+    url = f"/api/v1/metrics?experiment={experiment.id}&keys=eval/accuracy"
+    got = client.get(url, headers=bearer(alice)).json()["runs"]
+
+    assert got == {
+        str(run.id): {"eval/accuracy": {"steps": [0], "values": [float(value)]}}
+        for value, run in enumerate(runs)
+    }
+
+
+@pytest.mark.parametrize("query", ["", "runs=1&experiment=1", "experiment=x"])
+def test_runs_or_an_experiment_must_be_named(client, alice, query):
+    response = client.get(f"/api/v1/metrics?{query}", headers=bearer(alice))
+
+    assert response.status_code == 400
+    assert set(response.json()["fields"]) & {"runs", "experiment"}
+
+
+def test_an_unknown_experiment_gets_404(client, alice):
+    assert client.get("/api/v1/metrics?experiment=99999", headers=bearer(alice)).status_code == 404
+
+
+def test_an_outsider_may_not_read_many_runs(client, run):
+    assert client.get(f"/api/v1/metrics?runs={run.id}").status_code == 401

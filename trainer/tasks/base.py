@@ -8,9 +8,10 @@ scorer serves our GRPO loop, TRL and the tests.
 
 from __future__ import annotations
 
+import itertools
 import random
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,3 +196,47 @@ class LazySplits(dict):
         value = self._make(key)
         self[key] = value
         return value
+
+
+def synthetic_splits(
+    dataset: str,
+    seed: int,
+    sizes: dict[str, int],
+    lengths: range,
+    units: Sequence,
+    compact: Callable[[Sequence], str],
+    draw: Callable[[random.Random, int], Sequence],
+    build: Callable[[str, Sequence, random.Random], Problem],
+) -> LazySplits:
+    """The train and test splits of a built-in generator whose problems chain `k` units
+    (terms, operations) for each `k` in `lengths`.
+
+    A problem's split is decided by its compact text (`StratumSplit`, one stratum per length
+    over every chain of `units`), so no test problem is ever a training problem. Each split is
+    drawn from its own seeded stream: `draw(rng, k)` proposes a chain, redrawn until it falls in
+    the split, and `build(id, chain, rng)` makes the problem.
+    """
+    strata = {
+        k: StratumSplit(
+            lambda k=k: (compact(chain) for chain in itertools.product(units, repeat=k)),
+            len(units) ** k,
+            TEST_FRACTION,
+        )
+        for k in lengths
+    }
+
+    def make(split: str) -> list[Problem]:
+        rng = random.Random(f"synthetic-{dataset}-{seed}-{split}")
+        problems = []
+        for i in range(sizes[split]):
+            # Redraw the chain but keep its length, so each split keeps the same mix of
+            # lengths even though the pools cover each length unevenly.
+            k = lengths[0] + int(rng.random() * len(lengths))
+            for _ in range(MAX_REDRAWS):
+                chain = draw(rng, k)
+                if strata[k](compact(chain)) == split:
+                    break
+            problems.append(build(f"synthetic-{dataset}-{split}-{i}", chain, rng))
+        return problems
+
+    return LazySplits(make)

@@ -28,7 +28,6 @@ bounded cache, and runs the rest in parallel sandbox processes (`sandbox.run_man
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import random
 import re
@@ -36,16 +35,7 @@ import threading
 from collections import OrderedDict
 
 from trainer.tasks import sandbox
-from trainer.tasks.base import (
-    MAX_REDRAWS,
-    SYNTHETIC_SIZES,
-    TEST_FRACTION,
-    LazySplits,
-    Problem,
-    StratumSplit,
-    Subproblem,
-    Task,
-)
+from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 CACHE_SIZE = 100_000  # (program, tests) results kept per task
@@ -314,32 +304,20 @@ def synthetic_code(
         raise ValueError(f"need 1 <= min_ops <= max_ops, got {min_ops}..{max_ops}")
     if max_operand < 2:
         raise ValueError(f"max_operand must be at least 2 (mod needs N >= 2), got {max_operand}")
-    sizes = {"train": int(train_size), "test": int(test_size)}
     all_ops = [(name, n) for name in ("add", "sub", "times") for n in range(1, max_operand + 1)]
     all_ops += [("mod", n) for n in range(2, max_operand + 1)] + [("neg", 0), ("square", 0)]
-    strata = {
-        k: StratumSplit(
-            lambda k=k: (_chain(ops) for ops in itertools.product(all_ops, repeat=k)),
-            len(all_ops) ** k,
-            TEST_FRACTION,
-        )
-        for k in range(min_ops, max_ops + 1)
-    }
-
-    def make(split: str) -> list[Problem]:
-        rng = random.Random(f"synthetic-code-{seed}-{split}")
-        problems = []
-        for i in range(sizes[split]):
-            k = min_ops + int(rng.random() * (max_ops - min_ops + 1))
-            for _ in range(MAX_REDRAWS):
-                ops = tuple(_draw_op(rng, max_operand) for _ in range(k))
-                if strata[k](_chain(ops)) == split:
-                    break
-            problems.append(_code_problem(f"synthetic-code-{split}-{i}", ops, rng))
-        return problems
-
+    splits = synthetic_splits(
+        "code",
+        seed,
+        {"train": int(train_size), "test": int(test_size)},
+        range(min_ops, max_ops + 1),
+        all_ops,
+        compact=_chain,
+        draw=lambda rng, k: tuple(_draw_op(rng, max_operand) for _ in range(k)),
+        build=_code_problem,
+    )
     task_options.setdefault("timeout", 2.0)  # the programs are straight-line: 2 s is plenty
-    return CodeTask("synthetic", LazySplits(make), seed, **task_options)
+    return CodeTask("synthetic", splits, seed, **task_options)
 
 
 def _draw_op(rng: random.Random, max_operand: int) -> tuple[str, int]:

@@ -20,20 +20,10 @@ file). The built-in synthetic dataset is what the CPU demo trains on:
 from __future__ import annotations
 
 import functools
-import itertools
 import random
 
 from trainer.tasks.answers import answers_match, extract_boxed
-from trainer.tasks.base import (
-    MAX_REDRAWS,
-    SYNTHETIC_SIZES,
-    TEST_FRACTION,
-    LazySplits,
-    Problem,
-    StratumSplit,
-    Subproblem,
-    Task,
-)
+from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
 
 
 class MathTask(Task):
@@ -63,37 +53,23 @@ def synthetic_math(
         raise ValueError(f"need 1 <= min_terms <= max_terms, got {min_terms}..{max_terms}")
     if max_operand < 1:
         raise ValueError(f"max_operand must be at least 1, got {max_operand}")
-    sizes = {"train": int(train_size), "test": int(test_size)}
     all_terms = [
         (a, op, b)
         for a in range(1, max_operand + 1)
         for op in "*+"
         for b in range(1, max_operand + 1)
     ]
-    strata = {
-        k: StratumSplit(
-            lambda k=k: (_compact(list(t)) for t in itertools.product(all_terms, repeat=k)),
-            len(all_terms) ** k,
-            TEST_FRACTION,
-        )
-        for k in range(min_terms, max_terms + 1)
-    }
-
-    def make(split: str) -> list[Problem]:
-        rng = random.Random(f"synthetic-math-{seed}-{split}")
-        problems = []
-        for i in range(sizes[split]):
-            # Redraw the terms but keep their number, so each split keeps the same mix of
-            # lengths even though the pools cover each length unevenly.
-            k = min_terms + int(rng.random() * (max_terms - min_terms + 1))
-            for _ in range(MAX_REDRAWS):
-                terms = _draw_terms(rng, k, max_operand)
-                if strata[k](_compact(terms)) == split:
-                    break
-            problems.append(_math_problem(f"synthetic-math-{split}-{i}", terms))
-        return problems
-
-    return MathTask("synthetic", LazySplits(make), seed)
+    splits = synthetic_splits(
+        "math",
+        seed,
+        {"train": int(train_size), "test": int(test_size)},
+        range(min_terms, max_terms + 1),
+        all_terms,
+        compact=_compact,
+        draw=lambda rng, k: _draw_terms(rng, k, max_operand),
+        build=lambda problem_id, terms, rng: _math_problem(problem_id, terms),
+    )
+    return MathTask("synthetic", splits, seed)
 
 
 def _draw_terms(rng: random.Random, k: int, operand: int) -> list[tuple]:

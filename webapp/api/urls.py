@@ -16,6 +16,7 @@ urlpatterns = [
     *route("runs", views.runs, "api_runs"),
     *route("runs/<int:run_id>", views.run, "api_run"),
     *route("runs/<int:run_id>/metrics", views.metrics, "api_metrics"),
+    *route("metrics", views.runs_metrics, "api_runs_metrics"),
     *route("runs/<int:run_id>/cancel", views.cancel, "api_cancel"),
     *route("runs/<int:run_id>/resume", views.resume, "api_resume"),
     *route("runs/<int:run_id>/finish", views.finish, "api_finish"),

@@ -22,9 +22,10 @@ from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
 from webapp.experiments.serialize import experiment_json, run_json
-from webapp.experiments.series import read_series
+from webapp.experiments.series import read_runs_series, read_series
 
 MAX_ERRORS = 20  # bad points named in one answer; more would only bury the first
+MAX_SERIES_RUNS = 1000  # runs one series request may name: a thousand-run matrix at once
 
 
 def _text(data: dict, name: str, *, required: bool, limit: int) -> str:
@@ -252,6 +253,42 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
         return JsonResponse({"accepted": len(points)})
 
     found = get_run_for_user(request.user, run_id)
+    keys, max_points = _series_query(request)
+    return JsonResponse({"series": read_series(found.id, keys, max_points)})
+
+
+@api_view("GET")
+def runs_metrics(request: HttpRequest) -> JsonResponse:
+    """The same keys of many runs in one request and one query (a compare view): the runs
+    named (`?runs=3,7,9`) or every run of an experiment (`?experiment=5`), with `keys` and
+    `max_points` as for one run → {"runs": {"3": {key: series}, …}} in that order."""
+    if ("runs" in request.GET) == ("experiment" in request.GET):
+        raise ApiError(400, "Say which runs.", {"runs": "either runs=3,7,9 or experiment=<id>"})
+    if "experiment" in request.GET:
+        found = get_experiment_for_user(request.user, _id(request.GET["experiment"], "experiment"))
+        run_ids = list(found.runs.order_by("id").values_list("id", flat=True))
+    else:
+        run_ids = _run_ids(request.GET["runs"])
+    keys, max_points = _series_query(request)
+    series = read_runs_series(run_ids, keys, max_points)
+    return JsonResponse({"runs": {str(run_id): series[run_id] for run_id in run_ids}})
+
+
+def _run_ids(raw: str) -> list[int]:
+    """Distinct ids, in the order given, of runs that exist (ApiError otherwise)."""
+    pieces = [piece.strip() for piece in raw.split(",") if piece.strip()]
+    if not pieces or len(pieces) > MAX_SERIES_RUNS or not all(p.isdigit() for p in pieces):
+        wrong = f"required: up to {MAX_SERIES_RUNS} comma-separated run ids, e.g. 3,7,9"
+        raise ApiError(400, "Invalid request.", {"runs": wrong})
+    run_ids = list(dict.fromkeys(int(piece) for piece in pieces))
+    known = set(Run.objects.filter(id__in=run_ids).values_list("id", flat=True))
+    if missing := [run_id for run_id in run_ids if run_id not in known]:
+        raise ApiError(404, f"There is no run {', '.join(map(str, missing))}.")
+    return run_ids
+
+
+def _series_query(request: HttpRequest) -> tuple[list[str] | None, int]:
+    """`keys` (comma-separated; all when absent) and `max_points` (0: every point)."""
     keys_param = request.GET.get("keys")
     keys = [k for k in keys_param.split(",") if k] if keys_param else None
     raw = request.GET.get("max_points", "0")
@@ -263,7 +300,7 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
         raise ApiError(
             400, "Invalid request.", {"max_points": "0 (everything) or a positive number"}
         )
-    return JsonResponse({"series": read_series(found.id, keys, max_points)})
+    return keys, max_points
 
 
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -1,5 +1,6 @@
-"""Layout pieces every page of the panel uses: header, labelled controls, the image-format
-switch, the live-refresh timer, the status line, tables and CSV buttons.
+"""Layout pieces every page of the panel uses: header, labelled controls, the runs picker,
+the image-format switch and its callback, the graph card, the live-refresh timer, the status
+line, tables, CSV buttons and the links between views.
 
 Styling lives in `assets/panel.css`. Tables are plain HTML (`render_table`), not
 dash_table.DataTable, which Dash 4 deprecates; sorting is left to the CSV.
@@ -7,9 +8,11 @@ dash_table.DataTable, which Dash 4 deprecates; sorting is left to the CSV.
 
 from __future__ import annotations
 
-from dash import dcc, html
+from collections.abc import Callable, Sequence
 
-from webapp.dashboards import tables
+from dash import Input, Output, callback, dcc, html
+
+from webapp.dashboards import data, figures, labels, state, tables
 
 REFRESH_MS = 5000  # live views poll at most every 5 s, and only while a run is unfinished
 
@@ -40,15 +43,72 @@ def placeholder_options(values, label: str) -> list[dict]:
     return [{"label": label.format(v), "value": v} for v in values]
 
 
+def radio(id_: str, choices: dict[str, str], value: str) -> dcc.RadioItems:
+    """One of `choices` (value → label), inline."""
+    options = [{"label": label, "value": key} for key, label in choices.items()]
+    return dcc.RadioItems(id=id_, options=options, value=value, inline=True, className="radio")
+
+
 def format_switch(id_: str) -> dcc.RadioItems:
     """PNG or SVG for the camera button of the page's figures."""
-    return dcc.RadioItems(
-        id=id_,
-        options=[{"label": "PNG", "value": "png"}, {"label": "SVG", "value": "svg"}],
-        value="png",
-        inline=True,
-        className="radio",
+    return radio(id_, {"png": "PNG", "svg": "SVG"}, "png")
+
+
+def connect_format_switch(page: str, image_format: Callable) -> None:
+    """Register the page's format switch (`<page>-format`) to re-configure `<page>-graph`;
+    `image_format(fmt)` returns (config, figure patch), see figures.image_format."""
+    callback(
+        Output(f"{page}-graph", "config"),
+        Output(f"{page}-graph", "figure", allow_duplicate=True),
+        Input(f"{page}-format", "value"),
+        prevent_initial_call=True,
+    )(image_format)
+
+
+def graph_card(id_: str, filename: str) -> html.Div:
+    """The page's figure, "Loading…" until its callback draws it."""
+    graph = dcc.Graph(
+        id=id_, figure=figures.empty("Loading…"), config=figures.graph_config("png", filename)
     )
+    return html.Div(graph, className="card graph-card")
+
+
+def runs_control(id_: str, run_ids: list[int], width: str) -> html.Div:
+    """The runs picker; `run_options` fills in the labels and the other runs to add."""
+    dropdown = dcc.Dropdown(
+        id=id_,
+        value=run_ids,
+        multi=True,
+        placeholder="Choose runs",
+        options=placeholder_options(run_ids, "run {}"),
+    )
+    return control("Runs", dropdown, width=width)
+
+
+def run_options(run_ids) -> list[dict]:
+    """The selected runs and every other run of their experiments."""
+    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
+    return [{"label": labels.run_label(r), "value": r.id} for r in data.sibling_runs(chosen)]
+
+
+def drawn_note(drawn: Sequence, runs: Sequence) -> str:
+    """What the status line says when the figure leaves runs out (the table never does)."""
+    if len(runs) > len(drawn):
+        return f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
+    return ""
+
+
+def view_links(runs: Sequence, text: str, href: str, primary: bool = False) -> list:
+    """A link to another view of the same runs, led by "← Matrix" when they are all of one
+    experiment."""
+    if not runs:
+        return []
+    links = [html.A(text, href=href, className="button" if primary else "button secondary")]
+    experiments = sorted({r.experiment_id for r in runs})
+    if len(experiments) == 1:
+        matrix = state.matrix_url(experiments[0])
+        links.insert(0, html.A("← Matrix", href=matrix, className="button secondary"))
+    return links
 
 
 def live_timer(id_: str) -> dcc.Interval:
@@ -104,6 +164,16 @@ def _cell(column: tables.Column, row: dict):
 
 def csv_button(id_: str, label: str) -> html.Button:
     return html.Button(label, id=id_, n_clicks=0, className="button secondary")
+
+
+def csv_actions(page: str) -> list:
+    """The two downloads of a runs view: its table and the series it plots."""
+    return [
+        csv_button(f"{page}-csv", "Table CSV"),
+        csv_button(f"{page}-series-csv", "Plotted series CSV"),
+        dcc.Download(id=f"{page}-download"),
+        dcc.Download(id=f"{page}-series-download"),
+    ]
 
 
 def section(title: str, *children, note: str | None = None, actions=None) -> html.Section:

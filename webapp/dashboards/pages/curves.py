@@ -10,7 +10,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
-from webapp.dashboards import components, data, figures, labels, state, tables
+from webapp.dashboards import components, data, figures, state, tables
 from webapp.experiments.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
@@ -35,17 +35,7 @@ def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Di
             html.Div(
                 className="controls",
                 children=[
-                    components.control(
-                        "Runs",
-                        dcc.Dropdown(
-                            id="curves-runs",
-                            value=run_ids,
-                            multi=True,
-                            placeholder="Choose runs",
-                            options=components.placeholder_options(run_ids, "run {}"),
-                        ),
-                        width="34rem",
-                    ),
+                    components.runs_control("curves-runs", run_ids, width="34rem"),
                     components.control(
                         "Metric",
                         dcc.Dropdown(id="curves-key", value=key, options=[key], clearable=False),
@@ -53,47 +43,29 @@ def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Di
                     ),
                     components.control(
                         "Smoothing",
-                        dcc.RadioItems(
-                            id="curves-smooth",
-                            options=[{"label": v, "value": k} for k, v in SMOOTHING.items()],
-                            value=state.parse_choice(smooth, SMOOTHING, "0"),
-                            inline=True,
-                            className="radio",
+                        components.radio(
+                            "curves-smooth", SMOOTHING, state.parse_choice(smooth, SMOOTHING, "0")
                         ),
                     ),
                     components.control(
                         "Colour by",
-                        dcc.RadioItems(
-                            id="curves-colour",
-                            options=[{"label": v, "value": k} for k, v in COLOUR_BY.items()],
-                            value=state.parse_choice(colour, COLOUR_BY, "sharing"),
-                            inline=True,
-                            className="radio",
+                        components.radio(
+                            "curves-colour",
+                            COLOUR_BY,
+                            state.parse_choice(colour, COLOUR_BY, "sharing"),
                         ),
                     ),
                     components.control("Image format", components.format_switch("curves-format")),
                 ],
             ),
             html.Div(id="curves-status", className="status-line"),
-            html.Div(
-                dcc.Graph(
-                    id="curves-graph",
-                    figure=figures.empty("Loading…"),
-                    config=figures.graph_config("png", "troupe-curves"),
-                ),
-                className="card graph-card",
-            ),
+            components.graph_card("curves-graph", "troupe-curves"),
             components.section(
                 "Key results",
                 components.table("curves-table"),
                 note="From each run's full eval/accuracy series (not the downsampled plot). "
                 "Gain = peak − base; final = mean of the last three evaluations.",
-                actions=[
-                    components.csv_button("curves-csv", "Table CSV"),
-                    components.csv_button("curves-series-csv", "Plotted series CSV"),
-                    dcc.Download(id="curves-download"),
-                    dcc.Download(id="curves-series-download"),
-                ],
+                actions=components.csv_actions("curves"),
             ),
         ],
     )
@@ -106,10 +78,7 @@ def _last(value) -> str:
 # --- callbacks: plain functions, registered at the bottom --------------------------------------
 
 
-def run_options(run_ids) -> list[dict]:
-    """The selected runs and every other run of their experiments."""
-    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
-    return [{"label": labels.run_label(r), "value": r.id} for r in data.sibling_runs(chosen)]
+run_options = components.run_options
 
 
 def key_options(run_ids) -> list[dict]:
@@ -132,34 +101,15 @@ def update_curves(run_ids, key, smooth, colour, _tick):
     figure = figures.curves_figure(
         drawn, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
     )
-    extra = ""
-    if len(runs) > len(drawn):
-        extra = f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
+    extra = components.drawn_note(drawn, runs)
+    gradients = state.gradients_url([r.id for r in runs])
     return (
         figure,
         components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
         components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
-        _links(runs),
+        components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True),
     )
-
-
-def _links(runs) -> list:
-    if not runs:
-        return []
-    ids = [r.id for r in runs]
-    links = [
-        html.A(
-            "Gradient dynamics of these runs →", href=state.gradients_url(ids), className="button"
-        )
-    ]
-    experiments = sorted({r.experiment_id for r in runs})
-    if len(experiments) == 1:
-        links.insert(
-            0,
-            html.A("← Matrix", href=state.matrix_url(experiments[0]), className="button secondary"),
-        )
-    return links
 
 
 def download_table(_clicks, run_ids):
@@ -233,12 +183,7 @@ callback(
     Input("curves-colour", "value"),
     prevent_initial_call=True,
 )(sync_url)
-callback(
-    Output("curves-graph", "config"),
-    Output("curves-graph", "figure", allow_duplicate=True),
-    Input("curves-format", "value"),
-    prevent_initial_call=True,
-)(image_format)
+components.connect_format_switch("curves", image_format)
 
 dash.register_page(
     __name__, path="/compare", name="Compare", title="Compare runs · Troupe", layout=layout

@@ -12,7 +12,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
-from webapp.dashboards import components, data, figures, labels, state, tables
+from webapp.dashboards import components, data, figures, state, tables
 from webapp.experiments.summaries import run_summaries
 
 
@@ -34,17 +34,7 @@ def layout(runs=None, **_ignored) -> html.Div:
             html.Div(
                 className="controls",
                 children=[
-                    components.control(
-                        "Runs",
-                        dcc.Dropdown(
-                            id="gradients-runs",
-                            value=run_ids,
-                            multi=True,
-                            placeholder="Choose runs",
-                            options=components.placeholder_options(run_ids, "run {}"),
-                        ),
-                        width="40rem",
-                    ),
+                    components.runs_control("gradients-runs", run_ids, width="40rem"),
                     components.control(
                         "Image format", components.format_switch("gradients-format")
                     ),
@@ -58,21 +48,9 @@ def layout(runs=None, **_ignored) -> html.Div:
                 note="Lead = cliff onset − amplification onset, in training steps (positive: "
                 "the role amplified first). Capture: under a shared policy, a role whose share "
                 "of the gradient exceeds 0.6 in most steps of the run's last half.",
-                actions=[
-                    components.csv_button("gradients-csv", "Table CSV"),
-                    components.csv_button("gradients-series-csv", "Plotted series CSV"),
-                    dcc.Download(id="gradients-download"),
-                    dcc.Download(id="gradients-series-download"),
-                ],
+                actions=components.csv_actions("gradients"),
             ),
-            html.Div(
-                dcc.Graph(
-                    id="gradients-graph",
-                    figure=figures.empty("Loading…"),
-                    config=figures.graph_config("png", "troupe-gradients"),
-                ),
-                className="card graph-card",
-            ),
+            components.graph_card("gradients-graph", "troupe-gradients"),
         ],
     )
 
@@ -80,9 +58,7 @@ def layout(runs=None, **_ignored) -> html.Div:
 # --- callbacks: plain functions, registered at the bottom --------------------------------------
 
 
-def run_options(run_ids) -> list[dict]:
-    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
-    return [{"label": labels.run_label(r), "value": r.id} for r in data.sibling_runs(chosen)]
+run_options = components.run_options
 
 
 def _gradient_series(runs) -> dict:
@@ -100,37 +76,17 @@ def update_gradients(run_ids, _tick):
     drawn = runs[: figures.MAX_GRADIENT_RUNS]
     series = _gradient_series(drawn)
     live = data.any_live(runs)
-    extra = ""
-    if len(runs) > len(drawn):
-        extra = f"figure shows the first {len(drawn)} runs; the table lists all {len(runs)}"
+    extra = components.drawn_note(drawn, runs)
     return (
         figures.gradients_figure(drawn, series, summaries),
         components.render_table(tables.DYNAMICS_COLUMNS, tables.dynamics_rows(runs, summaries)),
         [html.Li(text) for text in tables.dynamics_findings(runs, summaries)] if runs else [],
         components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
-        _links(runs),
+        components.view_links(
+            runs, "← Accuracy curves of these runs", state.compare_url([r.id for r in runs])
+        ),
     )
-
-
-def _links(runs) -> list:
-    if not runs:
-        return []
-    ids = [r.id for r in runs]
-    links = [
-        html.A(
-            "← Accuracy curves of these runs",
-            href=state.compare_url(ids),
-            className="button secondary",
-        )
-    ]
-    experiments = sorted({r.experiment_id for r in runs})
-    if len(experiments) == 1:
-        links.insert(
-            0,
-            html.A("← Matrix", href=state.matrix_url(experiments[0]), className="button secondary"),
-        )
-    return links
 
 
 def download_table(_clicks, run_ids):
@@ -187,12 +143,7 @@ callback(
 callback(
     Output("gradients-url", "search"), Input("gradients-runs", "value"), prevent_initial_call=True
 )(sync_url)
-callback(
-    Output("gradients-graph", "config"),
-    Output("gradients-graph", "figure", allow_duplicate=True),
-    Input("gradients-format", "value"),
-    prevent_initial_call=True,
-)(image_format)
+components.connect_format_switch("gradients", image_format)
 
 dash.register_page(
     __name__,

@@ -54,26 +54,13 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
                     ),
                     components.control(
                         "Colour cells by",
-                        dcc.RadioItems(
-                            id="matrix-colour",
-                            options=[{"label": v, "value": k} for k, v in COLOURS.items()],
-                            value=colour,
-                            inline=True,
-                            className="radio",
-                        ),
+                        components.radio("matrix-colour", COLOURS, colour),
                     ),
                     components.control("Image format", components.format_switch("matrix-format")),
                 ],
             ),
             html.Div(id="matrix-status", className="status-line"),
-            html.Div(
-                dcc.Graph(
-                    id="matrix-graph",
-                    figure=figures.empty("Loading…"),
-                    config=figures.graph_config("png", "troupe-matrix"),
-                ),
-                className="card graph-card",
-            ),
+            components.graph_card("matrix-graph", "troupe-matrix"),
             components.section(
                 "Cells",
                 components.table("matrix-table"),
@@ -174,11 +161,6 @@ callback(
     Input("matrix-colour", "value"),
     prevent_initial_call=True,
 )(sync_url)
-callback(
-    Output("matrix-graph", "config"),
-    Output("matrix-graph", "figure", allow_duplicate=True),
-    Input("matrix-format", "value"),
-    prevent_initial_call=True,
-)(image_format)
+components.connect_format_switch("matrix", image_format)
 
 dash.register_page(__name__, path="/matrix", name="Matrix", title="Matrix · Troupe", layout=layout)
