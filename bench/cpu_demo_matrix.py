@@ -19,10 +19,11 @@ borrows the prebuilt `tiny-s` model. Then:
    - between runs: the rest of the matrix's wall time — the worker handing the next run to
      a fresh pool process (one run per child) and claiming it.
 
-The matrix takes half an hour on a 2-core machine, so it is run once: its 12 runs are the
-repetitions, and the table gives the median run next to the total.
+`--repeats N` queues the matrix N times, one after another on the same instance; the report
+gives each cell's median over the repeats and the median matrix.
 
-    .venv/bin/python bench/cpu_demo_matrix.py              # the 12-run matrix (~30 min)
+    .venv/bin/python bench/cpu_demo_matrix.py              # the 12-run matrix (~8 min, 2 cores)
+    .venv/bin/python bench/cpu_demo_matrix.py --repeats 5  # five of them, medians
     .venv/bin/python bench/cpu_demo_matrix.py --smoke      # 2 runs of 2 small steps
 """
 

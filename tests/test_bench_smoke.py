@@ -21,16 +21,25 @@ pytestmark = pytest.mark.slow
 MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
 
 
-def run_smoke(script: str, *args: str, timeout: int = 240) -> dict:
+def run_script(script: str, *args: str, timeout: int = 240) -> str:
+    """Run bench/<script> with `args` as a user would; its standard output."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--smoke", "--json", *args],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_smoke(script: str, *args: str, timeout: int = 240) -> dict:
+    return last_json(run_script(script, "--smoke", "--json", *args, timeout=timeout))
 
 
 @pytest.mark.timeout(300)
@@ -89,3 +98,50 @@ def test_cpu_demo_matrix_splits_each_runs_time_from_queue_to_finish(postgres_url
     # One worker, one run at a time: the runs' own wall times fit inside the matrix's.
     assert summary["parts_s"]["between runs"] >= 0
     assert summary["wall_s"] <= summary["client_wall_s"] + 1
+
+
+@pytest.mark.timeout(300)
+def test_rollout_batching_makes_fewer_generate_calls_for_the_same_turns():
+    row = last_json(
+        run_script("rollout.py", "--problems", "2", "--samples", "2", "--repeats", "1", "--json")
+    )
+    assert row["calls_per_turn"] == row["sequences"] == 2 * 2 * 4  # voting: 3 voters + 1
+    assert row["calls_batched"] == 2  # one call per stage: the voters, then the aggregator
+    assert row["tokens_per_s_batched"] > 0 and row["tokens_per_s_per_turn"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_grad_overhead_times_and_sizes_every_sharing_mode():
+    out = run_script("grad_overhead.py", "--size", "tiny-s", "--repeats", "5",
+                     "--problems", "2", "--samples", "2")  # fmt: skip
+    assert "Update step time" in out and "Memory after one update" in out
+    for sharing in ("shared", "per_role", "per_agent"):
+        assert f"| {sharing}" in out
+
+
+@pytest.mark.timeout(300)
+def test_gpu_step_runs_on_a_cpu_with_the_tiny_architecture():
+    out = run_script("gpu_step.py", "--arch", "tiny", "--device", "cpu", "--steps", "1",
+                     "--prompts", "2", "--group", "2", "--new-tokens", "4",
+                     "--workflows", "single,voting")  # fmt: skip
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [row["workflow"] for row in rows] == ["single", "voting"]
+    for row in rows:
+        assert row["step_seconds"] > 0 and row["tokens_per_second"] > 0
+        assert row["peak_memory_mb"] is None  # measured on CUDA only
+
+
+@pytest.mark.timeout(300)
+def test_ingest_measures_both_targets(postgres_url):
+    out = run_script("ingest.py", "--postgres", postgres_url, "--repeats", "1", "--batches", "2",
+                     "--reads", "2", "--clients", "2", "--workers", "2")  # fmt: skip
+    assert "| ingestion, points/s |" in out
+    assert "| read 24 × 2,000 → 500, ms |" in out
+
+
+@pytest.mark.timeout(300)
+def test_matrix_view_times_every_size_cold_and_warm(postgres_url):
+    summary = run_smoke("matrix_view.py", "--postgres", postgres_url)
+    assert [row["runs"] for row in summary["sizes"]] == [2, 4]
+    for row in summary["sizes"]:
+        assert 0 < row["warm_s"] and 0 < row["cold_s"] and row["cells"] >= 1
