@@ -103,6 +103,10 @@ def test_make_run_serves_the_login_page_and_stops_cleanly(checkout, services, tm
             # A session of its own: the test can signal it as a terminal would, and nothing it
             # starts can outlive the test unnoticed.
             start_new_session=True,
+            # As from a terminal, Ctrl-C must reach make even when this test runs in the
+            # background of a non-interactive shell, which starts it with SIGINT ignored (an
+            # ignored signal stays ignored across exec, and make then never sees Ctrl-C).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         banner = wait_for_banner(process, log)
