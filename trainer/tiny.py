@@ -5,8 +5,9 @@ parameters) small enough to train with RL on two CPU cores. A random model canno
 workflow, so each is warm-started by a short, deterministic supervised pass on the synthetic
 role transcripts of `trainer/transcripts.py` (math and code, every role of every workflow).
 The result is cached under `$TROUPE_DATA_DIR/models/<name>-<hash>/`, keyed by a hash of
-everything that determines it (architecture, recipe, seed, library versions that change
-numerics), built on first use with a progress bar and reused after. A file lock keeps two
+everything that determines it (architecture, recipe, seed, the source of the modules that
+write the corpus and train on it, library versions that change numerics), built on first use
+with a progress bar and reused after. A file lock keeps two
 workers from building the same model at once.
 """
 
@@ -51,8 +52,21 @@ SPECS = {
         head_dim=48,
     ),
 }
-# The warm-start recipe. Change RECIPE_VERSION whenever transcripts or training change.
+# The warm-start recipe. Edits to RECIPE_SOURCES change the cache key by themselves; change
+# RECIPE_VERSION for anything else that changes the model.
 RECIPE_VERSION = 1
+# The modules whose code makes the corpus (problems, prompts, transcripts) and trains on it.
+# Their source is part of the cache key: a model cached before an edit to them is never reused
+# after it, at the price of a rebuild after a mere comment change.
+RECIPE_SOURCES = (
+    "tiny.py",
+    "transcripts.py",
+    "workflows/prompts.py",
+    "tasks/base.py",
+    "tasks/math.py",
+    "tasks/code.py",
+    "tasks/answers.py",
+)
 RECIPE = dict(
     vocab_size=320,
     problems_per_task=3000,
@@ -80,6 +94,7 @@ def recipe_hash(name: str) -> str:
             "spec": SPECS[name],
             "recipe": RECIPE,
             "version": RECIPE_VERSION,
+            "sources": _sources_digest(),
             "torch": torch.__version__.split("+")[0],
             "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__,
@@ -87,6 +102,14 @@ def recipe_hash(name: str) -> str:
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _sources_digest(root: Path = Path(__file__).resolve().parent) -> str:
+    """A hash of RECIPE_SOURCES as they are under `root` (the trainer package)."""
+    digest = hashlib.sha256()
+    for name in RECIPE_SOURCES:
+        digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return digest.hexdigest()
 
 
 def model_dir(name: str) -> Path:

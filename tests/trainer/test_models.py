@@ -1,11 +1,16 @@
-"""The real-model loading path, on a Qwen3 model saved to a local directory (no Hub access)."""
+"""The real-model loading path, on a Qwen3 model saved to a local directory (no Hub access),
+and the cache key of the built-in tiny models."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from trainer import tiny
 from trainer.config import make_config
 from trainer.models import ModelUnavailable, load_model
 from trainer.rollout import Codec, FrozenPolicies, make_prompts, rollout
@@ -100,3 +105,19 @@ def test_a_hub_id_that_is_not_cached_names_the_model_and_the_fix(monkeypatch, tm
 def test_a_directory_without_a_model_is_rejected_clearly(tmp_path):
     with pytest.raises(ModelUnavailable, match="no config.json"):
         load_model(str(tmp_path), "cpu")
+
+
+def test_an_edit_to_the_code_that_writes_the_corpus_changes_the_tiny_models_cache_key(tmp_path):
+    package = Path(tiny.__file__).parent
+    for name in tiny.RECIPE_SOURCES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(package / name, tmp_path / name)
+    assert tiny._sources_digest(tmp_path) == tiny._sources_digest()  # the same code
+
+    transcripts = tmp_path / "transcripts.py"
+    edited = transcripts.read_text().replace("P_AGGREGATE = 0.85", "P_AGGREGATE = 0.9")
+    assert edited != transcripts.read_text()
+    transcripts.write_text(edited)
+
+    assert tiny._sources_digest(tmp_path) != tiny._sources_digest()  # a model built before
+    # the edit is not the one the edited recipe would build: it must not be reused
