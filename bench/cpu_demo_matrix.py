@@ -188,8 +188,7 @@ def run_matrix(troupe: Troupe, matrix: dict, config: dict) -> tuple[list[dict], 
                 say(f"{elapsed:7.0f} s  run {run['id']} {run['label']}: {run['status']}")
         if all(run["status"] in FINISHED for run in runs):
             return runs, time.perf_counter() - t0
-        troupe.proc.poll()
-        if troupe.proc.returncode is not None:
+        if troupe.proc.poll() is not None:
             raise RuntimeError(f"scripts/run.py exited:\n{troupe.log.read_text()[-3000:]}")
         time.sleep(1.0)
 

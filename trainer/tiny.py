@@ -7,8 +7,8 @@ role transcripts of `trainer/transcripts.py` (math and code, every role of every
 The result is cached under `$TROUPE_DATA_DIR/models/<name>-<hash>/`, keyed by a hash of
 everything that determines it (architecture, recipe, seed, the source of the modules that
 write the corpus and train on it, library versions that change numerics), built on first use
-with a progress bar and reused after. A file lock keeps two
-workers from building the same model at once.
+with a progress bar and reused after. A file lock keeps two workers from building the same
+model at once.
 """
 
 from __future__ import annotations

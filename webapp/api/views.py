@@ -283,7 +283,9 @@ def _run_ids(raw: str) -> list[int]:
     run_ids = list(dict.fromkeys(int(piece) for piece in pieces))
     known = set(Run.objects.filter(id__in=run_ids).values_list("id", flat=True))
     if missing := [run_id for run_id in run_ids if run_id not in known]:
-        raise ApiError(404, f"There is no run {', '.join(map(str, missing))}.")
+        named = ", ".join(map(str, missing))
+        raise ApiError(404, f"There is no run {named}." if len(missing) == 1 else
+                       f"There are no runs {named}.")  # fmt: skip
     return run_ids
 
 
