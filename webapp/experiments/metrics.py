@@ -6,6 +6,12 @@ of adding new ones. On PostgreSQL the whole batch is one `INSERT … SELECT FROM
 CONFLICT DO UPDATE` (one statement, three array parameters: about six times faster than
 `bulk_create` with `update_conflicts`, see BENCHMARKS.md); other databases use
 `bulk_create(update_conflicts=True)`.
+
+Every batch is written in one order, sorted by (key, step): two writers of one run whose
+batches overlap then lock the rows they share in the same order, so one waits for the other
+instead of each holding a row the other needs (PostgreSQL's `deadlock detected`, which
+aborted concurrent API writes sent in different orders). A plain function scan over the
+arrays feeds the insert in array order.
 """
 
 from __future__ import annotations
@@ -41,10 +47,13 @@ def write_points(run_id: int, points: Iterable[Point]) -> int:
 
     Returns how many distinct (key, step) pairs the batch held. A pair given twice in one
     batch keeps its last value (Postgres refuses to update one row twice in a statement).
+    The signature is what every writer calls (the API, the workers' reporter): keep it.
     """
     latest: dict[tuple[str, int], float | None] = {}
     for key, step, value in points:
         latest[(key, step)] = finite_or_none(value)
+    # One lock order for every writer (see the module docstring).
+    latest = dict(sorted(latest.items(), key=lambda item: item[0]))
     if not latest:
         return 0
     if connection.vendor == "postgresql":
