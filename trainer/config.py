@@ -36,6 +36,10 @@ NAMED_DATASETS = {
     "humaneval": "code",
 }
 MATRIX_AXES = ("workflow", "task", "model", "sharing", "seed")
+# Whole-number fields are stored in 32-bit integer columns (a run's seed, its step count);
+# text fields in columns of at most MAX_TEXT characters (a run's model).
+INT_MAX = 2**31 - 1
+MAX_TEXT = 200
 MAX_RUNS_PER_EXPERIMENT = 1000
 
 # Roles of each workflow, in the order their turns first appear (DESIGN.md §4).
@@ -312,6 +316,13 @@ def _check_field(name: str, value: Any) -> str | None:
     meta = FIELDS[name].metadata
     if meta.get("choices") and value not in meta["choices"]:
         return f"{value!r} is not one of {', '.join(meta['choices'])}"
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            return f"at most {MAX_TEXT} characters (this is {len(value)})"
+        if "\x00" in value:
+            return "must not contain NUL characters"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_MAX:
+        return f"{value} is too big: at most {INT_MAX}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low, high = meta.get("minimum"), meta.get("maximum")
         if low is not None and (value < low or (meta.get("exclusive") and value == low)):

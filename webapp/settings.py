@@ -154,6 +154,24 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
 
+# Logging: everything at WARNING and above to stderr (gunicorn's and Celery's log), so a
+# server error is never silent. Django's own default sends request errors only to e-mail
+# when DEBUG is off; `django.request` now reaches stderr with its traceback.
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+    "loggers": {
+        # Django's default config gives these their own (DEBUG-only, e-mail) handlers; send
+        # them through the root instead.
+        "django": {"handlers": [], "level": "WARNING", "propagate": True},
+        "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+    },
+}
+
 # Runs (webapp/experiments, workers)
 
 # A running run whose heartbeat is older than this is presumed to have lost its worker: the

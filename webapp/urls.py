@@ -11,3 +11,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]
+
+# JSON, not an HTML page, for any /api/ request that fails outside an API view's own handling.
+handler400 = "webapp.api.http.bad_request"
+handler500 = "webapp.api.http.server_error"

@@ -5,13 +5,22 @@
 - the caller is authenticated by `Authorization: Bearer <token>` (tokens are stored hashed;
   such requests are exempt from CSRF, as no browser attaches the header by itself) or else by
   the session, whose unsafe requests must then pass Django's CSRF check; neither gives 401;
-- `ApiError`, `Http404` and `PermissionDenied` become `{"error": …}` with 4xx statuses, so an
-  API client never sees an HTML page.
+- query parameters holding a NUL character get 400 naming the parameter;
+- `ApiError`, `Http404` and `PermissionDenied` become `{"error": …}` with 4xx statuses, and
+  any other exception is logged with its traceback and becomes a JSON 500, so an API client
+  never sees an HTML page. `server_error` and `bad_request` (Django's handler500/400 in
+  webapp/urls.py) answer JSON for every /api/ path that fails outside a view.
+
+`read_json` is the one reader of request bodies: it refuses bodies over the size limit,
+nested deeper than MAX_DEPTH, or holding strings PostgreSQL cannot store (NUL, lone
+surrogates), naming where (`points[3].key`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -22,11 +31,23 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import ApiToken, hash_token
 
+log = logging.getLogger(__name__)
+
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+# Objects and arrays nested in one body. Troupe's own bodies nest 3 deep; Python's parser
+# gives up near 1,000 with a RecursionError, and deep values only make every later step slow.
+MAX_DEPTH = 32
+NUL_MESSAGE = "must not contain NUL (\\u0000) characters"
+SURROGATE_MESSAGE = "must not contain lone surrogates (\\ud800-\\udfff)"
+# In a valid JSON body, NUL and surrogates can only be spelled as escapes: look for those in
+# the raw bytes first, so that ordinary bodies (10,000 points) skip the walk over every string.
+_RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 
 
 class ApiError(Exception):
@@ -110,6 +131,7 @@ def api_view(*methods: str) -> Callable:
                 return response
             try:
                 _authenticate(request)
+                _check_query(request)
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 return error_response(exc.status, exc.message, exc.fields)
@@ -117,14 +139,85 @@ def api_view(*methods: str) -> Callable:
                 return error_response(404, str(exc) or "Not found.")
             except PermissionDenied as exc:
                 return error_response(403, str(exc) or "You may not do this.")
+            except Exception:
+                log.exception("API error: %s %s", request.method, request.path)
+                return _server_error_response()
 
         return wrapper
 
     return decorate
 
 
+def _server_error_response() -> JsonResponse:
+    return error_response(500, "The server failed on this request; the error is in its log.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's handler500: JSON under /api/, Django's page elsewhere. Django has already
+    logged the exception (the `django.request` logger, to stderr: settings.LOGGING)."""
+    if request.path.startswith("/api/"):
+        return _server_error_response()
+    return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's handler400 (a Host not allowed, a malformed request): JSON under /api/."""
+    if request.path.startswith("/api/"):
+        return error_response(400, "Bad request: " + (str(exception) or "it cannot be read."))
+    return defaults.bad_request(request, exception)
+
+
+def _check_query(request: HttpRequest) -> None:
+    """Query parameters reach SQL (`keys=`): NUL, which PostgreSQL cannot take, is a 400.
+    (Percent-escaped surrogates cannot get through: Django decodes bad UTF-8 as U+FFFD.)"""
+    bad = {
+        name: NUL_MESSAGE
+        for name, values in request.GET.lists()
+        if "\x00" in name or any("\x00" in value for value in values)
+    }
+    if bad:
+        raise ApiError(
+            400, "Invalid query.", {name.replace("\x00", "\\u0000"): m for name, m in bad.items()}
+        )
+
+
+def _string_problem(text: str) -> str | None:
+    found = _BAD_CHAR.search(text)
+    if found is None:
+        return None
+    return NUL_MESSAGE if found.group() == "\x00" else SURROGATE_MESSAGE
+
+
+def _path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def check_tree(data: Any, *, strings: bool) -> None:
+    """ApiError 400 when `data` nests deeper than MAX_DEPTH or (with `strings`) holds a key or
+    string that PostgreSQL cannot store, naming the first such place."""
+    stack: list[tuple[str, Any, int]] = [("", data, 1)]
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ApiError(
+                400, f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects "
+                f"and arrays.", {path or "body": f"nested more than {MAX_DEPTH} levels deep"}
+            )  # fmt: skip
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if strings and isinstance(key, str) and (problem := _string_problem(key)):
+                raise ApiError(400, "Invalid request.", {path or "body": f"a key {problem}"})
+            if isinstance(item, dict | list):
+                stack.append((_path(path, key), item, depth + 1))
+            elif strings and isinstance(item, str) and (problem := _string_problem(item)):
+                raise ApiError(400, "Invalid request.", {_path(path, key): problem})
+
+
 def read_json(request: HttpRequest) -> dict[str, Any]:
-    """The request body as a JSON object; ApiError 413 when too big, 400 when not an object."""
+    """The request body as a JSON object; ApiError 413 when too big, 400 when not an object,
+    nested too deeply, or holding a NUL or a lone surrogate (the field named)."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -142,8 +235,14 @@ def read_json(request: HttpRequest) -> dict[str, Any]:
         ) from None
     try:
         data = json.loads(body or b"null")
+    except RecursionError:
+        raise ApiError(
+            400, f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects and "
+            "arrays."
+        ) from None  # fmt: skip
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from None
     if not isinstance(data, dict):
         raise ApiError(400, "The body must be a JSON object.")
+    check_tree(data, strings=_RISKY_ESCAPE.search(body) is not None)
     return data

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
-from trainer.config import FIELDS, ConfigError
+from trainer.config import FIELDS, INT_MAX, ConfigError
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
 from webapp.experiments.metrics import write_points
@@ -127,8 +127,7 @@ def runs(request: HttpRequest) -> JsonResponse:
         request.user, _id(data["experiment"], "experiment"), manage=True
     )
     config = _object(data, "config")
-    cell = {axis: str(config.get(axis, "")) for axis in ("workflow", "task", "model", "sharing")}
-    seed = config.get("seed", 0)
+    cell, seed, steps = _external_columns(config)
     run = Run.objects.create(
         experiment=found,
         name=name,
@@ -136,12 +135,37 @@ def runs(request: HttpRequest) -> JsonResponse:
         config=config,
         status=Run.RUNNING,
         started=timezone.now(),
-        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else 0,
-        total_steps=config.get("steps", 0) if isinstance(config.get("steps"), int) else 0,
+        seed=seed,
+        total_steps=steps,
         **cell,
     )
     RunLog.objects.create(run=run, line=f"External run created through the API by {request.user}.")
     return JsonResponse(run_json(run, detail=True), status=201)
+
+
+def _external_columns(config: dict) -> tuple[dict[str, str], int, int]:
+    """The columns an external run copies out of its free-form config: the cell as text, the
+    seed and the step count as whole numbers (0 when not given as one). A value its column
+    cannot hold is a 400 naming `config.<field>`, not a database error."""
+    errors = {}
+    cell = {}
+    for axis in ("workflow", "task", "model", "sharing"):
+        text = str(config.get(axis, ""))
+        limit = Run._meta.get_field(axis).max_length
+        if len(text) > limit:
+            errors[f"config.{axis}"] = f"at most {limit} characters"
+        cell[axis] = text
+    numbers = {}
+    for name in ("seed", "steps"):
+        value = config.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            value = 0  # free-form config: only a whole number is copied into the column
+        elif not 0 <= value <= INT_MAX:
+            errors[f"config.{name}"] = f"a whole number from 0 to {INT_MAX}"
+        numbers[name] = value
+    if errors:
+        raise ApiError(400, "Invalid run.", errors)
+    return cell, numbers["seed"], numbers["steps"]
 
 
 @api_view("GET", "DELETE")
@@ -229,8 +253,8 @@ def _points(data: dict) -> list[tuple[str, int, float | None]]:
             key, step, value = point.get("key"), point.get("step"), point.get("value")
             if not isinstance(key, str) or not key or len(key) > 200:
                 problem = (".key", "a non-empty string of at most 200 characters")
-            elif isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**31:
-                problem = (".step", "a whole number from 0 to 2147483647")
+            elif isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= INT_MAX:
+                problem = (".step", f"a whole number from 0 to {INT_MAX}")
             elif value is not None and not _is_number(value):
                 problem = (".value", "a number, or null for a missing value")
             else:

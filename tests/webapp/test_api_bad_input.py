@@ -1,0 +1,151 @@
+"""Malformed input to the JSON API gets a JSON 400 naming what is wrong, never a server error:
+bodies nested too deeply, NUL characters and lone surrogates in strings or keys (PostgreSQL
+can store neither), query parameters holding NUL, and values too big for their columns."""
+
+import json
+
+import pytest
+
+from tests.people import bearer
+from webapp.experiments.models import MetricPoint, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, user, url, body):
+    text = body if isinstance(body, str) else json.dumps(body)
+    return client.post(url, text, content_type="application/json", headers=bearer(user))
+
+
+def fields_of(response, status=400):
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    return response.json().get("fields", {})
+
+
+def test_a_body_nested_a_thousand_deep_gets_400(client, run, alice):
+    body = '{"points": ' + "[" * 1000 + "]" * 1000 + "}"
+
+    response = post(client, alice, f"/api/v1/runs/{run.id}/metrics", body)
+
+    assert response.status_code == 400
+    assert "nested" in response.json()["error"]
+
+
+def test_a_body_nested_deeper_than_the_limit_gets_400_even_when_python_could_read_it(
+    client, experiment, alice
+):
+    deep = 0
+    for _ in range(200):
+        deep = {"a": deep}
+
+    response = post(client, alice, "/api/v1/runs", {"name": "x", "experiment": experiment.id,
+                                                    "config": {"notes": deep}})  # fmt: skip
+
+    assert response.status_code == 400
+    assert "nested" in response.json()["error"]
+    assert not Run.objects.filter(name="x").exists()
+
+
+def test_a_nul_in_a_metric_key_is_named_and_nothing_is_stored(client, run, alice):
+    points = [{"key": "ok", "step": 1, "value": 1.0}, {"key": "a\x00b", "step": 1, "value": 1.0}]
+
+    response = post(client, alice, f"/api/v1/runs/{run.id}/metrics", {"points": points})
+
+    assert fields_of(response) == {"points[1].key": "must not contain NUL (\\u0000) characters"}
+    assert not MetricPoint.objects.filter(run=run).exists()
+
+
+def test_a_lone_surrogate_in_a_run_name_is_named(client, experiment, alice):
+    response = post(client, alice, "/api/v1/runs", {"name": "a\ud800", "experiment": experiment.id})
+
+    assert fields_of(response) == {"name": "must not contain lone surrogates (\\ud800-\\udfff)"}
+
+
+def test_a_surrogate_pair_is_a_character_like_any_other(client, experiment, alice):
+    response = post(
+        client, alice, "/api/v1/runs", {"name": "\U0001f600", "experiment": experiment.id}
+    )
+
+    assert response.status_code == 201
+    assert Run.objects.get(id=response.json()["id"]).name == "\U0001f600"
+
+
+def test_a_nul_in_a_config_key_names_the_object_holding_it(client, alice):
+    body = {"name": "e", "preset": "cpu-demo", "config": {"see\x00d": 1}}
+
+    response = post(client, alice, "/api/v1/experiments", body)
+
+    assert list(fields_of(response)) == ["config"]
+
+
+def test_a_nul_in_an_experiment_description_is_named(client, alice):
+    body = {"name": "e", "preset": "cpu-demo", "description": "\x00"}
+
+    assert list(fields_of(post(client, alice, "/api/v1/experiments", body))) == ["description"]
+
+
+def test_a_nul_in_a_query_parameter_is_named(client, run, alice):
+    response = client.get(f"/api/v1/runs/{run.id}/metrics?keys=%00", headers=bearer(alice))
+
+    assert fields_of(response) == {"keys": "must not contain NUL (\\u0000) characters"}
+
+
+def test_a_nul_in_the_many_runs_read_is_named_too(client, run, alice):
+    response = client.get(f"/api/v1/metrics?runs={run.id}&keys=a%00", headers=bearer(alice))
+
+    assert list(fields_of(response)) == ["keys"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("workflow", "w" * 41),
+        ("task", "t" * 41),
+        ("sharing", "s" * 41),
+        ("model", "m" * 201),
+        ("seed", 2**31),
+        ("seed", -1),
+        ("steps", 2**31),
+        ("seed", 10**40),
+    ],
+)
+def test_an_external_run_with_a_value_too_big_for_its_column_gets_400(
+    client, experiment, alice, field, value
+):
+    body = {"name": "big", "experiment": experiment.id, "config": {field: value}}
+
+    response = post(client, alice, "/api/v1/runs", body)
+
+    assert list(fields_of(response)) == [f"config.{field}"]
+    assert not Run.objects.filter(name="big").exists()
+
+
+def test_an_external_run_at_the_column_limits_is_stored(client, experiment, alice):
+    config = {"model": "m" * 200, "seed": 2**31 - 1, "steps": 2**31 - 1, "workflow": "w" * 40}
+    body = {"name": "edge", "experiment": experiment.id, "config": config}
+
+    response = post(client, alice, "/api/v1/runs", body)
+
+    assert response.status_code == 201
+    run = Run.objects.get(id=response.json()["id"])
+    assert (run.seed, run.total_steps, len(run.model)) == (2**31 - 1, 2**31 - 1, 200)
+
+
+@pytest.mark.parametrize(
+    ("config", "matrix", "named"),
+    [
+        ({"seed": 2**31}, {}, "config.seed"),
+        ({"steps": 2**31}, {}, "config.steps"),
+        ({}, {"seed": [0, 2**31]}, "matrix.seed"),
+        ({"model": "./" + "m" * 199}, {}, "config.model"),
+    ],
+)
+def test_an_experiment_with_a_value_too_big_for_its_column_gets_400(
+    client, alice, config, matrix, named
+):
+    body = {"name": "e", "preset": "cpu-demo", "config": config, "matrix": matrix}
+
+    response = post(client, alice, "/api/v1/experiments", body)
+
+    assert named in fields_of(response)
