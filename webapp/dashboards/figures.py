@@ -169,9 +169,9 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
         cols=len(sharings),
         shared_yaxes=True,
         horizontal_spacing=0.03,
-        subplot_titles=[labels.sharing_name(s) for s in sharings],
+        subplot_titles=[labels.plot_text(labels.sharing_name(s)) for s in sharings],
     )
-    y = [labels.cell_label(w, t) for w, t in row_keys]
+    y = [labels.plot_text(labels.cell_label(w, t)) for w, t in row_keys]
     for col, sharing in enumerate(sharings, start=1):
         z, text, hover, runs = [], [], [], []
         for w, t in row_keys:
@@ -183,7 +183,7 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
         fig.add_trace(
             go.Heatmap(
                 z=z,
-                x=models,
+                x=[labels.plot_text(m) for m in models],
                 y=y,
                 text=text,
                 texttemplate="%{text}",
@@ -234,9 +234,10 @@ def _cell_text(cell: dict | None, field: str) -> str:
 def _cell_hover(cell: dict | None, sharing: str) -> str:
     if cell is None:
         return "no runs in this cell"
+    cell_name = labels.cell_label(cell["workflow"], cell["task"], cell["model"])
     lines = [
-        f"<b>{labels.cell_label(cell['workflow'], cell['task'], cell['model'])}</b>",
-        labels.sharing_name(sharing),
+        f"<b>{labels.plot_text(cell_name)}</b>",
+        labels.plot_text(labels.sharing_name(sharing)),
         f"{cell['n_seeds']} seed(s): {', '.join(map(str, cell['seeds']))}",
     ]
     for field, name in (("gain", "gain"), ("final_gain", "final gain")):
@@ -295,7 +296,9 @@ def curves_figure(
     drawn = [run for run in runs if series.get(run.id, {}).get(key, {}).get("steps")]
     if not drawn:
         return empty(
-            f"No {key} points for the selected runs yet." if runs else "Choose runs to compare."
+            f"No {labels.plot_text(key)} points for the selected runs yet."
+            if runs
+            else "Choose runs to compare."
         )
     fig = go.Figure()
     styles = run_styles(drawn, colour_by)
@@ -304,7 +307,7 @@ def curves_figure(
         points = series[run.id][key]
         steps, raw = points["steps"], points["values"]
         line_colour, dash = styles[run.id]
-        label = labels.run_label(run)
+        label = labels.plot_text(labels.run_label(run))
         group = str(run.id)
         values = smooth(raw, smooth_window)
         if smooth_window > 1:
@@ -397,7 +400,7 @@ def curves_figure(
         margin={"l": 70, "r": 30, "t": 40, "b": 90},
     )
     fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(title_text=labels.key_name(key))
+    fig.update_yaxes(title_text=labels.plot_text(labels.key_name(key)))
     return fig
 
 
@@ -451,6 +454,7 @@ def gradients_figure(
         _row_title(fig, r, run, summary)
         roles = sorted({k.split("/")[1] for k in points if k.startswith("role/")})
         for role in roles:
+            shown_role = labels.plot_text(role)
             role_line = {"color": role_colour(role), "width": 1.8}
             norm = points.get(f"role/{role}/grad_norm")
             if norm:
@@ -458,11 +462,11 @@ def gradients_figure(
                     go.Scatter(
                         x=norm["steps"],
                         y=norm["values"],
-                        name=role,
+                        name=shown_role,
                         legendgroup=f"role:{role}",
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
-                        hovertemplate=_hover(f"{role} ‖g‖", ".3g", run.id),
+                        hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
                     ),
                     row=r,
                     col=1,
@@ -474,19 +478,19 @@ def gradients_figure(
                     go.Scatter(
                         x=share["steps"],
                         y=share["values"],
-                        name=role,
+                        name=shown_role,
                         legendgroup=f"role:{role}",
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
                         stackgroup=f"share{r}" if stacked else None,
-                        hovertemplate=_hover(f"{role} share", ".2f", run.id),
+                        hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
                     ),
                     row=r,
                     col=2,
                 )
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
-            pair = key[len("grad_cos/") :]
+            pair = labels.plot_text(key[len("grad_cos/") :])
             fig.add_trace(
                 go.Scatter(
                     x=points[key]["steps"],
@@ -544,7 +548,7 @@ def _row_title(fig: go.Figure, row: int, run, summary: dict) -> None:
     axis = fig.get_subplot(row, 1)
     top = axis.yaxis.domain[1]
     fig.add_annotation(
-        text=f"<b>{labels.run_label(run)}</b> · {verdict}",
+        text=f"<b>{labels.plot_text(labels.run_label(run))}</b> · {verdict}",
         xref="paper",
         yref="paper",
         x=0,

@@ -1,11 +1,13 @@
 """Words for the panel: how runs, cells, sharing modes and numbers are named on screen.
 
 Figures, tables and CSV headers all name things through these helpers, so a run reads the
-same in a legend, a hover box and a table row.
+same in a legend, a hover box and a table row. Figures pass every name a user chose through
+`plot_text` first; tables need not (Dash shows their text as text).
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from trainer.config import SHARING, TASKS, WORKFLOWS
@@ -77,6 +79,15 @@ def short_run_label(run) -> str:
     """'run 7 · per-role · seed 0': enough inside one cell, where the rest is shared."""
     sharing = SHARING_SHORT.get(run.sharing, run.sharing or "—")
     return f"run {run.id} · {sharing} · seed {run.seed}"
+
+
+def plot_text(text: str) -> str:
+    """`text` as plotly will show it, literally. Plotly renders a subset of HTML in titles,
+    legends, ticks, hover boxes and annotations (<a href>, <span style>, <b>, <br>) and fills
+    in %{…} in hover templates, so a run, model, role or metric name could otherwise add a
+    link or restyle the panel. Plotly turns &lt; &gt; &amp; and &#NNN; back into characters
+    (not &quot;, hence quote=False)."""
+    return html.escape(str(text), quote=False).replace("%{", "%&#123;")
 
 
 def key_name(key: str) -> str:

@@ -14,6 +14,12 @@ middleware would for a view behind `@login_required` —
   X-CSRFToken header the Dash renderer copies from Django's CSRF cookie (the cookie is set on
   the first page load when missing).
 
+Every /dash/ response, the panel's and the redirects and refusals above alike, carries the
+headers Django's SecurityMiddleware and XFrameOptionsMiddleware give Django's pages
+(X-Frame-Options, X-Content-Type-Options: nosniff, Referrer-Policy,
+Cross-Origin-Opener-Policy, and HSTS when configured): the panel's HTML must not be framed by
+another site any more than the Django pages may.
+
 Around each request it sends Django's request_started / request_finished signals, as
 Django's own handler does, so database connections are recycled by CONN_MAX_AGE and health
 checks exactly as for Django views; and it tells the panel's data layer who is looking
@@ -32,7 +38,9 @@ from django.core import signals
 from django.core.exceptions import SuspiciousOperation
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
+from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.csrf import CsrfViewMiddleware, get_token
+from django.middleware.security import SecurityMiddleware
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.wsgi import ClosingIterator
 
@@ -73,6 +81,18 @@ class LoginRequired:
 
     def _respond(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         request = WSGIRequest(environ)
+        secure = _security_headers(request)
+
+        def start_secured(status, headers, exc_info=None):
+            have = {name.lower() for name, _ in headers}
+            added = [(name, value) for name, value in secure if name.lower() not in have]
+            return start_response(status, list(headers) + added, exc_info)
+
+        return self._respond_checked(request, environ, start_secured)
+
+    def _respond_checked(
+        self, request: WSGIRequest, environ: dict, start_response: Callable
+    ) -> Iterable[bytes]:
         try:
             request.session = self.session_store(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
             user = get_user(request)
@@ -102,6 +122,15 @@ class LoginRequired:
             # Dash computes the whole response inside this call (no streaming), so the viewer
             # is set for every query its callbacks make.
             return self.app(environ, start_with_cookies)
+
+
+def _security_headers(request: WSGIRequest) -> list[tuple[str, str]]:
+    """The headers Django's security middlewares add to a response for this request."""
+    response = HttpResponse()
+    before = set(response.headers)
+    response = SecurityMiddleware(lambda r: response).process_response(request, response)
+    response = XFrameOptionsMiddleware(lambda r: response).process_response(request, response)
+    return [(name, value) for name, value in response.items() if name not in before]
 
 
 def _cookie_headers(response: HttpResponse) -> list[tuple[str, str]]:
