@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class AccountsConfig(AppConfig):
     name = "webapp.accounts"
     label = "accounts"
+
+    def ready(self) -> None:
+        from webapp.accounts import signals
+
+        signals.connect()  # API tokens end with the password
