@@ -132,6 +132,14 @@ else:
 
 # Authentication
 
+# Django's ModelBackend behind the sign-in throttle (webapp/accounts/throttle.py): failures
+# per account and per client address within a window; over the limit, attempts are refused
+# before the password is hashed.
+AUTHENTICATION_BACKENDS = ["webapp.accounts.backends.ThrottledModelBackend"]
+TROUPE_LOGIN_MAX_FAILURES = env_int("TROUPE_LOGIN_MAX_FAILURES", 5, minimum=1)
+TROUPE_LOGIN_ADDRESS_MAX_FAILURES = env_int("TROUPE_LOGIN_ADDRESS_MAX_FAILURES", 20, minimum=1)
+TROUPE_LOGIN_WINDOW_SECONDS = env_int("TROUPE_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -1,4 +1,5 @@
-"""Routes of the accounts app: the home page and one's account page."""
+"""Routes of the accounts app: the login page, the home page and one's account page. (The
+rest of accounts/ — logout, password change — is django.contrib.auth's, in webapp/urls.py.)"""
 
 from django.urls import path
 
@@ -7,4 +8,5 @@ from webapp.accounts import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("accounts/", views.account, name="account"),
+    path("accounts/login/", views.LoginView.as_view(), name="login"),
 ]

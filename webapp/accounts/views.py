@@ -1,6 +1,8 @@
-"""The signed-in home page and the account page."""
+"""The login page (behind the sign-in throttle), the signed-in home page and the account
+page."""
 
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
@@ -34,3 +36,22 @@ def home(request: HttpRequest) -> HttpResponse:
 def account(request: HttpRequest) -> HttpResponse:
     context = {"tokens": request.user.api_tokens.all(), "new_token": pop_new_token(request)}
     return render(request, "accounts/account.html", context)
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page, answering 429 with Retry-After and a message saying how long to
+    wait when the throttle refused the attempt (webapp/accounts/throttle.py)."""
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        wait = getattr(self.request, "login_retry_after", 0)
+        if wait:
+            response.status_code = 429
+            response["Retry-After"] = str(wait)
+        return response
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        wait = getattr(self.request, "login_retry_after", 0)
+        context["retry_minutes"] = -(-wait // 60) if wait else 0
+        return context
