@@ -164,7 +164,9 @@ STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
 
 # Logging: everything at WARNING and above to stderr (gunicorn's and Celery's log), so a
 # server error is never silent. Django's own default sends request errors only to e-mail
-# when DEBUG is off; `django.request` now reaches stderr with its traceback.
+# when DEBUG is off; `django.request` now reaches stderr with its traceback — its errors
+# only: it logs every 4xx as a warning, and a loop of refused sign-ins or bad tokens would
+# flood the log.
 
 LOGGING = {
     "version": 1,
@@ -177,6 +179,7 @@ LOGGING = {
         # them through the root instead.
         "django": {"handlers": [], "level": "WARNING", "propagate": True},
         "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"handlers": [], "level": "ERROR", "propagate": True},
     },
 }
 
