@@ -16,6 +16,7 @@ run: $(STAMP)
 # so a running instance never picks up a test's tasks.
 test: export TROUPE_DATA_DIR ?= $(CURDIR)/.data/test
 test: $(STAMP)
+	@bash scripts/ensure_chromium.sh      # the browser tests' Chromium: installed, or how to
 	$(PY) -m trainer build-model tiny-s   # once per data dir (a few minutes), then cached
 	$(PY) -m pytest $(PYTEST_ARGS)
 

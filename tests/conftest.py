@@ -1,8 +1,10 @@
 """Fixtures shared by every test: the real services and a real Celery worker.
 
 Services are found where CI puts them (DATABASE_URL / CELERY_BROKER_URL when they name
-Postgres / Redis, else the usual local addresses). A missing service skips the test, or fails
-it when TROUPE_REQUIRE_SERVICES=1 — see tests/helpers.py.
+Postgres / Redis, else the usual local addresses; tests/default_services.py sets those
+variables to the local services before the settings load when they are unset and the services
+answer). A missing service skips the test, or fails it when TROUPE_REQUIRE_SERVICES=1 — see
+tests/helpers.py.
 """
 
 import os
@@ -15,11 +17,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.default_services import CHROMIUM, LOCAL_POSTGRES, LOCAL_REDIS
 from tests.helpers import Worker, database_url, require_service, service_env, start_worker
-
-LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
-LOCAL_REDIS = "redis://127.0.0.1:6379/0"
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="session", autouse=True)

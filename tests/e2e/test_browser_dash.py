@@ -12,11 +12,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from tests.e2e.browser import chromium, screenshot
 from tests.helpers import ROOT, database_url, free_port, service_env
@@ -100,10 +101,19 @@ def browser_page(chromium_path, server, tmp_path):
 
 
 def sql(statement: str, *params) -> None:
-    """Write to the test database behind the server's back, as a worker would (the ORM
-    refuses to run inside Playwright's event loop)."""
-    with psycopg.connect(database_url(settings.DATABASES["default"]), autocommit=True) as conn:
-        conn.execute(statement, params)
+    """Write to the test database behind the server's back, as a worker would. Django refuses
+    database calls in a thread running an event loop (Playwright's), so the write runs in a
+    thread of its own, on a connection of its own (autocommit), whatever the backend."""
+
+    def write() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, params)
+        finally:
+            connection.close()  # this thread's connection; the thread ends here
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(write).result()
 
 
 def wait_until(page, js: str, arg=None, timeout: float = 30) -> None:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import trainer.train
 from trainer.config import make_config
 from trainer.reporting import ListReporter, read_metrics_jsonl
 from trainer.train import train
@@ -73,13 +74,37 @@ def test_voting_per_agent_logs_every_metric_family(tmp_path):
     assert steps == [0, 2]
 
 
-def test_shared_policy_logs_per_role_shares_that_sum_to_one(tmp_path):
+def with_reward_spread(monkeypatch) -> None:
+    """Score every other rollout of each problem correct, whatever the model wrote.
+
+    Per-role gradients exist only where a GRPO group's rewards differ; with the model's own
+    rewards that depends on its exact warm-started weights (and so on thread counts and
+    load). This makes every (problem, role) group carry a spread, so each role puts a
+    gradient on its policy by construction.
+    """
+    sampled = trainer.train.rollout
+
+    def rollout(*args, **kwargs):
+        episodes, stats = sampled(*args, **kwargs)
+        for episode in episodes:
+            episode.reward = float(episode.sample % 2)
+            for turn in episode.turns:
+                turn.score = None  # no per-role score either: every turn gets the reward
+        return episodes, stats
+
+    monkeypatch.setattr(trainer.train, "rollout", rollout)
+
+
+def test_shared_policy_logs_per_role_shares_that_sum_to_one(tmp_path, monkeypatch):
+    with_reward_spread(monkeypatch)
     reporter = ListReporter()
-    config = small(workflow="voting", sharing="shared", steps=1, prompts_per_step=4, group_size=4)
+    config = small(workflow="voting", sharing="shared", steps=1, prompts_per_step=2, group_size=4)
     train(config, tmp_path, reporter)
+    assert reporter.series("train/frac_zero_std") == ([1], [0.0])  # the spread is in place
     shares = {k: v for s, k, v in reporter.points if k.endswith("/grad_share") and s == 1}
     assert set(shares) == {"role/generator/grad_share", "role/aggregator/grad_share"}
     assert sum(shares.values()) == pytest.approx(1.0)
+    assert all(0 < share < 1 for share in shares.values())
     keys = reporter.keys()
     assert {"grad_cos/aggregator|generator", "grad_cos/generator0|generator1"} <= keys
 
