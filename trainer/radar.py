@@ -1,0 +1,417 @@
+"""The live radar: which §6 events a run has shown so far, each with the step it happened at.
+
+`radar(series)` is called on the series of a run that may still be training (Troupe's own or
+one logged through the API), as often as every step, and returns a list of events. It is
+stateless and deterministic: the events are a function of the points given. It imports only
+the standard library and numpy (the web process calls it).
+
+Idempotence. Every event that is not `provisional` is *causal*: whether it exists and its
+`step` depend only on points up to its `seen_at` step, so calling the radar again with more
+points returns it unchanged (the later call's events are a superset of the earlier call's
+non-provisional events). Provisional events may move or vanish; they say so.
+
+Events (`kind`, per `role` where it has one):
+
+- `cliff` (`role` None, key `eval/accuracy`): the §6 cliff test (`summarize_accuracy` with
+  `running=True`) on each prefix of the evaluations. While the latest prefix says
+  "provisional", the event is provisional at its `cliff_onset`. It is confirmed (no longer
+  provisional) at the first prefix where the provisional verdict holds with at least
+  `cliff_confirm` (5) evaluations at or after the onset; `seen_at` is that evaluation's step.
+  Once confirmed, the event stays even if the run recovers later (the alert happened; the
+  terminal §6 verdict is `cliff_status` of the result). A further cliff is only raised after
+  a prefix whose verdict is "none" (the run recovered) — a long fall is one event. A finished
+  run (`running=False`) whose §6 verdict is "cliff" gets that cliff as a confirmed event.
+- `amplification` (key `role/<r>/grad_norm`): the §6 onset with a baseline that no longer
+  grows. With `total_steps` (the run's planned steps) the baseline is the logged points with
+  step − first step < `baseline_frac` × total_steps (at least 3 points), fixed once a point at
+  or past that boundary is logged; before that there is no event. On a finished run logged at
+  every step, this is exactly `amplification_onset` (first 20% of points by count). Without
+  `total_steps` (an external run with no planned length) the baseline is the first 20% of the
+  points so far, so the event is provisional while the run is running.
+- `capture` (shared policies only, as in `summarize_run`; key `role/<r>/grad_share`): the
+  first logged step at which the §6 capture rule holds for the points so far (the role's
+  share > `capture_threshold` in more than `capture_majority` of the later half of the logged
+  steps, more often than any other role), with at least `capture_min_points` (10) logged steps.
+- `entropy_collapse` (key `role/<r>/entropy`): the reference is the median of the role's first
+  `entropy_ref_points` (10) logged values; a collapse is `entropy_consecutive` (5) consecutive
+  logged values after those, each below `entropy_frac` (0.5) × reference; the event is at the
+  first of them. No event when the reference is not positive.
+- `zero_std_groups` (role None, key `train/frac_zero_std`): `zero_std_consecutive` (5)
+  consecutive logged values above `zero_std_threshold` (0.5) — most GRPO groups give no
+  learning signal; the event is at the first of them.
+
+Each kind is raised once per role (the first occurrence), except `cliff` (see above). Every
+event is `{"kind", "role", "key", "step", "seen_at", "provisional", "value", "limit"}`:
+`value` is the metric at `step`, `limit` the line it crossed (the accuracy threshold
+peak − θ, the gradient-norm limit, the capture threshold, entropy_frac × reference, the
+zero-std threshold). Events are sorted by (step, kind, role).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from trainer.analysis import (
+    _EPS,
+    ACCURACY_DEFAULTS,
+    ACCURACY_KEY,
+    AMPLIFICATION_DEFAULTS,
+    CAPTURE_DEFAULTS,
+    _clean,
+    _rolling_median,
+    _split_thresholds,
+    _step,
+    amplification_baseline,
+    amplification_onset,
+    summarize_accuracy,
+)
+
+ZERO_STD_KEY = "train/frac_zero_std"
+RADAR_DEFAULTS = {
+    "cliff_confirm": 5,
+    "capture_min_points": 10,
+    "entropy_ref_points": 10,
+    "entropy_frac": 0.5,
+    "entropy_consecutive": 5,
+    "zero_std_threshold": 0.5,
+    "zero_std_consecutive": 5,
+}
+
+
+def radar(
+    series: Mapping[str, tuple[Sequence, Sequence]],
+    *,
+    running: bool = True,
+    sharing: str | None = None,
+    total_steps: int | None = None,
+    **thresholds: Any,
+) -> dict[str, Any]:
+    """The events of one run so far, from `{key: (steps, values)}` (DESIGN.md §5 names).
+
+    `running`: the run may still log points (False: finished, verdicts are final).
+    `sharing`: capture is looked for when it is "shared" or not given, as in `summarize_run`.
+    `total_steps`: the run's planned number of steps, which fixes the amplification baseline.
+    `thresholds`: the `summarize_run` keywords (min_drop, drop_frac, smooth, final_window,
+    baseline_frac, k_mad, consecutive, mad_floor, capture_threshold, capture_majority) and
+    the radar's own (`RADAR_DEFAULTS`: cliff_confirm, capture_min_points, entropy_ref_points,
+    entropy_frac, entropy_consecutive, zero_std_threshold, zero_std_consecutive).
+
+    Returns `{"events": [...], "cliff_status", "last_step", "thresholds"}`: the events (see
+    the module docstring), the §6 verdict on the accuracy so far (`summarize_accuracy` with
+    `running`), the largest step in any series (None when empty) and every threshold used.
+    """
+    own = dict(RADAR_DEFAULTS)
+    rest = {}
+    for name, value in thresholds.items():
+        (own if name in RADAR_DEFAULTS else rest)[name] = value
+    acc_kw, amp_kw, cap_kw = _split_thresholds(rest)  # raises on an unknown name
+    for name in ("cliff_confirm", "capture_min_points", "entropy_ref_points"):
+        if int(own[name]) != own[name] or own[name] < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    for name in ("entropy_consecutive", "zero_std_consecutive"):
+        if int(own[name]) != own[name] or own[name] < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    if total_steps is not None and not total_steps > 0:
+        raise ValueError(f"total_steps must be positive or None, not {total_steps}")
+
+    # Only the keys the radar reads are cleaned: a run logs dozens of others.
+    wanted = (ACCURACY_KEY, ZERO_STD_KEY)
+    suffixes = ("/grad_norm", "/entropy", "/grad_share")
+    clean = {
+        key: _clean(*pair)
+        for key, pair in series.items()
+        if key in wanted or (key.startswith("role/") and key.endswith(suffixes))
+    }
+    events: list[dict[str, Any]] = []
+    cliff_events, status = _cliff_events(clean.get(ACCURACY_KEY), running, own, acc_kw)
+    events += cliff_events
+
+    roles = sorted({k.split("/")[1] for k in clean if k.startswith("role/") and k.count("/") >= 2})
+    for role in roles:
+        key = f"role/{role}/grad_norm"
+        if key in clean:
+            events += _amplification(key, role, *clean[key], running, total_steps, amp_kw)
+        key = f"role/{role}/entropy"
+        if key in clean:
+            events += _entropy_collapse(key, role, *clean[key], own)
+    share_roles = [r for r in roles if f"role/{r}/grad_share" in clean]
+    if sharing in (None, "shared") and share_roles:
+        events += _capture(clean, share_roles, own, cap_kw)
+    if ZERO_STD_KEY in clean:
+        s, v = clean[ZERO_STD_KEY]
+        first = _first_run(v > own["zero_std_threshold"] + _EPS, own["zero_std_consecutive"])
+        if first is not None:
+            k = first + own["zero_std_consecutive"] - 1
+            events.append(
+                _event(
+                    "zero_std_groups",
+                    None,
+                    ZERO_STD_KEY,
+                    s[first],
+                    s[k],
+                    False,
+                    v[first],
+                    own["zero_std_threshold"],
+                )
+            )
+
+    last = [_last_step(steps, values) for steps, values in series.values()]
+    last = [x for x in last if x is not None]
+    events.sort(key=lambda e: (e["step"], e["kind"], e["role"] or ""))
+    return {
+        "events": events,
+        "cliff_status": status,
+        "last_step": _step(max(last)) if last else None,
+        "thresholds": {
+            **ACCURACY_DEFAULTS,
+            **acc_kw,
+            **AMPLIFICATION_DEFAULTS,
+            **amp_kw,
+            **{f"capture_{k}": v for k, v in {**CAPTURE_DEFAULTS, **cap_kw}.items()},
+            **own,
+        },
+    }
+
+
+def _event(kind, role, key, step, seen_at, provisional, value, limit) -> dict[str, Any]:
+    value = float(value)
+    return {
+        "kind": kind,
+        "role": role,
+        "key": key,
+        "step": _step(step),
+        "seen_at": _step(seen_at),
+        "provisional": bool(provisional),
+        "value": value if math.isfinite(value) else None,
+        "limit": None if limit is None else float(limit),
+    }
+
+
+def _last_step(steps: Sequence, values: Sequence) -> float | None:
+    """The largest step with a value, without cleaning the whole series."""
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)  # None becomes NaN
+    if s.shape != v.shape:
+        raise ValueError(f"steps and values differ in length ({len(s)} != {len(v)})")
+    ok = np.isfinite(s) & np.isfinite(v)
+    return float(s[ok].max()) if ok.any() else None
+
+
+def _first_run(mask: np.ndarray, length: int, start: int = 0) -> int | None:
+    """Index of the first of `length` consecutive True values at or after `start`, or None."""
+    if len(mask) - start < length:
+        return None
+    runs = np.convolve(mask[start:].astype(int), np.ones(length, dtype=int), mode="valid")
+    hits = np.flatnonzero(runs == length)
+    return start + int(hits[0]) if len(hits) else None
+
+
+def prefix_cliff_statuses(
+    steps: Sequence,
+    values: Sequence,
+    *,
+    min_drop: float = 0.10,
+    drop_frac: float = 0.5,
+    smooth: int = 3,
+    final_window: int = 3,
+) -> list[dict[str, Any]]:
+    """For every prefix of an accuracy series (the evaluations up to each step), what
+    `summarize_accuracy(..., running=True)` says of it: `{"step", "cliff_status",
+    "cliff_onset", "threshold"}` per evaluation, in step order.
+
+    One pass instead of one `summarize_accuracy` call per prefix: the centred rolling median
+    of a prefix equals the whole series' except in its last smooth // 2 points, and a prefix
+    can only be "provisional" when its last `final_window` values already lie below its
+    threshold, so most prefixes are settled by that test alone. tests/trainer/test_radar.py
+    checks it against `summarize_accuracy` prefix by prefix.
+    """
+    if smooth < 1 or smooth % 2 == 0:
+        raise ValueError(f"smooth must be a positive odd number of points, not {smooth}")
+    if final_window < 1:
+        raise ValueError(f"final_window must be at least 1, not {final_window}")
+    s, v = _clean(steps, values)
+    n = len(v)
+    if n == 0:
+        return []
+    half = smooth // 2
+    full = _rolling_median(v, smooth)
+    cummax = np.maximum.accumulate(v)
+    # Index of the first maximum of each prefix: the last strict new maximum so far.
+    new_peak = np.append(True, v[1:] > cummax[:-1])
+    peak_idx = np.maximum.accumulate(np.where(new_peak, np.arange(n), 0))
+    threshold = cummax - np.maximum(min_drop, drop_frac * (cummax - v[0]))
+    min_n = max(2, smooth, final_window)
+    out = []
+    for j in range(n):
+        m = j + 1
+        row = {"step": _step(s[j]), "cliff_status": "none", "cliff_onset": None}
+        row["threshold"] = float(threshold[j])
+        if m < min_n:
+            row["cliff_status"] = "insufficient"
+            out.append(row)
+            continue
+        limit = threshold[j] - _EPS
+        tail = v[m - final_window : m]
+        if m - final_window > peak_idx[j] and bool(np.all(tail < limit)):
+            smoothed = full[:m].copy()
+            for i in range(max(0, m - half), m):  # windows cut short by the prefix's end
+                smoothed[i] = np.median(v[max(0, i - half) : m])
+            not_below = np.flatnonzero(~(smoothed < limit))
+            start = int(not_below[-1]) + 1 if len(not_below) else 0
+            start = max(start, int(peak_idx[j]) + 1)
+            if float(np.mean(tail)) < limit and start < m:
+                row.update(cliff_status="provisional", cliff_onset=_step(s[start]))
+        out.append(row)
+    return out
+
+
+def _cliff_events(
+    acc: tuple[np.ndarray, np.ndarray] | None, running: bool, own: dict, acc_kw: dict
+) -> tuple[list[dict], str]:
+    if acc is None or not len(acc[0]):
+        return [], "insufficient"
+    s, v = acc
+    events = []
+    armed = True  # False from a confirmed cliff until the run is seen to recover
+    for row in prefix_cliff_statuses(s, v, **acc_kw):
+        if row["cliff_status"] == "none":
+            armed = True
+        elif row["cliff_status"] == "provisional" and armed:
+            onset = row["cliff_onset"]
+            if (
+                int(np.count_nonzero(s[: np.searchsorted(s, row["step"]) + 1] >= onset))
+                >= own["cliff_confirm"]
+            ):
+                at = int(np.searchsorted(s, onset))
+                events.append(
+                    _event(
+                        "cliff",
+                        None,
+                        ACCURACY_KEY,
+                        onset,
+                        row["step"],
+                        False,
+                        v[at],
+                        row["threshold"],
+                    )
+                )
+                armed = False
+    summary = summarize_accuracy(s, v, running=running, **acc_kw)
+    status = summary["cliff_status"]
+    if armed and status in ("provisional", "cliff"):
+        onset = summary["cliff_onset"]
+        at = int(np.searchsorted(s, onset))
+        events.append(
+            _event(
+                "cliff",
+                None,
+                ACCURACY_KEY,
+                onset,
+                s[-1],
+                status == "provisional",
+                v[at],
+                summary["threshold"],
+            )
+        )
+    return events, status
+
+
+def _amplification(
+    key: str,
+    role: str,
+    s: np.ndarray,
+    v: np.ndarray,
+    running: bool,
+    total_steps: int | None,
+    amp_kw: dict,
+) -> list[dict]:
+    baseline_frac = amp_kw.get("baseline_frac", 0.2)
+    consecutive = amp_kw.get("consecutive", 3)
+    base_kw = {k: amp_kw[k] for k in ("k_mad", "mad_floor") if k in amp_kw}
+    if total_steps is None:
+        # No planned length: the baseline is 20% of what exists so far, so it keeps moving.
+        onset = amplification_onset(s, v, **amp_kw)
+        if onset is None:
+            return []
+        limit = amplification_baseline(s, v, baseline_frac=baseline_frac, **base_kw)["limit"]
+        i = int(np.searchsorted(s, onset))
+        seen = s[min(i + consecutive - 1, len(s) - 1)] if not running else s[-1]
+        return [_event("amplification", role, key, onset, seen, running, v[i], limit)]
+    if not len(s):
+        return []
+    boundary = baseline_frac * total_steps
+    inside = int(np.count_nonzero(s - s[0] < boundary - _EPS))
+    nb = max(3, inside)
+    if inside == len(s) or len(s) < nb:
+        return []  # the baseline is not complete until a point past it is logged
+    base = amplification_baseline(s[:nb], v[:nb], baseline_frac=1.0, **base_kw)
+    first = _first_run(v > base["limit"] + _EPS, consecutive)
+    if first is None:
+        return []
+    seen = s[first + consecutive - 1]
+    return [_event("amplification", role, key, s[first], seen, False, v[first], base["limit"])]
+
+
+def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: dict) -> list:
+    ref_points = own["entropy_ref_points"]
+    if len(v) <= ref_points:
+        return []
+    reference = float(np.median(v[:ref_points]))
+    if reference <= 0:
+        return []
+    limit = own["entropy_frac"] * reference
+    length = own["entropy_consecutive"]
+    first = _first_run(v < limit - _EPS, length, start=ref_points)
+    if first is None:
+        return []
+    return [
+        _event(
+            "entropy_collapse", role, key, s[first], s[first + length - 1], False, v[first], limit
+        )
+    ]
+
+
+def _capture(clean: dict, roles: list[str], own: dict, cap_kw: dict) -> list[dict]:
+    threshold = cap_kw.get("threshold", 0.6)
+    majority = cap_kw.get("majority", 0.5)
+    steps = np.unique(np.concatenate([clean[f"role/{r}/grad_share"][0] for r in roles]))
+    n = len(steps)
+    if n < own["capture_min_points"]:
+        return []
+    above = np.zeros((len(roles), n))
+    values = np.full((len(roles), n), np.nan)
+    for i, role in enumerate(roles):
+        s, v = clean[f"role/{role}/grad_share"]
+        idx = np.searchsorted(steps, s)
+        values[i, idx] = v
+        above[i, idx] = v > threshold + _EPS
+    # Fraction above in the later half of each prefix of m logged steps, for every m at once.
+    cum = np.concatenate([np.zeros((len(roles), 1)), np.cumsum(above, axis=1)], axis=1)
+    m = np.arange(1, n + 1)
+    frac = (cum[:, m] - cum[:, m // 2]) / (m - m // 2)  # (roles, n)
+    events = []
+    for i, role in enumerate(roles):
+        others = np.delete(frac, i, axis=0)
+        best_other = others.max(axis=0) if len(others) else np.full(n, -np.inf)
+        ok = (frac[i] > majority + _EPS) & (frac[i] > best_other)
+        ok[: own["capture_min_points"] - 1] = False
+        hits = np.flatnonzero(ok)
+        if len(hits):
+            j = int(hits[0])
+            events.append(
+                _event(
+                    "capture",
+                    role,
+                    f"role/{role}/grad_share",
+                    steps[j],
+                    steps[j],
+                    False,
+                    values[i, j],
+                    threshold,
+                )
+            )
+    return events
