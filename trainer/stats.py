@@ -1,0 +1,499 @@
+"""Statistics across the seeds of an experiment: intervals, effects, verdicts, seeds needed.
+
+Torch-free (standard library and numpy); the web pages and the CLI call it on the per-run
+§6 summaries. Every random draw comes from `numpy.random.default_rng(seed)` with a fixed
+`seed` (0), so the same inputs give the same numbers on every call.
+
+Runs are `{"cell": {workflow, task, model, sharing}, "seed", "summary": summarize_run(...)}`,
+the input of `analysis.summarize_cells`. The metrics read from a summary (`run_metrics`):
+`peak`, `final`, `gain`, `final_gain` (from `summary["accuracy"]`) and `cliff` — 1.0 when the
+cliff status is "cliff" or "provisional", 0.0 when "none", missing when "insufficient" — so
+the mean of `cliff` over runs is the cliff rate. A missing metric drops that run from that
+metric only.
+
+Intervals are percentile bootstraps of the mean with `n_boot` = 10,000 resamples
+(`bootstrap_mean_ci`): resample the n values with replacement, take each resample's mean,
+report the (1 − level)/2 and (1 + level)/2 quantiles (numpy's linear interpolation). With one
+value there is no interval (low = high = None). Percentile intervals of tiny samples are too
+narrow (with 3 seeds they cover less than 95%); the seeds-needed figure says how far from
+enough a cell is.
+
+Decisions: an interval entirely above 0 → the second level is higher; entirely below → the
+first is higher; otherwise (0 inside or on the edge) "undecided: interval straddles 0". Fewer
+than two values → "insufficient".
+
+Seeds needed (`seeds_needed`): the normal-approximation sample size of a two-sided paired
+test at α = 0.05 with 80% power, taking the observed mean difference d and the observed SD
+of the differences s (ddof 1) as the truth: n = ⌈((z₀.₉₇₅ + z₀.₈₀) · s / |d|)²⌉ =
+⌈(2.8016 · s/|d|)²⌉, at least 2; None when d = 0 exactly or s is unknown (fewer than two
+pairs). It is a planning figure, not a promise: the observed d of an undecided cell is noisy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from trainer.analysis import CELL_AXES, _num, _step
+
+N_BOOT = 10_000
+N_PERM = 10_000
+SEED = 0
+METRICS = ("peak", "final", "gain", "final_gain", "cliff")
+# Bootstrap resamples are drawn in chunks of at most this many indices (memory, not result).
+_CHUNK = 2_000_000
+
+
+# --- building blocks ---------------------------------------------------------------------------
+
+
+def run_metrics(summary: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """peak, final, gain, final_gain and cliff (1.0 / 0.0 / None) of one `summarize_run`."""
+    acc = (summary or {}).get("accuracy") or {}
+    out = {name: _num(acc.get(name)) for name in ("peak", "final", "gain", "final_gain")}
+    status = acc.get("cliff_status", "insufficient")
+    out["cliff"] = None if status == "insufficient" else float(status in ("cliff", "provisional"))
+    return out
+
+
+def _finite(values: Iterable) -> np.ndarray:
+    return np.array([float(x) for x in values if _num(x) is not None], dtype=float)
+
+
+def _boot_means(strata: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Means over all values of a stratified resample (each stratum resampled within itself,
+    so every resample keeps the strata's sizes), `n_boot` of them."""
+    total = np.zeros(n_boot)
+    count = sum(len(x) for x in strata)
+    for x in strata:
+        k = len(x)
+        rows = max(1, _CHUNK // max(k, 1))
+        for lo in range(0, n_boot, rows):
+            hi = min(n_boot, lo + rows)
+            total[lo:hi] += x[rng.integers(0, k, size=(hi - lo, k))].sum(axis=1)
+    return total / count
+
+
+def _check(level: float, n_boot: int) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, not {level}")
+    if int(n_boot) != n_boot or n_boot < 100:
+        raise ValueError(f"n_boot must be a whole number of at least 100, not {n_boot}")
+
+
+def _interval(boot: np.ndarray, level: float) -> tuple[float, float]:
+    low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
+def bootstrap_mean_ci(
+    values: Iterable, *, level: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED
+) -> dict[str, Any]:
+    """Mean and percentile-bootstrap interval of the finite values:
+    `{"n", "mean", "sd", "low", "high"}` (sd with ddof 1; None/NaN dropped).
+
+    n = 0: all None; n = 1: mean only. Identical values give the degenerate interval
+    [mean, mean].
+    """
+    _check(level, n_boot)
+    x = _finite(values)
+    n = len(x)
+    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "low": None, "high": None}
+    if n == 0:
+        return out
+    out["mean"] = float(x.mean())
+    if n >= 2:
+        out["sd"] = float(x.std(ddof=1))
+        boot = _boot_means([x], n_boot, np.random.default_rng(seed))
+        out["low"], out["high"] = _interval(boot, level)
+    return out
+
+
+Z_TWO_SIDED_95 = statistics.NormalDist().inv_cdf(0.975)
+Z_POWER_80 = statistics.NormalDist().inv_cdf(0.80)
+
+
+def seeds_needed(
+    mean_diff: float | None, sd_diff: float | None, *, alpha: float = 0.05, power: float = 0.80
+) -> int | None:
+    """Pairs (seeds per level) a two-sided paired test at `alpha` needs for `power` when the
+    true mean difference is `mean_diff` and the SD of the differences `sd_diff`:
+    ⌈((z_{1−α/2} + z_power) · sd / |mean|)²⌉, at least 2 (normal approximation; see the
+    module docstring). None when the mean is 0 or missing, or the SD is missing."""
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"alpha and power must lie in (0, 1), not {alpha} and {power}")
+    if mean_diff is None or sd_diff is None or mean_diff == 0:
+        return None
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2) + statistics.NormalDist().inv_cdf(power)
+    return max(2, math.ceil((z * sd_diff / abs(mean_diff)) ** 2 - 1e-9))
+
+
+def decide(low: float | None, high: float | None, first: str, second: str) -> tuple[str, str]:
+    """(decision, verdict) for an interval of (second − first): decision is "second_higher",
+    "first_higher", "undecided" or "insufficient"; verdict says it in words."""
+    if low is None or high is None:
+        return "insufficient", "insufficient: fewer than two values"
+    if low > 0:
+        return "second_higher", f"{second} higher"
+    if high < 0:
+        return "first_higher", f"{first} higher"
+    return "undecided", "undecided: interval straddles 0"
+
+
+def _effect(
+    strata: Sequence[np.ndarray],
+    first: str,
+    second: str,
+    *,
+    level: float,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Mean of differences (second − first), stratified bootstrap interval, verdict and
+    seeds needed."""
+    strata = [x for x in strata if len(x)]
+    x = np.concatenate(strata) if strata else np.zeros(0)
+    n = len(x)
+    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "low": None, "high": None}
+    if n:
+        out["mean"] = float(x.mean())
+    if n >= 2:
+        out["sd"] = float(x.std(ddof=1))
+        out["low"], out["high"] = _interval(_boot_means(strata, n_boot, rng), level)
+    out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
+    needed = seeds_needed(out["mean"], out["sd"])
+    out["n_needed"] = needed
+    out["more_needed"] = None if needed is None else max(0, needed - n)
+    return out
+
+
+# --- per cell ----------------------------------------------------------------------------------
+
+
+def _cell_key(run: Mapping[str, Any], axes: Sequence[str]) -> tuple:
+    cell = run.get("cell") or {}
+    return tuple(cell.get(a) for a in axes)
+
+
+def cell_stats(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str] = METRICS,
+    axes: Sequence[str] = CELL_AXES,
+    level: float = 0.95,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> list[dict[str, Any]]:
+    """One row per matrix cell, in order of each cell's first run: the axes, `n_seeds`,
+    `seeds`, and per metric `bootstrap_mean_ci` of its values over the cell's seeds."""
+    _check(level, n_boot)
+    groups: dict[tuple, list] = {}
+    for run in runs:
+        groups.setdefault(_cell_key(run, axes), []).append(run)
+    rows = []
+    for key, members in groups.items():
+        row: dict[str, Any] = dict(zip(axes, key, strict=True))
+        row["n_seeds"] = len(members)
+        row["seeds"] = sorted(
+            (m.get("seed") for m in members if m.get("seed") is not None), key=str
+        )
+        values = [run_metrics(m.get("summary")) for m in members]
+        for name in metrics:
+            row[name] = bootstrap_mean_ci(
+                [v[name] for v in values], level=level, n_boot=n_boot, seed=seed
+            )
+        rows.append(row)
+    return rows
+
+
+# --- the paired effect of one axis -------------------------------------------------------------
+
+
+def paired_effect(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    factor: str = "sharing",
+    first: str = "shared",
+    second: str = "per_role",
+    metrics: Sequence[str] = ("peak", "final", "cliff"),
+    axes: Sequence[str] = CELL_AXES,
+    level: float = 0.95,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """The paired effect `second − first` of one axis (default per_role − shared).
+
+    Runs are paired when every other axis and the seed agree; a run without a partner is
+    counted in `unpaired` and left out. Per metric, an effect is `{"n" (pairs), "mean", "sd"
+    (of the differences), "low", "high" (bootstrap interval), "decision", "verdict",
+    "n_needed" (seeds_needed), "more_needed" (n_needed − n, at least 0)}`.
+
+    Returns `{"factor", "first", "second", "metrics", "overall": {metric: effect},
+    "cells": [{<other axes>, "n_pairs", "seeds", metric: effect}], "unpaired"}`; cells in
+    order of first appearance. `overall` pools every pair, with the bootstrap resampling
+    pairs within each cell (the cells' sizes stay fixed). Raises ValueError when `factor` is
+    not an axis, or two runs claim the same place (same axes, level and seed).
+    """
+    _check(level, n_boot)
+    if factor not in axes:
+        raise ValueError(f"factor {factor!r} is not one of the axes {', '.join(axes)}")
+    others = [a for a in axes if a != factor]
+    places: dict[tuple, dict[str, Mapping]] = {}
+    n_unpaired = 0
+    for run in runs:
+        cell = run.get("cell") or {}
+        level_value = cell.get(factor)
+        if level_value not in (first, second):
+            continue
+        key = (*(cell.get(a) for a in others), run.get("seed"))
+        slot = places.setdefault(key, {})
+        if level_value in slot:
+            where = ", ".join(f"{a}={v}" for a, v in zip([*others, "seed"], key, strict=True))
+            raise ValueError(f"two runs with {factor}={level_value} at {where}")
+        slot[level_value] = run_metrics(run.get("summary"))
+
+    cells: dict[tuple, dict[str, Any]] = {}
+    for key, slot in places.items():
+        if len(slot) < 2:
+            n_unpaired += 1
+            continue
+        cell = cells.setdefault(key[:-1], {"seeds": [], "diffs": {m: [] for m in metrics}})
+        cell["seeds"].append(key[-1])
+        for m in metrics:
+            a, b = slot[first].get(m), slot[second].get(m)
+            if a is not None and b is not None:
+                cell["diffs"][m].append(b - a)
+
+    # One generator for the whole call, drawn in a fixed order: same inputs, same numbers.
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key, cell in cells.items():
+        row: dict[str, Any] = dict(zip(others, key, strict=True))
+        row["n_pairs"] = len(cell["seeds"])
+        row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=str)
+        for m in metrics:
+            row[m] = _effect(
+                [np.array(cell["diffs"][m])], first, second, level=level, n_boot=n_boot, rng=rng
+            )
+        rows.append(row)
+    overall = {
+        m: _effect(
+            [np.array(c["diffs"][m]) for c in cells.values()],
+            first,
+            second,
+            level=level,
+            n_boot=n_boot,
+            rng=rng,
+        )
+        for m in metrics
+    }
+    return {
+        "factor": factor,
+        "first": first,
+        "second": second,
+        "metrics": list(metrics),
+        "overall": overall,
+        "cells": rows,
+        "unpaired": n_unpaired,
+    }
+
+
+# --- main effects --------------------------------------------------------------------------------
+
+
+def main_effects(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str] = ("peak", "final", "cliff"),
+    axes: Sequence[str] = CELL_AXES,
+    level: float = 0.95,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """Main effect of every axis with at least two levels: for each level, its mean minus
+    the grand mean, the grand mean being the unweighted mean of the level means (so a level
+    with more runs does not pull it). The bootstrap resamples runs within each level.
+
+    Returns `{axis: {metric: [{"level", "n", "mean" (the level's mean), "effect", "low",
+    "high", "decision" ("above", "below", "undecided", "insufficient"), "verdict"}]}}`, levels
+    in order of first appearance. In an unbalanced matrix a level's mean also carries the
+    other axes' mix; read it with the per-cell table.
+    """
+    _check(level, n_boot)
+    runs = list(runs)
+    values = [run_metrics(r.get("summary")) for r in runs]
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {}
+    for axis in axes:
+        levels: dict[Any, list[int]] = {}
+        for i, run in enumerate(runs):
+            levels.setdefault((run.get("cell") or {}).get(axis), []).append(i)
+        if len(levels) < 2:
+            continue
+        out[axis] = {}
+        for m in metrics:
+            data = {lv: _finite(values[i][m] for i in idx) for lv, idx in levels.items()}
+            present = {lv: x for lv, x in data.items() if len(x)}
+            boots = {lv: _boot_means([x], n_boot, rng) for lv, x in present.items()}
+            grand = float(np.mean([x.mean() for x in present.values()])) if present else None
+            grand_boot = np.mean(list(boots.values()), axis=0) if boots else None
+            rows = []
+            for lv, x in data.items():
+                row: dict[str, Any] = {"level": lv, "n": len(x), "mean": None, "effect": None}
+                row.update(low=None, high=None)
+                if len(x):
+                    row["mean"] = float(x.mean())
+                    row["effect"] = row["mean"] - grand
+                if len(x) >= 2 and len(present) >= 2:
+                    row["low"], row["high"] = _interval(boots[lv] - grand_boot, level)
+                decision, _ = decide(row["low"], row["high"], "", "")
+                row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(
+                    decision, decision
+                )
+                row["verdict"] = {
+                    "above": f"{lv} above the average of {axis}",
+                    "below": f"{lv} below the average of {axis}",
+                    "undecided": "undecided: interval straddles 0",
+                    "insufficient": "insufficient: fewer than two values",
+                }[row["decision"]]
+                rows.append(row)
+            out[axis][m] = rows
+    return out
+
+
+# --- the reviewer's test ----------------------------------------------------------------------
+
+
+def lead_test(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    n_perm: int = N_PERM,
+    seed: int = SEED,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Does amplification precede the cliff more often than chance?
+
+    Each run is `{"cliff_onset", "onset", "steps"}`: its cliff onset, its amplification onset
+    (see `lead_inputs`) and the logged steps where an onset could have been found (the
+    role's `grad_norm` steps). Only runs with both onsets and at least one step count
+    (`n`); `lead` = cliff_onset − onset.
+
+    Statistics: the fraction of runs with lead > 0 and the mean lead. Null hypothesis: each
+    run's onset falls uniformly at random on one of its logged steps, independently of the
+    cliff. `n_perm` (10,000) random placements, seeded, give one-sided p-values
+    (1 + #{null ≥ observed}) / (1 + n_perm) for both statistics; `p_fraction_exact` is the
+    same p-value for the fraction computed exactly (the null count of leads > 0 is a sum of
+    independent Bernoullis, one per run, with the run's share of steps before its cliff).
+
+    Returns `{"n", "n_precede" (lead > 0), "n_same" (lead 0), "fraction", "null_fraction"
+    (expected under the null), "mean_lead", "null_mean_lead", "leads" (sorted), "lead_median",
+    "lead_q1", "lead_q3", "lead_min", "lead_max", "p_fraction", "p_fraction_exact",
+    "p_mean_lead", "n_perm", "decision" ("precedes", "not_shown", "insufficient"), "verdict"}`.
+    """
+    if int(n_perm) != n_perm or n_perm < 100:
+        raise ValueError(f"n_perm must be a whole number of at least 100, not {n_perm}")
+    cliffs, onsets, grids = [], [], []
+    for i, run in enumerate(runs):
+        cliff, onset = _num(run.get("cliff_onset")), _num(run.get("onset"))
+        steps = np.unique(_finite(run.get("steps") or ()))
+        if cliff is None or onset is None or not len(steps):
+            continue
+        cliffs.append(cliff)
+        onsets.append(onset)
+        grids.append(steps)
+    n = len(cliffs)
+    out: dict[str, Any] = {"n": n, "n_perm": int(n_perm)}
+    keys = ("n_precede", "n_same", "fraction", "null_fraction", "mean_lead", "null_mean_lead")
+    keys += ("lead_median", "lead_q1", "lead_q3", "lead_min", "lead_max")
+    out.update({k: None for k in keys})
+    out.update(leads=[], p_fraction=None, p_fraction_exact=None, p_mean_lead=None)
+    if n == 0:
+        out["decision"] = "insufficient"
+        out["verdict"] = "no run has both a cliff and an amplification onset"
+        return out
+
+    cliff = np.array(cliffs)
+    lead = cliff - np.array(onsets)
+    frac = float(np.mean(lead > 0))
+    q1, median, q3 = np.quantile(lead, [0.25, 0.5, 0.75])
+    # Per run: the chance that a random onset lies strictly before the cliff, and the mean lead
+    # of a random onset.
+    p_before = np.array([np.mean(g < c) for g, c in zip(grids, cliffs, strict=True)])
+    null_lead = np.array([np.mean(c - g) for g, c in zip(grids, cliffs, strict=True)])
+
+    rng = np.random.default_rng(seed)
+    null_frac = np.zeros(n_perm)
+    null_mean = np.zeros(n_perm)
+    for g, c in zip(grids, cliffs, strict=True):
+        placed = g[rng.integers(0, len(g), size=n_perm)]
+        null_frac += placed < c
+        null_mean += c - placed
+    null_frac /= n
+    null_mean /= n
+    k = int(np.count_nonzero(lead > 0))
+    out.update(
+        n_precede=k,
+        n_same=int(np.count_nonzero(lead == 0)),
+        fraction=frac,
+        null_fraction=float(p_before.mean()),
+        mean_lead=float(lead.mean()),
+        null_mean_lead=float(null_lead.mean()),
+        leads=[_step(x) for x in np.sort(lead)],
+        lead_median=float(median),
+        lead_q1=float(q1),
+        lead_q3=float(q3),
+        lead_min=_step(lead.min()),
+        lead_max=_step(lead.max()),
+        p_fraction=(1 + int(np.count_nonzero(null_frac >= frac - 1e-12))) / (1 + n_perm),
+        p_fraction_exact=_poisson_binomial_tail(p_before, k),
+        p_mean_lead=(1 + int(np.count_nonzero(null_mean >= lead.mean() - 1e-9))) / (1 + n_perm),
+    )
+    p = out["p_fraction_exact"]
+    said = (
+        f"amplification preceded the cliff in {k} of {n} runs; onsets at random steps would "
+        f"in {out['null_fraction']:.0%} (p = {p:.2g})"
+    )
+    if p < alpha:
+        out["decision"], out["verdict"] = "precedes", said + ": more often than chance"
+    else:
+        out["decision"], out["verdict"] = "not_shown", said + ": not distinguishable from chance"
+    return out
+
+
+def _poisson_binomial_tail(p: np.ndarray, k: int) -> float:
+    """P(K ≥ k) for K a sum of independent Bernoulli(p_i), by dynamic programming."""
+    dist = np.zeros(len(p) + 1)
+    dist[0] = 1.0
+    for q in p:
+        dist[1:] = dist[1:] * (1 - q) + dist[:-1] * q
+        dist[0] *= 1 - q
+    return float(min(1.0, dist[k:].sum()))
+
+
+def lead_inputs(
+    series: Mapping[str, tuple[Sequence, Sequence]],
+    summary: Mapping[str, Any],
+    role: str | None = None,
+) -> dict[str, Any]:
+    """One run's entry for `lead_test`, from its series and `summarize_run(series)`.
+
+    `role` None takes the role whose amplification came first (ties: the first by name);
+    `steps` are that role's logged `grad_norm` steps. `{"cliff_onset", "onset", "role",
+    "steps"}`, onsets None when absent."""
+    onsets = {r: s for r, s in (summary.get("amplification") or {}).items() if s is not None}
+    if role is None and onsets:
+        role = min(sorted(onsets), key=lambda r: onsets[r])
+    steps: list = []
+    if role is not None and f"role/{role}/grad_norm" in series:
+        st, va = series[f"role/{role}/grad_norm"]
+        steps = [_step(s) for s, v in zip(st, va, strict=True) if _num(v) is not None]
+    return {
+        "cliff_onset": (summary.get("accuracy") or {}).get("cliff_onset"),
+        "onset": onsets.get(role) if role is not None else None,
+        "role": role,
+        "steps": sorted(set(steps)),
+    }
