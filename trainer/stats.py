@@ -174,6 +174,11 @@ def _effect(
 # --- per cell ----------------------------------------------------------------------------------
 
 
+def _seed_order(seed: Any) -> tuple:
+    """Seeds sort as numbers when they are numbers (10 after 9), whatever their types."""
+    return (str(type(seed)), seed)
+
+
 def _cell_key(run: Mapping[str, Any], axes: Sequence[str]) -> tuple:
     cell = run.get("cell") or {}
     return tuple(cell.get(a) for a in axes)
@@ -199,7 +204,7 @@ def cell_stats(
         row: dict[str, Any] = dict(zip(axes, key, strict=True))
         row["n_seeds"] = len(members)
         row["seeds"] = sorted(
-            (m.get("seed") for m in members if m.get("seed") is not None), key=str
+            (m.get("seed") for m in members if m.get("seed") is not None), key=_seed_order
         )
         values = [run_metrics(m.get("summary")) for m in members]
         for name in metrics:
@@ -274,7 +279,7 @@ def paired_effect(
     for key, cell in cells.items():
         row: dict[str, Any] = dict(zip(others, key, strict=True))
         row["n_pairs"] = len(cell["seeds"])
-        row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=str)
+        row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=_seed_order)
         for m in metrics:
             row[m] = _effect(
                 [np.array(cell["diffs"][m])], first, second, level=level, n_boot=n_boot, rng=rng

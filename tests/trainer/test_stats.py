@@ -362,3 +362,10 @@ def test_lead_inputs_take_the_earliest_amplifying_role():
     assert lead_inputs(series, summary, role="gen")["onset"] == 50
     assert lead_inputs(series, summary, role="judge")["onset"] is None
     assert lead_test([entry] * 3)["leads"] == [30, 30, 30]
+
+
+def test_seeds_are_listed_in_numeric_order():
+    runs = [make_run(s, 0.5, 0.5) for s in (10, 2, 1)]
+    runs += [make_run(s, 0.5, 0.5, sharing="per_role") for s in (10, 2, 1)]
+    assert cell_stats(runs)[0]["seeds"] == [1, 2, 10]
+    assert paired_effect(runs)["cells"][0]["seeds"] == [1, 2, 10]
