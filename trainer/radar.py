@@ -25,7 +25,8 @@ Events (`kind`, per `role` where it has one):
   grows. With `total_steps` (the run's planned steps) the baseline is the logged points with
   step − first step < `baseline_frac` × total_steps (at least 3 points), fixed once a point at
   or past that boundary is logged; before that there is no event. On a finished run logged at
-  every step, this is exactly `amplification_onset` (first 20% of points by count). Without
+  every step, this is exactly `amplification_onset` (first 20% of points by count); for a run
+  that stopped early, pass the steps it ran (last step + 1) to match `summarize_run`. Without
   `total_steps` (an external run with no planned length) the baseline is the first 20% of the
   points so far, so the event is provisional while the run is running.
 - `capture` (shared policies only, as in `summarize_run`; key `role/<r>/grad_share`): the
@@ -359,7 +360,9 @@ def _amplification(
     first = _first_run(v > base["limit"] + _EPS, consecutive)
     if first is None:
         return []
-    seen = s[first + consecutive - 1]
+    # Seen once the run of points is complete and the baseline is fixed (a point past the
+    # boundary and at least 3 baseline points), whichever comes later.
+    seen = s[max(first + consecutive - 1, inside, nb - 1)]
     return [_event("amplification", role, key, s[first], seen, False, v[first], base["limit"])]
 
 

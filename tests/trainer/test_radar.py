@@ -240,3 +240,32 @@ def test_the_radar_bench_runs():
     )
     result = json.loads(out.stdout)
     assert result["events"] >= 5 and result["radar_ms"] > 0
+
+
+def test_an_onset_inside_the_baseline_is_seen_when_the_baseline_is_fixed():
+    # Baseline steps < 40 (40 points: thirty-seven 1s, three 9s → median 1, MAD 0, limit
+    # 1.03). The 9s at 37…39 are the first three above it, but only judged once step 40 is
+    # logged.
+    values = [1.0] * 37 + [9.0] * 3 + [1.0] * 160
+    series = {"role/gen/grad_norm": (STEPS, values)}
+    assert radar(truncate(series, 39), total_steps=N)["events"] == []
+    out = radar(truncate(series, 40), total_steps=N)["events"]
+    assert brief(out) == [("amplification", "gen", 37, 40, False)]
+    assert amplification_onset(STEPS, values) == 37
+
+
+@pytest.mark.parametrize(
+    "series",
+    [
+        full_run(),
+        {"role/gen/grad_norm": (STEPS, [1.0] * 37 + [9.0] * 3 + [1.0] * 160)},
+    ],
+)
+def test_each_settled_event_first_appears_at_its_seen_at_step(series):
+    final = radar(series, total_steps=N)["events"]
+    assert final
+    for event in final:
+        assert not event["provisional"]
+        assert event in radar(truncate(series, event["seen_at"]), total_steps=N)["events"]
+        earlier = radar(truncate(series, event["seen_at"] - 1), total_steps=N)["events"]
+        assert event not in earlier
