@@ -48,6 +48,11 @@ so no scipy is needed.
 
 `downsample` thins a long series for plotting (first, last and each bucket's minimum and
 maximum), the rule the metrics API applies for `max_points` (DESIGN.md §7).
+
+Built on these definitions, each in its own torch-free module: `trainer.radar` (the §6 events
+of a run while it trains, each with its step), `trainer.stats` (bootstrap intervals, the
+paired sharing-mode effect, main effects, seeds needed and the lead test across seeds) and
+`trainer.bands` (curves with seed bands).
 """
 
 from __future__ import annotations
