@@ -9,6 +9,11 @@ all rollouts of the problem. Every turn is a member of its group, so an episode 
 turns of one role (Eval-Opt rounds) puts all of them in; advantage = (r − mean) / (std + 1e-4).
 The std is the unbiased one (Bessel's correction), as TRL's `nanstd`, so with the same rewards
 our advantages equal TRL's. A group of one has no spread: its std is taken as 0 (advantage 0).
+
+`reward_stats` is the one definition of the step's reward statistics (the training loop logs
+what it returns): `train/reward` and `train/reward_std` are the mean and the unbiased std of
+the step's episode rewards, as TRL logs `reward` and `reward_std` over a batch of completions
+(an episode is our completion); how many groups carry no signal is `train/frac_zero_std`.
 """
 
 from __future__ import annotations
@@ -38,12 +43,30 @@ def group_key(episode: Episode, turn: Turn, config: Config) -> tuple[str, str]:
     return (episode.problem_id, member)
 
 
+def _std(values: list[float]) -> float:
+    """The unbiased (Bessel) std, as TRL's `nanstd`; 0 for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def reward_stats(episodes: list[Episode]) -> dict[str, float]:
+    """train/reward and train/reward_std: mean and unbiased std of the episode rewards."""
+    rewards = [float(e.reward) for e in episodes]
+    return {
+        "train/reward": sum(rewards) / len(rewards) if rewards else 0.0,
+        "train/reward_std": _std(rewards),
+    }
+
+
 def compute_advantages(episodes: list[Episode], config: Config) -> dict[str, float]:
     """Assign rewards, then write each turn's GRPO advantage into `turn.advantage`.
 
-    Returns step statistics: train/reward (mean episode reward), train/reward_std (mean
-    within-group reward std, as TRL logs it), train/frac_zero_std (fraction of groups whose
-    rewards are all equal: they carry no policy gradient), train/groups.
+    Returns step statistics: those of `reward_stats`, train/frac_zero_std (fraction of
+    (problem, role) groups whose rewards are all equal: they carry no policy gradient) and
+    train/groups.
     """
     assign_rewards(episodes, config)
     groups: dict[tuple[str, str], list[Turn]] = defaultdict(list)
@@ -54,19 +77,14 @@ def compute_advantages(episodes: list[Episode], config: Config) -> dict[str, flo
     stds = []
     for members in groups.values():
         rewards = [t.reward for t in members]
-        n = len(rewards)
-        mean = sum(rewards) / n
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1)) if n > 1 else 0.0
+        mean = sum(rewards) / len(rewards)
+        std = _std(rewards)
         for turn in members:
             # Exactly 0 for equal rewards, not the rounding residue of r - mean.
             turn.advantage = (turn.reward - mean) / (std + EPS) if std > ZERO_STD else 0.0
         stds.append(std)
 
-    stats = {
-        "train/reward": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
-        "train/groups": float(len(groups)),
-    }
+    stats = {**reward_stats(episodes), "train/groups": float(len(groups))}
     if stds:
-        stats["train/reward_std"] = sum(stds) / len(stds)
         stats["train/frac_zero_std"] = sum(s <= ZERO_STD for s in stds) / len(stds)
     return stats

@@ -9,6 +9,7 @@ prompted through their chat template with thinking disabled.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +39,17 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load_model(name: str, device: str = "cpu") -> LoadedModel:
-    """The model and tokenizer for `name`, on `device`, in eval mode."""
+def load_model(
+    name: str, device: str = "cpu", progress: Callable[[int, int], None] | None = None
+) -> LoadedModel:
+    """The model and tokenizer for `name`, on `device`, in eval mode. A tiny model not built
+    yet is warm-started first, calling `progress(steps done, steps)` as it goes."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if name in TINY_MODELS:
         from trainer.tiny import ensure_tiny_model
 
-        path = ensure_tiny_model(name)
+        path = ensure_tiny_model(name, progress=progress)
         family = "tiny"
     else:
         path = _locate(name)

@@ -21,6 +21,7 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -78,6 +79,7 @@ RECIPE = dict(
     max_len=96,
 )
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+Progress = Callable[[int, int], None]  # (warm-start steps done, steps in all)
 
 
 def data_dir() -> Path:
@@ -116,8 +118,9 @@ def model_dir(name: str) -> Path:
     return data_dir() / "models" / f"{name}-{recipe_hash(name)}"
 
 
-def ensure_tiny_model(name: str, quiet: bool = False) -> Path:
-    """Return the directory of the warm-started model, building it on first use."""
+def ensure_tiny_model(name: str, quiet: bool = False, progress: Progress | None = None) -> Path:
+    """Return the directory of the warm-started model, building it on first use (`progress`
+    is called after every warm-start step: a run page shows it)."""
     if name not in SPECS:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(SPECS)}")
     target = model_dir(name)
@@ -129,7 +132,7 @@ def ensure_tiny_model(name: str, quiet: bool = False) -> Path:
         if not (target / "done").exists():
             staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
             try:
-                build_tiny_model(name, staging, quiet=quiet)
+                build_tiny_model(name, staging, quiet=quiet, progress=progress)
                 (staging / "done").write_text("ok\n")
                 if target.exists():
                     shutil.rmtree(target)
@@ -163,7 +166,9 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     )
 
 
-def build_tiny_model(name: str, out: Path, quiet: bool = False) -> None:
+def build_tiny_model(
+    name: str, out: Path, quiet: bool = False, progress: Progress | None = None
+) -> None:
     """Tokenizer + model + warm-start SFT, saved with `save_pretrained` into `out`."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -189,7 +194,7 @@ def build_tiny_model(name: str, out: Path, quiet: bool = False) -> None:
     )
     model = Qwen3ForCausalLM(config)
     rows = _encode(tokenizer, examples, RECIPE["max_len"])
-    _sft(model, rows, tokenizer.pad_token_id, RECIPE["sft_steps"][name], name, quiet)
+    _sft(model, rows, tokenizer.pad_token_id, RECIPE["sft_steps"][name], name, quiet, progress)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / "recipe.json").write_text(
@@ -216,7 +221,9 @@ def _encode(tokenizer, examples, max_len: int) -> list[tuple[list[int], int]]:
     return rows
 
 
-def _sft(model, rows, pad_id: int, steps: int, name: str, quiet: bool) -> None:
+def _sft(
+    model, rows, pad_id: int, steps: int, name: str, quiet: bool, progress: Progress | None = None
+) -> None:
     """Next-token loss on completion tokens only; AdamW with warm-up and cosine decay."""
     import math
 
@@ -231,7 +238,7 @@ def _sft(model, rows, pad_id: int, steps: int, name: str, quiet: bool) -> None:
     bar = tqdm(
         range(steps), desc=f"warm-starting {name}", file=sys.stderr, disable=quiet, mininterval=1.0
     )
-    for _ in bar:
+    for step in bar:
         batch = rng.sample(rows, RECIPE["batch_size"])
         width = max(len(ids) for ids, _ in batch)
         input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
@@ -248,4 +255,6 @@ def _sft(model, rows, pad_id: int, steps: int, name: str, quiet: bool) -> None:
         optimizer.step()
         schedule.step()
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+        if progress is not None:
+            progress(step + 1, steps)
     model.eval()

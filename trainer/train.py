@@ -13,6 +13,8 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
 - The gradient each role and each agent puts on each policy is measured exactly, under every
   sharing mode, from snapshots between micro-batch segments (`trainer/gradients.py`).
 - Evaluation at step 0 is the base model; then every `eval_every` steps and at the end.
+- Before the first step the reporter hears what is happening (`on_status`): a tiny model's
+  warm start on first use takes minutes, and a run page shows its percentage.
 
 Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
 """
@@ -23,11 +25,12 @@ import json
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from trainer.advantages import assign_rewards, compute_advantages
+from trainer.advantages import compute_advantages
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from trainer.config import Config, config_from_dict
 from trainer.evaluate import evaluate, held_out
@@ -73,6 +76,20 @@ def _eval_metrics(result: dict) -> dict[str, float]:
     return metrics
 
 
+def warm_start_status(reporter: Reporter, model: str) -> Callable[[int, int], None]:
+    """A warm-start progress callback that tells `reporter` each new whole percent."""
+    shown = -1
+
+    def progress(done: int, total: int) -> None:
+        nonlocal shown
+        percent = 100 * done // max(total, 1)
+        if percent != shown:
+            shown = percent
+            reporter.on_status(f"Preparing model {model}: warm start {percent}%")
+
+    return progress
+
+
 def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None) -> dict:
     """Train (or resume) the run in `out_dir`; returns {"status", "step", "seconds"}."""
     reporter = reporter or NullReporter()
@@ -80,7 +97,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     out = prepare_out_dir(config, out_dir)
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
-    loaded = load_model(config.model, device)
+    reporter.on_status(f"Loading model {config.model}")
+    loaded = load_model(config.model, device, progress=warm_start_status(reporter, config.model))
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
@@ -92,9 +110,11 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     if (ckpt := latest_checkpoint(out)) is not None:
         done = load_checkpoint(ckpt, policies, config.hash())
     if done == 0:
+        reporter.on_status("Evaluating the base model (step 0)")
         t0 = time.perf_counter()
         result = evaluate(config, problems=eval_set, **env)
         reporter.log(0, {**_eval_metrics(result), "sys/eval_seconds": time.perf_counter() - t0})
+    reporter.on_status("")
     reporter.on_progress(done, config.steps, {})
 
     for step in range(done + 1, config.steps + 1):
@@ -109,15 +129,11 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
             **env,
         )
         t1 = time.perf_counter()
-        assign_rewards(episodes, config)
-        metrics = dict(compute_advantages(episodes, config))
+        metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
         metrics.update(update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id))
         t2 = time.perf_counter()
 
-        rewards = [ep.reward for ep in episodes]
-        metrics["train/reward"] = statistics.fmean(rewards)
-        metrics["train/reward_std"] = statistics.pstdev(rewards)
         metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in turns)
         metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in episodes) / len(episodes)
         metrics["sys/rollout_seconds"] = t1 - t0

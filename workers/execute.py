@@ -45,6 +45,7 @@ def claim(run_id: int, worker: str, task_id: str) -> Run | None:
         heartbeat=now,
         attempts=F("attempts") + 1,
         checkpoint_dir=str(run_dir(run_id)),
+        phase="",  # what an earlier attempt was doing is not what this one does
     )
     if not claimed:
         return None

@@ -8,6 +8,9 @@ It implements the trainer's reporter interface (`trainer/reporting.py`):
 - `on_checkpoint(step, path)` flushes first, waiting for the database if it must: points up
   to a checkpoint are never logged again after a resume, so they have to be stored before it.
 - `on_progress(step, total, info)` records the step and writes one log line.
+- `on_status(text)` records what the run is doing outside its steps (the run's `phase`, shown
+  on its page: "Preparing model tiny-s: warm start 40%"), written with the next flush — at
+  most every `flush_seconds`, so a warm start's percentages cost a few writes a minute.
 
 Each step's points carry `sys/db_seconds`: how long the training thread spent in this
 reporter's database calls since the previous step's points were logged (the last step's
@@ -184,6 +187,14 @@ class DatabaseReporter:
                 parts.append(f"{info['step_seconds']:.1f} s")
             self.line(" · ".join(parts))
         self.flush()
+
+    @timed
+    def on_status(self, text: str) -> None:
+        with self._lock:
+            self._row["phase"] = text[: Run._meta.get_field("phase").max_length]
+            due = time.monotonic() - self._last_flush >= self.flush_seconds
+        if due:
+            self.flush()
 
     # --- writing ---------------------------------------------------------------------------------
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from trl.trainer.utils import nanstd
 
-from trainer.advantages import EPS, assign_rewards, compute_advantages
+from trainer.advantages import EPS, assign_rewards, compute_advantages, reward_stats
 from trainer.config import make_config
 from trainer.episode import Episode, Turn
 
@@ -99,3 +101,24 @@ def test_a_group_of_one_has_no_advantage():
     compute_advantages(episodes, config)
     assert episodes[0].turns[1].advantage == 0.0
     assert episodes[0].turns[0].advantage > 0 > episodes[1].turns[0].advantage
+
+
+def test_reward_std_is_the_unbiased_std_of_the_steps_episode_rewards():
+    # Two problems whose groups differ in spread, so that the other plausible definitions give
+    # other numbers: the mean within-group std (0.6422) and the population std (0.4899).
+    rewards = {("p", 0): 1.0, ("p", 1): 0.0, ("q", 0): 0.0, ("q", 1): 1.0, ("q", 2): 1.0}
+    episodes = [voting_episode(p, s, r) for (p, s), r in rewards.items()]
+    stats = compute_advantages(episodes, make_config(workflow="voting"))
+    assert stats["train/reward"] == pytest.approx(0.6)
+    assert stats["train/reward_std"] == pytest.approx(math.sqrt(0.3), rel=1e-12)
+    # TRL logs reward_std as nanstd over the batch's rewards: the same number.
+    trl = nanstd(torch.tensor(list(rewards.values()), dtype=torch.float64)).item()
+    assert stats["train/reward_std"] == pytest.approx(trl, rel=1e-12)
+    assert reward_stats(episodes) == {k: stats[k] for k in ("train/reward", "train/reward_std")}
+
+
+def test_one_episode_has_no_reward_spread():
+    assert reward_stats([voting_episode("p", 0, 1.0)]) == {
+        "train/reward": 1.0,
+        "train/reward_std": 0.0,
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -107,6 +108,17 @@ def test_shared_policy_logs_per_role_shares_that_sum_to_one(tmp_path, monkeypatc
     assert all(0 < share < 1 for share in shares.values())
     keys = reporter.keys()
     assert {"grad_cos/aggregator|generator", "grad_cos/generator0|generator1"} <= keys
+
+
+def test_the_logged_reward_statistics_are_those_of_the_steps_episodes(tmp_path, monkeypatch):
+    with_reward_spread(monkeypatch)
+    reporter = ListReporter()
+    train(small(workflow="single", steps=1, prompts_per_step=2, group_size=4), tmp_path, reporter)
+    # 8 episodes, every other one right: mean 1/2 and unbiased std sqrt(2/7), as
+    # trainer.advantages.reward_stats defines them (not the population std, 1/2, nor the
+    # mean within-group std, sqrt(1/3))
+    assert reporter.series("train/reward") == ([1], [0.5])
+    assert reporter.series("train/reward_std") == ([1], [pytest.approx(math.sqrt(2 / 7))])
 
 
 def test_cancel_stops_within_a_step_and_leaves_a_checkpoint(tmp_path):

@@ -73,6 +73,33 @@ def test_live_json_carries_what_the_page_updates(client, trained, bob):
     assert [e["line"] for e in data["logs"]][-1] == "step 3/30 · reward 0.300 · 1.2 s"
 
 
+WARM_START = "Preparing model tiny-s: warm start 40%"
+
+
+def test_a_run_preparing_its_model_says_so_on_its_page_and_in_its_json(client, run, bob):
+    Run.objects.filter(id=run.id).update(status=Run.RUNNING, phase=WARM_START)
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+    data = client.get(f"/runs/{run.id}/live.json").json()
+    experiment = client.get(f"/experiments/{run.experiment_id}/live.json").json()
+
+    assert f'<span class="phase" data-phase>{WARM_START}</span>' in html
+    assert data["run"]["phase"] == WARM_START
+    assert experiment["runs"][0]["phase"] == WARM_START
+
+
+@pytest.mark.parametrize("status", [Run.QUEUED, Run.FAILED, Run.CANCELLED])
+def test_only_a_running_run_shows_a_phase(client, run, bob, status):
+    Run.objects.filter(id=run.id).update(status=status, phase=WARM_START)
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert WARM_START not in html and "data-phase hidden" in html
+    assert client.get(f"/runs/{run.id}/live.json").json()["run"]["phase"] == ""
+
+
 def test_the_teammate_sees_no_cancel_and_may_not_post_it(client, trained, bob):
     client.force_login(bob)
 

@@ -27,6 +27,15 @@ def test_the_first_claim_wins_and_a_second_one_gets_nothing(run):
     assert run.started and run.heartbeat
 
 
+def test_a_claim_clears_the_phase_an_earlier_attempt_left(run):
+    Run.objects.filter(id=run.id).update(phase="Preparing model tiny-s: warm start 40%")
+
+    claim(run.id, worker="cpu@a", task_id="t1")
+
+    run.refresh_from_db()
+    assert run.phase == ""
+
+
 def test_a_cancelled_or_finished_run_is_not_claimed(run):
     Run.objects.filter(id=run.id).update(status=Run.CANCELLED)
 

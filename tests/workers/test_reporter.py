@@ -88,6 +88,31 @@ def test_each_step_carries_the_training_threads_database_time(held, monkeypatch)
     assert db_seconds(held)[2] >= after_step_2[2] + 0.4  # log(2)'s flush and on_progress(2)
 
 
+def test_the_status_before_the_first_step_reaches_the_runs_phase(held):
+    reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=0)
+
+    reporter.on_status("Preparing model tiny-s: warm start 40%")
+    held.refresh_from_db()
+    assert held.phase == "Preparing model tiny-s: warm start 40%"
+
+    reporter.on_status("")
+    held.refresh_from_db()
+    assert held.phase == ""
+
+
+def test_statuses_wait_for_the_next_flush_and_the_latest_one_is_written(held):
+    reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=3600)
+
+    for percent in (1, 2, 3):
+        reporter.on_status(f"Preparing model tiny-s: warm start {percent}%")
+    held.refresh_from_db()
+    assert held.phase == ""  # a status a percent is not worth a write each
+
+    assert reporter.flush()
+    held.refresh_from_db()
+    assert held.phase == "Preparing model tiny-s: warm start 3%"
+
+
 def test_should_stop_reads_the_cancel_flag(held):
     reporter = DatabaseReporter(held.id, held.attempts)
     assert not reporter.should_stop()

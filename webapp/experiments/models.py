@@ -74,6 +74,9 @@ class Run(models.Model):
     error_traceback = models.TextField(blank=True)
     checkpoint_dir = models.CharField(max_length=500, blank=True)
     checkpoint_step = models.IntegerField(null=True, blank=True)  # newest checkpoint written
+    # What the worker is doing outside a training step, shown while the run is running
+    # ("Preparing model tiny-s: warm start 40%"); empty once the steps begin.
+    phase = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
     # Incremented by every claim. A worker holds the run only while `attempts` still has the
     # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
@@ -99,6 +102,11 @@ class Run(models.Model):
     @property
     def percent(self) -> int:
         return round(100 * self.progress)
+
+    @property
+    def current_phase(self) -> str:
+        """The phase to show: only a running run is doing something."""
+        return self.phase if self.status == self.RUNNING else ""
 
     @property
     def cell(self) -> dict[str, str]:

@@ -34,6 +34,7 @@ def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
         "step": run.step,
         "total_steps": run.total_steps,
         "progress": round(run.progress, 4),
+        "phase": run.current_phase,
         "attempts": run.attempts,
         "cancel_requested": run.cancel_requested,
         "created": _time(run.created),

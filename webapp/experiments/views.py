@@ -139,7 +139,7 @@ def _spec_rows(experiment: Experiment) -> list[tuple[str, str]]:
 @login_required
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     experiment = get_experiment_for_user(request.user, experiment_id)
-    runs = experiment.runs.only("id", "status", "step", "total_steps", "experiment_id")
+    runs = experiment.runs.only("id", "status", "step", "total_steps", "phase", "experiment_id")
     return JsonResponse(
         {
             "runs": [
@@ -149,6 +149,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
                     "step": r.step,
                     "total_steps": r.total_steps,
                     "percent": r.percent,
+                    "phase": r.current_phase,
                 }  # fmt: skip
                 for r in runs
             ]

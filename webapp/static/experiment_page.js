@@ -17,6 +17,8 @@
       }
       var bar = el.querySelector("[data-bar]");
       if (bar) bar.style.width = run.percent + "%";
+      var track = el.querySelector(".bar");  // its tooltip: the phase before the first step
+      if (track) track.title = run.phase || "step " + run.step + " of " + run.total_steps;
       var steps = el.querySelector("[data-steps]");
       if (steps) steps.textContent = run.step + "/" + run.total_steps;
     });

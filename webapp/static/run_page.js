@@ -1,7 +1,8 @@
 // The run page follows its run while it is queued or running: every few seconds it reads
-// live.json and updates the status, the progress bar, the latest value of every metric, the
-// sparklines (drawn as the server draws them, webapp/experiments/sparkline.py) and the log
-// tail. When the run finishes the page reloads once, for its key results and actions.
+// live.json and updates the status, the progress bar, what the worker does before the first
+// step (its phase: "Preparing model tiny-s: warm start 40%"), the latest value of every
+// metric, the sparklines (drawn as the server draws them, webapp/experiments/sparkline.py)
+// and the log tail. When the run finishes the page reloads once, for its key results and actions.
 (function () {
   "use strict";
   var root = document.getElementById("run-live");
@@ -41,6 +42,11 @@
     badge.className = "badge status-" + run.status;
     root.querySelector("[data-bar]").style.width = Math.round(run.progress * 100) + "%";
     text(root.querySelector("[data-steps]"), "step " + run.step + " of " + run.total_steps);
+    var phase = root.querySelector("[data-phase]");  // e.g. a tiny model's warm start, in %
+    if (phase) {
+      phase.textContent = run.phase || "";
+      phase.hidden = !run.phase;
+    }
     text(root.querySelector("[data-worker]"), run.worker || "—");
 
     data.sparklines.forEach(function (spark) {

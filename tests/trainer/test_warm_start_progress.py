@@ -1,0 +1,64 @@
+"""What a run says before its first step: loading its model, a tiny model's warm start on
+first use (minutes, so in percent, for the run page), the base-model evaluation."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer import tiny
+from trainer.config import make_config
+from trainer.reporting import ListReporter
+from trainer.train import train, warm_start_status
+
+QUICK = dict(
+    steps=1,
+    prompts_per_step=1,
+    group_size=2,
+    eval_problems=2,
+    eval_every=1,
+    max_new_tokens=4,
+)
+
+
+@pytest.fixture
+def short_recipe(tmp_path, monkeypatch):
+    """A data directory of its own and a four-step warm start: a tiny-s that is not built
+    yet, built in seconds (its cache key differs from the real recipe's, so it is never
+    mistaken for the real model)."""
+    monkeypatch.setenv("TROUPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setitem(tiny.RECIPE, "sft_steps", {**tiny.RECIPE["sft_steps"], "tiny-s": 4})
+    monkeypatch.setitem(tiny.RECIPE, "problems_per_task", 100)
+
+
+def test_a_first_run_reports_the_warm_start_in_percent_then_reuses_the_model(
+    tmp_path, short_recipe
+):
+    first = ListReporter()
+    train(make_config("cpu-demo", **QUICK), tmp_path / "first", first)
+
+    assert first.statuses == [
+        "Loading model tiny-s",
+        "Preparing model tiny-s: warm start 25%",
+        "Preparing model tiny-s: warm start 50%",
+        "Preparing model tiny-s: warm start 75%",
+        "Preparing model tiny-s: warm start 100%",
+        "Evaluating the base model (step 0)",
+        "",  # the steps begin
+    ]
+    assert (tiny.model_dir("tiny-s") / "done").exists()
+
+    second = ListReporter()
+    train(make_config("cpu-demo", **QUICK), tmp_path / "second", second)
+    assert second.statuses == ["Loading model tiny-s", "Evaluating the base model (step 0)", ""]
+
+
+def test_a_warm_start_is_reported_once_per_whole_percent():
+    reporter = ListReporter()
+    progress = warm_start_status(reporter, "tiny-m")
+
+    for done in range(1, 1201):
+        progress(done, 1200)
+
+    assert len(reporter.statuses) == 101  # 0% (the first 11 steps) to 100%
+    assert reporter.statuses[0] == "Preparing model tiny-m: warm start 0%"
+    assert reporter.statuses[-1] == "Preparing model tiny-m: warm start 100%"
