@@ -10,8 +10,8 @@ one process, `--repeats` calls of:
 - `radar` on the whole run (running, with total_steps): the last step's call, the worst case;
 - `radar` at every 10th step of the run (all prefixes, as a live run would call it), per call;
 - `summarize_run` on the whole run: the §6 summary the pages already compute, for scale;
-- the naive radar cliff scan — `summarize_accuracy` on every prefix of the evaluations —
-  which `prefix_cliff_statuses` replaces.
+- the radar's cliff scan (`prefix_cliff_statuses`, one pass over the 100 evaluations) against
+  the naive scan it replaces — `summarize_accuracy` on every prefix.
 
     .venv/bin/python bench/radar.py                  # 1,000 steps, 7 repeats
     .venv/bin/python bench/radar.py --smoke --json   # 200 steps, 2 repeats
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from trainer.analysis import summarize_accuracy, summarize_run  # noqa: E402
-from trainer.radar import radar  # noqa: E402
+from trainer.radar import prefix_cliff_statuses, radar  # noqa: E402
 
 ROLES = ("orchestrator", "worker", "synthesizer", "critic")
 
@@ -113,6 +113,7 @@ def main() -> None:
         "radar_ms": 1e3 * timed(lambda: radar(series, total_steps=args.steps), args.repeats),
         "radar_per_prefix_ms": 1e3 * timed(every_prefix, max(1, args.repeats // 3)) / len(prefixes),
         "summarize_run_ms": 1e3 * timed(lambda: summarize_run(series), args.repeats),
+        "prefix_scan_ms": 1e3 * timed(lambda: prefix_cliff_statuses(acc_steps, acc), args.repeats),
         "naive_cliff_scan_ms": 1e3 * timed(naive_cliff_scan, args.repeats),
         "repeats": args.repeats,
     }
@@ -120,7 +121,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(f"{result['keys']} keys, {result['points']} points, {result['events']} events")
-    for name in ("radar_ms", "radar_per_prefix_ms", "summarize_run_ms", "naive_cliff_scan_ms"):
+    names = ("radar_ms", "radar_per_prefix_ms", "summarize_run_ms", "prefix_scan_ms")
+    for name in (*names, "naive_cliff_scan_ms"):
         print(f"{name:>22}: {result[name]:8.2f} ms")
 
 

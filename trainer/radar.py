@@ -104,7 +104,8 @@ def radar(
 
     Returns `{"events": [...], "cliff_status", "last_step", "thresholds"}`: the events (see
     the module docstring), the §6 verdict on the accuracy so far (`summarize_accuracy` with
-    `running`), the largest step in any series (None when empty) and every threshold used.
+    `running`), the largest step with a value among the series the radar reads (None when
+    none has one) and every threshold used.
     """
     own = dict(RADAR_DEFAULTS)
     rest = {}
@@ -166,8 +167,7 @@ def radar(
                 )
             )
 
-    last = [_last_step(steps, values) for steps, values in series.values()]
-    last = [x for x in last if x is not None]
+    last = [float(s[-1]) for s, _ in clean.values() if len(s)]
     events.sort(key=lambda e: (e["step"], e["kind"], e["role"] or ""))
     return {
         "events": events,
@@ -196,16 +196,6 @@ def _event(kind, role, key, step, seen_at, provisional, value, limit) -> dict[st
         "value": value if math.isfinite(value) else None,
         "limit": None if limit is None else float(limit),
     }
-
-
-def _last_step(steps: Sequence, values: Sequence) -> float | None:
-    """The largest step with a value, without cleaning the whole series."""
-    s = np.asarray(steps, dtype=float)
-    v = np.asarray(values, dtype=float)  # None becomes NaN
-    if s.shape != v.shape:
-        raise ValueError(f"steps and values differ in length ({len(s)} != {len(v)})")
-    ok = np.isfinite(s) & np.isfinite(v)
-    return float(s[ok].max()) if ok.any() else None
 
 
 def _first_run(mask: np.ndarray, length: int, start: int = 0) -> int | None:

@@ -217,7 +217,13 @@ def test_missing_values_and_empty_series_are_handled():
         "last_step": None,
         "thresholds": radar({})["thresholds"],
     }
-    out = radar({"eval/accuracy": ([0, 10], [None, float("nan")]), "train/loss": ([5], [1.0])})
+    out = radar(
+        {
+            "eval/accuracy": ([0, 10], [None, float("nan")]),
+            "train/frac_zero_std": ([5, 7], [0.1, None]),
+            "train/loss": ([9], [1.0]),  # not read by the radar
+        }
+    )
     assert out["events"] == [] and out["last_step"] == 5
 
 
