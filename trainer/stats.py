@@ -398,6 +398,8 @@ def lead_test(
     (expected under the null), "mean_lead", "null_mean_lead", "leads" (sorted), "lead_median",
     "lead_q1", "lead_q3", "lead_min", "lead_max", "p_fraction", "p_fraction_exact",
     "p_mean_lead", "n_perm", "decision" ("precedes", "not_shown", "insufficient"), "verdict"}`.
+    The decision uses the exact p-value of the fraction: "precedes" when it is below `alpha`.
+    Quartiles are numpy's linear-interpolation quantiles of the leads.
     """
     if int(n_perm) != n_perm or n_perm < 100:
         raise ValueError(f"n_perm must be a whole number of at least 100, not {n_perm}")

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,8 @@ from trainer.stats import (
     run_metrics,
     seeds_needed,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_run(seed, peak, final, status="none", **cell):
@@ -369,3 +374,21 @@ def test_seeds_are_listed_in_numeric_order():
     runs += [make_run(s, 0.5, 0.5, sharing="per_role") for s in (10, 2, 1)]
     assert cell_stats(runs)[0]["seeds"] == [1, 2, 10]
     assert paired_effect(runs)["cells"][0]["seeds"] == [1, 2, 10]
+
+
+def test_the_seed_and_radar_modules_import_nothing_heavy():
+    # The web process imports them (DESIGN.md §2): no torch, no scipy, no Django.
+    probe = (
+        "import json, sys; import trainer.radar, trainer.stats, trainer.bands; "
+        "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'scipy', 'django') "
+        "if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(out.stdout) == []
