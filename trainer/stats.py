@@ -113,10 +113,6 @@ def bootstrap_mean_ci(
     return out
 
 
-Z_TWO_SIDED_95 = statistics.NormalDist().inv_cdf(0.975)
-Z_POWER_80 = statistics.NormalDist().inv_cdf(0.80)
-
-
 def seeds_needed(
     mean_diff: float | None, sd_diff: float | None, *, alpha: float = 0.05, power: float = 0.80
 ) -> int | None:
