@@ -1,11 +1,12 @@
 # The two commands of a fresh machine: `make run` (the product) and `make test` (the tests).
-# Both create the virtual environment and install requirements.txt first, but only when
-# requirements.txt changed since the last install (a stamp file named after its hash).
+# Both create the virtual environment and install requirements.txt (and the tests' own
+# requirements-dev.txt) first, but only when they changed since the last install (a stamp
+# file named after their hash).
 
 VENV ?= .venv
 PYTHON3 ?= python3
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.requirements-$(shell $(PYTHON3) -c "import hashlib; print(hashlib.sha256(open('requirements.txt', 'rb').read()).hexdigest()[:16])")
+STAMP := $(VENV)/.requirements-$(shell $(PYTHON3) -c "import hashlib; print(hashlib.sha256(open('requirements.txt', 'rb').read() + open('requirements-dev.txt', 'rb').read()).hexdigest()[:16])")
 
 .PHONY: run test venv
 
@@ -22,8 +23,8 @@ test: $(STAMP)
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON3) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
 	rm -f $(VENV)/.requirements-*
 	touch $@

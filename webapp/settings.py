@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.experiments",
     "webapp.dashboards",
+    "webapp.tracking",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -7,6 +7,8 @@ urlpatterns = [
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.experiments.urls")),
     path("api/v1/", include("webapp.api.urls")),
+    # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
+    path("api/2.0/mlflow/", include("webapp.tracking.urls")),
     # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

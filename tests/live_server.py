@@ -1,0 +1,64 @@
+"""A live Troupe for tests that drive it from outside: `gunicorn webapp.wsgi` on a free port,
+on the test database (the test must use `transactional_db`, so its rows are committed where
+the server sees them). Used by the MLflow client tests and the MLflow browser test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+
+from tests.helpers import ROOT, database_url, free_port, service_env
+
+
+@contextmanager
+def live_troupe(log_dir: Path, threads: int = 4) -> Iterator[str]:
+    """Start the server, wait until it answers, yield its base URL, stop it."""
+    port = free_port()
+    env = service_env(
+        DATABASE_URL=database_url(settings.DATABASES["default"]),
+        TROUPE_DATA_DIR=str(settings.DATA_DIR),
+    )
+    log = log_dir / "gunicorn.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--workers", "1", "--threads", str(threads), "--timeout", "60"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                urllib.request.urlopen(f"{base}/accounts/login/", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+
+
+def mlflow_env(base: str, token: str) -> dict[str, str]:
+    """What a researcher exports to point MLflow-logging code at Troupe (and, for tests, no
+    retries: a refused request fails at once instead of after minutes of back-off)."""
+    return {
+        "MLFLOW_TRACKING_URI": base,
+        "MLFLOW_TRACKING_TOKEN": token,
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "60",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "DO_NOT_TRACK": "true",
+    }

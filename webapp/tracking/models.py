@@ -1,0 +1,56 @@
+"""What MLflow knows about a run or an experiment that Troupe's own models do not hold.
+
+An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Troupe `Run`
+(its params are the run's config, its status and times the run's). The rows here add what
+MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
+key chosen as its `eval/accuracy` and the aliases the key mapping made (`trainer/keymap.py`),
+and per step the wall-clock time the client gave its points (MLflow's metric timestamp).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.experiments.models import Experiment, Run
+
+
+class TrackedExperiment(models.Model):
+    experiment = models.OneToOneField(
+        Experiment, on_delete=models.CASCADE, primary_key=True, related_name="tracked"
+    )
+    # The owner's MLflow experiment "0" ("Default"): each user has their own.
+    default_of = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="default_mlflow_experiment",
+    )
+    tags = models.JSONField(default=dict)
+    updated = models.DateTimeField(auto_now=True)
+
+
+class TrackedRun(models.Model):
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="tracked"
+    )
+    uuid = models.CharField(max_length=32, unique=True)  # the MLflow run_id: WHERE uuid = …
+    user_id = models.CharField(max_length=200, blank=True)
+    start_time = models.BigIntegerField(null=True)  # ms since the epoch, as the client gave it
+    end_time = models.BigIntegerField(null=True)
+    tags = models.JSONField(default=dict)
+    params = models.JSONField(default=dict)
+    # The key whose values are also stored as eval/accuracy (chosen once, then kept).
+    accuracy_key = models.CharField(max_length=200, blank=True)
+    aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
+
+
+class StepTime(models.Model):
+    """The client's timestamp of a run's points at one step (the newest given): MLflow's
+    metric timestamp. One row a step, not a point: 24 keys logged together share it."""
+
+    pk = models.CompositePrimaryKey("run", "step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    step = models.IntegerField()
+    timestamp = models.BigIntegerField()

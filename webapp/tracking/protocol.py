@@ -1,0 +1,213 @@
+"""MLflow's REST plumbing: errors in its shape, bearer-token authentication, request fields.
+
+`@mlflow_view("POST")` wraps an endpoint so that:
+- the caller is the user of `Authorization: Bearer <token>` (Troupe's API tokens; the MLflow
+  client sends `MLFLOW_TRACKING_TOKEN` so); none or a bad one is 401 `UNAUTHENTICATED`;
+- GET endpoints read their fields from the query string (where the client puts them), POST
+  endpoints from a JSON body (read by the JSON API's own reader: size, nesting, NUL checks);
+- every failure is `{"error_code": …, "message": …}` with the status MLflow's server gives
+  that code, never an HTML page. The client retries 429 and 5xx for minutes, so input errors
+  must never be answered with those.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.api.http import ApiError, read_json
+from webapp.experiments.models import ApiToken, hash_token
+
+log = logging.getLogger(__name__)
+
+INVALID = "INVALID_PARAMETER_VALUE"
+MISSING = "RESOURCE_DOES_NOT_EXIST"
+EXISTS = "RESOURCE_ALREADY_EXISTS"
+DENIED = "PERMISSION_DENIED"
+STATUS = {
+    INVALID: 400,
+    EXISTS: 400,
+    "BAD_REQUEST": 400,
+    "INVALID_STATE": 400,
+    "UNAUTHENTICATED": 401,
+    DENIED: 403,
+    MISSING: 404,
+    "ENDPOINT_NOT_FOUND": 404,
+    "INTERNAL_ERROR": 500,
+}
+INT64_MAX = 2**63 - 1
+# MLflow's rule for metric, param and tag names: letters, digits, _ - . / space and colon.
+_NAME = re.compile(r"^[\w\-./ :]+$")
+
+
+class MlflowError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_response(code: str, message: str) -> JsonResponse:
+    response = JsonResponse({"error_code": code, "message": message}, status=STATUS[code])
+    if code == "UNAUTHENTICATED":
+        response["WWW-Authenticate"] = 'Bearer realm="troupe"'
+    return response
+
+
+def _token_user(request: HttpRequest):
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise MlflowError(
+            "UNAUTHENTICATED",
+            "Send a Troupe API token: set MLFLOW_TRACKING_TOKEN (make one on your account page "
+            "or with `manage.py create_token <user>`).",
+        )
+    token = ApiToken.objects.select_related("user").filter(digest=hash_token(raw.strip())).first()
+    if token is None or not token.user.is_active:
+        raise MlflowError(
+            "UNAUTHENTICATED",
+            "This API token is not valid (revoked, mistyped, or its user is off).",
+        )
+    now = timezone.now()
+    if token.last_used is None or now - token.last_used > timedelta(minutes=1):
+        ApiToken.objects.filter(id=token.id).update(last_used=now)
+    return token.user
+
+
+def request_data(request: HttpRequest) -> dict[str, Any]:
+    """The request's fields: the query string of a GET (lists where a name repeats), the JSON
+    body of a POST."""
+    if request.method == "GET":
+        return {
+            name: values if len(values) > 1 else values[0] for name, values in request.GET.lists()
+        }
+    try:
+        return read_json(request)
+    except ApiError as exc:
+        detail = "; ".join(f"{k}: {v}" for k, v in exc.fields.items())
+        raise MlflowError(INVALID, exc.message + (f" ({detail})" if detail else "")) from None
+
+
+def mlflow_view(method: str) -> Callable:
+    def decorate(view: Callable) -> Callable:
+        @csrf_exempt  # bearer tokens only: no browser attaches one by itself
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method != method:
+                response = error_response(
+                    "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}."
+                )
+                response["Allow"] = method
+                return response
+            try:
+                user = _token_user(request)
+                return view(request, user, request_data(request), *args, **kwargs)
+            except MlflowError as exc:
+                return error_response(exc.code, exc.message)
+            except Http404 as exc:
+                return error_response(MISSING, str(exc) or "Not found.")
+            except PermissionDenied as exc:
+                return error_response(DENIED, str(exc) or "You may not do this.")
+            except Exception:
+                log.exception("MLflow endpoint error: %s %s", request.method, request.path)
+                return error_response(
+                    "INTERNAL_ERROR", "The server failed; the error is in its log."
+                )
+
+        return wrapper
+
+    return decorate
+
+
+# --- fields ------------------------------------------------------------------------------------
+
+
+def text(data: dict, name: str, *, required: bool = False, limit: int = 500) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        if required:
+            raise MlflowError(INVALID, f"Missing value for required parameter '{name}'.")
+        return ""
+    if not isinstance(value, str):
+        raise MlflowError(INVALID, f"Parameter '{name}' must be a string, not {value!r}.")
+    if len(value) > limit:
+        raise MlflowError(INVALID, f"Parameter '{name}' is longer than {limit} characters.")
+    return value
+
+
+def integer(data: dict, name: str, *, default: int | None = None, low: int = 0,
+            high: int = INT64_MAX) -> int | None:  # fmt: skip
+    """A whole number: JSON number or decimal string (protobuf's JSON spells int64 as either)."""
+    value = data.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MlflowError(
+            INVALID, f"Parameter '{name}' must be a whole number from {low} to {high}, "
+            f"not {data.get(name)!r}."
+        )  # fmt: skip
+    return value
+
+
+def run_id(data: dict) -> str:
+    """The run named by `run_id` (or the older `run_uuid`)."""
+    value = data.get("run_id") or data.get("run_uuid")
+    if not value:
+        raise MlflowError(INVALID, "Missing value for required parameter 'run_id'.")
+    if not isinstance(value, str) or len(value) > 64:
+        raise MlflowError(INVALID, f"Parameter 'run_id' must be a run id, not {value!r}.")
+    return value
+
+
+def entity_name(kind: str, name: Any, limit: int = 250) -> str:
+    """A metric, param or tag name, checked by MLflow's rule (and Troupe's column size)."""
+    if not isinstance(name, str) or not name:
+        raise MlflowError(INVALID, f"A {kind} needs a non-empty string key, not {name!r}.")
+    if len(name) > limit:
+        raise MlflowError(INVALID, f"{kind.capitalize()} key '{name[:60]}…' is longer than "
+                          f"{limit} characters.")  # fmt: skip
+    if not _NAME.match(name) or name.startswith("/") or ".." in name.split("/"):
+        raise MlflowError(
+            INVALID,
+            f"Invalid {kind} key {name!r}: keys may hold only letters, digits, underscores, "
+            "dashes, periods, spaces, colons and slashes, and may not start with '/' or hold "
+            "a '..' part.",
+        )
+    return name
+
+
+def number(value: Any, where: str) -> float:
+    """A metric value: a JSON number, or a numeric string (protobuf JSON). NaN and ±inf are
+    refused: Troupe's analysis needs a value at each step, and a gap would hide divergence."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise MlflowError(INVALID, f"{where}: value {value!r} is not a number.") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MlflowError(INVALID, f"{where}: value {value!r} is not a number.")
+    try:
+        value = float(value)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise MlflowError(
+            INVALID, f"{where}: value {value} is not finite; Troupe stores finite numbers only "
+            "(nothing of this request was stored)."
+        )  # fmt: skip
+    return value

@@ -1,0 +1,157 @@
+"""MLflow's JSON shapes of Troupe's experiments, runs and metric series.
+
+A run's `data.metrics` are the latest point of each key it logged (highest step); the Troupe
+aliases the key mapping added are left out, so an MLflow client reads back exactly what it
+logged (they stay readable by name through `get-history`). Every run carries two read-only
+tags, `troupe.run_id` and `troupe.url`, that say where it is in Troupe. A metric's timestamp
+is its step's (`webapp/tracking/models.StepTime`); points logged another way have none (0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+from django.urls import reverse
+
+from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking.store import TO_MLFLOW, to_ms
+
+_POINTS, _TIMES = MetricPoint._meta.db_table, StepTime._meta.db_table
+
+
+def _pairs(mapping: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"key": k, "value": str(v)} for k, v in mapping.items()]
+
+
+def _value(value: float | None) -> float | str:
+    return "NaN" if value is None else value  # protobuf's JSON spelling of NaN
+
+
+def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
+    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
+    mine = tracked is not None and tracked.default_of_id == user.id
+    created = to_ms(experiment.created)
+    return {
+        "experiment_id": "0" if mine else str(experiment.id),
+        "name": experiment.name,
+        "artifact_location": "",
+        "lifecycle_stage": "active",
+        "creation_time": created,
+        "last_update_time": to_ms(tracked.updated) if tracked else created,
+        "tags": _pairs(
+            {**(tracked.tags if tracked else {}), "troupe.owner": str(experiment.owner)}
+        ),
+    }
+
+
+def unmade_default_json() -> dict[str, Any]:
+    """Experiment "0" before anything was logged into it: it exists, empty."""
+    return {
+        "experiment_id": "0",
+        "name": "Default",
+        "artifact_location": "",
+        "lifecycle_stage": "active",
+        "tags": [],
+    }
+
+
+def latest_metrics(run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """{run id: [{key, value, timestamp, step}]}: each key's point at its highest step."""
+    out: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    if not run_ids:
+        return out
+    if connection.vendor == "postgresql":
+        sql = f"""
+            SELECT DISTINCT ON (p.run_id, p.key) p.run_id, p.key, p.step, p.value, t.timestamp
+            FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+            WHERE p.run_id = ANY(%s) ORDER BY p.run_id, p.key, p.step DESC
+        """  # noqa: S608 (table names are ours)
+        params: list[Any] = [list(run_ids)]
+    else:
+        sql = f"""
+            SELECT p.run_id, p.key, p.step, p.value, t.timestamp
+            FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+            WHERE p.run_id IN ({",".join(["%s"] * len(run_ids))})
+              AND p.step = (SELECT MAX(q.step) FROM {_POINTS} q
+                            WHERE q.run_id = p.run_id AND q.key = p.key)
+            ORDER BY p.run_id, p.key
+        """  # noqa: S608
+        params = list(run_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for run_id, key, step, value, timestamp in cursor.fetchall():
+            out[run_id].append(
+                {"key": key, "value": _value(value), "timestamp": timestamp or 0, "step": step}
+            )
+    return out
+
+
+def runs_json(runs: Sequence[Run], user) -> list[dict[str, Any]]:
+    """Runs in MLflow's shape, their latest metrics read in one query."""
+    latest = latest_metrics([run.id for run in runs])
+    defaults = set(
+        TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id", flat=True)
+    )
+    return [_run_json(run, latest[run.id], defaults) for run in runs]
+
+
+def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, Any]:
+    try:
+        tracked = run.tracked
+    except TrackedRun.DoesNotExist:
+        tracked = None
+    aliases = tracked.aliases if tracked else {}
+    run_id = tracked.uuid if tracked else str(run.id)
+    start = (tracked.start_time if tracked else None) or to_ms(run.started or run.created)
+    end = tracked.end_time if tracked else to_ms(run.finished)
+    info = {
+        "run_id": run_id,
+        "run_uuid": run_id,
+        "run_name": run.name,
+        "experiment_id": "0" if run.experiment_id in defaults else str(run.experiment_id),
+        "user_id": tracked.user_id if tracked else "",
+        "status": TO_MLFLOW[run.status],
+        "start_time": start,
+        "artifact_uri": "",
+        "lifecycle_stage": "active",
+    }
+    if end is not None:
+        info["end_time"] = end
+    params = tracked.params if tracked else {k: v for k, v in run.config.items()}
+    tags = {
+        **(tracked.tags if tracked else {"mlflow.runName": run.name}),
+        "troupe.run_id": str(run.id),
+        "troupe.url": reverse("run_detail", args=[run.id]),
+    }
+    return {
+        "info": info,
+        "data": {
+            "metrics": [m for m in metrics if m["key"] not in aliases],
+            "params": _pairs(params),
+            "tags": _pairs(tags),
+        },
+        "inputs": {},
+    }
+
+
+def metric_history(run_id: int, key: str, start_step: int, limit: int | None) -> list[dict]:
+    """The points of one series from `start_step` on, in step order, at most `limit`."""
+    sql = f"""
+        SELECT p.step, p.value, t.timestamp
+        FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+        WHERE p.run_id = %s AND p.key = %s AND p.step >= %s ORDER BY p.step
+    """  # noqa: S608
+    params: list[Any] = [run_id, key, start_step]
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        {"key": key, "value": _value(value), "timestamp": timestamp or 0, "step": step}
+        for step, value, timestamp in rows
+    ]

@@ -1,0 +1,152 @@
+"""MLflow's search filters and orderings, the subset that scripts use, applied in Python.
+
+A filter is comparisons joined by AND: `metrics.loss < 0.5 AND params.lr = '2e-5' AND
+tags.workflow = 'voting' AND attributes.status = 'FINISHED'`. Names may be quoted with
+backticks or double quotes; operators are = != < <= > >= LIKE ILIKE (`%` and `_` wildcards);
+values are 'strings' or numbers. Entities: `metrics.`, `params.`, `tags.`, and attributes
+(`attributes.` or bare: `run_name`, `status`, `run_id`, `start_time`, `end_time`, `user_id`;
+for experiments `name`, `creation_time`, `last_update_time`). Anything else is an
+INVALID_PARAMETER_VALUE naming the part that could not be read. An ordering is
+`<entity> [ASC|DESC]`; missing values sort last.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webapp.tracking.protocol import INVALID, MlflowError
+
+_CLAUSE = re.compile(
+    r"""\s*(?P<ident>(?:(?P<kind>[A-Za-z]+)\.)?(?P<name>`[^`]+`|"[^"]+"|[\w.\-/:]+))"""
+    r"""\s*(?P<op>!=|<=|>=|=|<|>|ILIKE\b|LIKE\b)\s*"""
+    r"""(?P<value>'[^']*'|"[^"]*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*""",
+    re.IGNORECASE,
+)
+_AND = re.compile(r"AND\b", re.IGNORECASE)
+_KINDS = {
+    "metric": "metrics", "metrics": "metrics", "param": "params", "params": "params",
+    "parameter": "params", "parameters": "params", "tag": "tags", "tags": "tags",
+    "attribute": "attributes", "attributes": "attributes", "attr": "attributes",
+    "run": "attributes",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Clause:
+    kind: str  # metrics, params, tags, attributes
+    name: str
+    op: str
+    value: str | float
+
+
+Getter = Callable[[str, str], Any]  # (kind, name) → the record's value, or None
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1] if text[:1] in "`\"'" and text[-1:] == text[:1] else text
+
+
+def _entity(kind: str | None, name: str, attributes: Sequence[str]) -> tuple[str, str]:
+    kind = _KINDS.get((kind or "attributes").lower())
+    name = _unquote(name)
+    if kind is None or (kind == "attributes" and name not in attributes):
+        raise MlflowError(
+            INVALID, f"Cannot search on '{name}': use metrics.<key>, params.<key>, tags.<key> "
+            f"or one of the attributes {', '.join(attributes)}."
+        )  # fmt: skip
+    return kind, name
+
+
+def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -> list[Clause]:
+    clauses: list[Clause] = []
+    pos, text = 0, text or ""
+    while text[pos:].strip():
+        found = _CLAUSE.match(text, pos)
+        if not found:
+            raise MlflowError(
+                INVALID, f"Cannot read the filter at {text[pos:pos + 40]!r}: expected "
+                "<entity> <op> <value>, e.g. metrics.loss < 0.5 AND tags.task = 'math'."
+            )  # fmt: skip
+        kind, name = _entity(found["kind"], found["name"], attributes)
+        raw, op = found["value"], found["op"].upper()
+        quoted = raw[0] in "'\""
+        is_number = kind == "metrics" or (kind == "attributes" and name in numeric)
+        if is_number == quoted or (op.endswith("LIKE") and is_number):
+            want = "a number" if is_number else "a quoted string"
+            raise MlflowError(INVALID, f"In '{found['ident']} {op} {raw}': expected {want}.")
+        clauses.append(Clause(kind, name, op, float(raw) if is_number else _unquote(raw)))
+        pos = found.end()
+        if text[pos:].strip():
+            joiner = _AND.match(text, pos)
+            if not joiner:
+                raise MlflowError(
+                    INVALID, f"Filters combine comparisons with AND only, at {text[pos:pos+20]!r}."
+                )  # fmt: skip
+            pos = joiner.end()
+    return clauses
+
+
+def _like(pattern: str, value: str, ignore_case: bool) -> bool:
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
+
+
+def _holds(clause: Clause, value: Any) -> bool:
+    if value is None:
+        return False
+    target = clause.value
+    if isinstance(target, float):
+        value = float(value)
+    else:
+        value = str(value)
+    match clause.op:
+        case "=":
+            return value == target
+        case "!=":
+            return value != target
+        case "<":
+            return value < target
+        case "<=":
+            return value <= target
+        case ">":
+            return value > target
+        case ">=":
+            return value >= target
+        case "LIKE" | "ILIKE":
+            return _like(str(target), value, clause.op == "ILIKE")
+    return False
+
+
+def matches(clauses: Sequence[Clause], get: Getter) -> bool:
+    return all(_holds(c, get(c.kind, c.name)) for c in clauses)
+
+
+def parse_order(items: Sequence[str], attributes: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """[(kind, name, descending)] of MLflow order_by strings."""
+    out = []
+    for item in items or []:
+        found = re.fullmatch(
+            r"\s*(?:(?P<kind>[A-Za-z]+)\.)?(?P<name>`[^`]+`|\"[^\"]+\"|[\w.\-/:]+)"
+            r"(?:\s+(?P<dir>ASC|DESC))?\s*",
+            item or "",
+            re.IGNORECASE,
+        )
+        if not found:
+            raise MlflowError(INVALID, f"Cannot read the ordering {item!r}: '<entity> [ASC|DESC]'.")
+        kind, name = _entity(found["kind"], found["name"], attributes)
+        out.append((kind, name, (found["dir"] or "ASC").upper() == "DESC"))
+    return out
+
+
+def order(records: list, orders: Sequence[tuple[str, str, bool]], get: Callable) -> list:
+    """Sorted by each ordering in turn (the last given is applied first, so the first rules);
+    a record missing a value goes last whichever the direction."""
+    for kind, name, descending in reversed(orders):
+        present = [r for r in records if get(r, kind, name) is not None]
+        missing = [r for r in records if get(r, kind, name) is None]
+        present.sort(key=lambda r: get(r, kind, name), reverse=descending)
+        records = present + missing
+    return records

@@ -1,0 +1,427 @@
+"""MLflow's experiments and runs over Troupe's models: finding, creating, logging, updating.
+
+- Experiment ids are Troupe experiment ids, except "0": each user's own "Default" experiment
+  (made on first use). Names are unique per owner, so two people whose code both says
+  `mlflow.set_experiment("grpo-math")` get one experiment each.
+- Run ids are 32 hex characters; any other Troupe run is reachable by its number ("12"), so an
+  MLflow client can read every run. Writing needs an external run of an experiment the caller
+  may change (its owner or staff, `webapp/experiments/access.py`).
+- `log_batch` validates the whole request first and stores nothing when any of it is wrong.
+  Points go through `write_points` (idempotent on (run, key, step): a resumed job that logs a
+  step again overwrites it) after `trainer.keymap` adds each recognised key's Troupe alias.
+  Params become the run's config (MLflow's rule: a param never changes value); tags and params
+  named `workflow`, `task`, `model`, `sharing`, `seed` fill the run's matrix cell, and
+  `troupe.accuracy_key` names the key to show as `eval/accuracy`.
+The offline importer (`webapp/tracking/importers.py`) logs through `log_batch` too.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from django.db import connection, transaction
+
+from trainer import keymap
+from trainer.config import INT_MAX
+from webapp.experiments.access import can_manage
+from webapp.experiments.metrics import write_points
+from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
+
+# MLflow's limits on one log-batch request, and on the values of params and tags.
+MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 100, 1000
+PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT = 6000, 8000
+METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
+
+CELL_FIELDS = ("workflow", "task", "model", "sharing", "seed")  # tags or params
+ACCURACY_TAG = "troupe.accuracy_key"
+RUN_NAME_TAG = "mlflow.runName"
+STEPS_PARAMS = ("steps", "max_steps", "trainer.total_training_steps", "total_training_steps")
+
+TO_TROUPE = {
+    "RUNNING": Run.RUNNING,
+    "SCHEDULED": Run.QUEUED,
+    "FINISHED": Run.SUCCEEDED,
+    "FAILED": Run.FAILED,
+    "KILLED": Run.CANCELLED,
+}
+TO_MLFLOW = {troupe: mlflow for mlflow, troupe in TO_TROUPE.items()}
+
+
+@dataclass(frozen=True)
+class Point:
+    key: str
+    value: float
+    timestamp: int  # ms since the epoch
+    step: int
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def to_datetime(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def to_ms(value: datetime | None) -> int | None:
+    return None if value is None else int(value.timestamp() * 1000)
+
+
+# --- experiments ---------------------------------------------------------------------------------
+
+
+def default_experiment(user, create: bool) -> Experiment | None:
+    """The user's "Default" experiment (MLflow's "0"), made when `create` and missing."""
+    tracked = TrackedExperiment.objects.filter(default_of=user).select_related("experiment").first()
+    if tracked is not None or not create:
+        return tracked and tracked.experiment
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=user, name="Default", description="MLflow's default experiment."
+        )
+        TrackedExperiment.objects.create(experiment=experiment, default_of=user)
+    return experiment
+
+
+def mlflow_experiment_id(experiment_id: int, user) -> str:
+    """ "0" for the user's own Default experiment, else the Troupe id."""
+    default = TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id")
+    return "0" if (experiment_id,) in list(default) else str(experiment_id)
+
+
+def experiment_tags(experiment: Experiment) -> dict[str, str]:
+    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
+    return dict(tracked.tags) if tracked else {}
+
+
+def parse_experiment_id(raw: str) -> int:
+    if not isinstance(raw, str | int) or not str(raw).isdigit() or int(raw) > INT_MAX:
+        raise MlflowError(INVALID, f"Experiment id must be a number such as '0', not {raw!r}.")
+    return int(raw)
+
+
+def find_experiment(user, raw_id: str, *, manage: bool = False) -> Experiment | None:
+    """The experiment with MLflow id `raw_id`: None for an unmade "0" (unless `manage`, which
+    makes it). MlflowError when there is none, or when `manage` and the user may not."""
+    number = parse_experiment_id(raw_id)
+    if number == 0:
+        return default_experiment(user, create=manage)
+    experiment = Experiment.objects.select_related("owner").filter(id=number).first()
+    if experiment is None:
+        raise MlflowError(MISSING, f"No experiment with id '{raw_id}' exists.")
+    if manage and not can_manage(user, experiment):
+        raise MlflowError(
+            DENIED, f"Experiment '{raw_id}' belongs to {experiment.owner}; only its owner or "
+            "staff may add runs to it."
+        )  # fmt: skip
+    return experiment
+
+
+def experiment_by_name(user, name: str) -> Experiment | None:
+    """The caller's own experiment of that name ("Default" is MLflow's "0")."""
+    if name == "Default":
+        return default_experiment(user, create=False)
+    return Experiment.objects.filter(owner=user, name=name).order_by("id").first()
+
+
+def create_experiment(user, name: str, tags: dict[str, str]) -> Experiment:
+    if experiment_by_name(user, name) is not None or name == "Default":
+        raise MlflowError(EXISTS, f"Experiment '{name}' already exists.")
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=user, name=name, description="Logged through the MLflow API."
+        )
+        TrackedExperiment.objects.create(experiment=experiment, tags=tags)
+    return experiment
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+def _new_uuid() -> str:
+    while True:  # an all-digit id would read as a Troupe run number
+        value = secrets.token_hex(16)
+        if not value.isdigit():
+            return value
+
+
+def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
+    """The run with MLflow id `raw_id` (32 hex) or Troupe number ("12"), its `tracked` row
+    loaded when it has one. With `manage`: an external run the user may change."""
+    query = Run.objects.select_related("experiment", "tracked")
+    if raw_id.isdigit() and int(raw_id) <= INT_MAX:
+        run = query.filter(id=int(raw_id)).first()
+    else:
+        run = query.filter(tracked__uuid=raw_id).first()
+    if run is None:
+        raise MlflowError(MISSING, f"Run '{raw_id}' not found.")
+    if manage:
+        if not can_manage(user, run.experiment):
+            raise MlflowError(
+                DENIED, f"Run '{raw_id}' belongs to experiment '{run.experiment.name}' of "
+                f"{run.experiment.owner}; only its owner or staff may log into it."
+            )  # fmt: skip
+        if not run.external:
+            raise MlflowError(
+                "INVALID_STATE", f"Run '{raw_id}' is trained by a Troupe worker, which logs its "
+                "metrics itself; log into a run made by runs/create."
+            )  # fmt: skip
+    return run
+
+
+def tracked_of(run: Run) -> TrackedRun:
+    """The run's MLflow row; an external run made by /api/v1/runs gets one on first use,
+    keeping its number as its id."""
+    try:
+        return run.tracked
+    except TrackedRun.DoesNotExist:
+        tracked, _ = TrackedRun.objects.get_or_create(
+            run=run, defaults={"uuid": str(run.id), "start_time": to_ms(run.started)}
+        )
+        run.tracked = tracked
+        return tracked
+
+
+def mlflow_run_id(run: Run) -> str:
+    try:
+        return run.tracked.uuid
+    except TrackedRun.DoesNotExist:
+        return str(run.id)
+
+
+def create_run(user, experiment: Experiment, *, name: str, start_time: int | None,
+               tags: dict[str, str], user_id: str) -> Run:  # fmt: skip
+    name = name or tags.get(RUN_NAME_TAG) or f"mlflow-{secrets.token_hex(3)}"
+    start_time = start_time or now_ms()
+    with transaction.atomic():
+        run = Run.objects.create(
+            experiment=experiment,
+            name=name[:200],
+            external=True,
+            status=Run.RUNNING,
+            started=to_datetime(start_time),
+        )
+        tracked = TrackedRun.objects.create(
+            run=run,
+            uuid=_new_uuid(),
+            user_id=user_id or user.get_username(),
+            start_time=start_time,
+            tags={**tags, RUN_NAME_TAG: name},
+        )
+        _apply_fields(run, tracked)
+        RunLog.objects.create(run=run, line=f"MLflow run {tracked.uuid} created by {user}.")
+    run.tracked = tracked
+    return run
+
+
+def _cell_value(tracked: TrackedRun, field: str) -> str | None:
+    value = tracked.tags.get(field, tracked.params.get(field))
+    return None if value is None else str(value)
+
+
+def _apply_fields(run: Run, tracked: TrackedRun) -> None:
+    """Copy the cell, seed, step count and name out of the tags and params into the run's
+    columns (the matrix groups by them), and the params into its config."""
+    fields = ["config"]
+    run.config = dict(tracked.params)
+    for axis in ("workflow", "task", "model", "sharing"):
+        value = _cell_value(tracked, axis)
+        if value is not None:
+            setattr(run, axis, value[: Run._meta.get_field(axis).max_length])
+            fields.append(axis)
+    seed = _cell_value(tracked, "seed")
+    if seed is not None and seed.strip().lstrip("-").isdigit() and abs(int(seed)) <= INT_MAX:
+        run.seed = int(seed)
+        fields.append("seed")
+    for name in STEPS_PARAMS:
+        value = str(tracked.params.get(name, ""))
+        if value.isdigit() and 0 < int(value) <= INT_MAX:
+            run.total_steps = int(value)
+            fields.append("total_steps")
+            break
+    if (name := tracked.tags.get(RUN_NAME_TAG)) and name != run.name:
+        run.name = name[:200]
+        fields.append("name")
+    run.save(update_fields=fields)
+
+
+def _checked_pairs(kind: str, pairs: Iterable, value_limit: int) -> dict[str, str]:
+    """{key: value} of a list of {"key", "value"} (a param's or tag's), every one checked."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if not isinstance(pair, dict):
+            raise MlflowError(INVALID, f"Each {kind} must be an object {{key, value}}.")
+        key = entity_name(kind, pair.get("key"))
+        value = pair.get("value", "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            value = str(value)
+        if len(value) > value_limit:
+            raise MlflowError(INVALID, f"The value of {kind} '{key}' is {len(value)} characters "
+                              f"long; the limit is {value_limit}.")  # fmt: skip
+        if "\x00" in key or "\x00" in value:
+            raise MlflowError(INVALID, f"{kind.capitalize()} '{key}' holds a NUL character.")
+        if kind == "param" and out.get(key, value) != value:
+            raise MlflowError(INVALID, f"Param '{key}' is given twice with different values.")
+        out[key] = value
+    return out
+
+
+def checked_tags(pairs: Iterable) -> dict[str, str]:
+    return _checked_pairs("tag", pairs, TAG_VALUE_LIMIT)
+
+
+def checked_params(pairs: Iterable) -> dict[str, str]:
+    return _checked_pairs("param", pairs, PARAM_VALUE_LIMIT)
+
+
+def check_limits(n_metrics: int, n_params: int, n_tags: int) -> None:
+    problems = []
+    if n_metrics > MAX_METRICS:
+        problems.append(f"{n_metrics} metrics (at most {MAX_METRICS})")
+    if n_params > MAX_PARAMS:
+        problems.append(f"{n_params} params (at most {MAX_PARAMS})")
+    if n_tags > MAX_TAGS:
+        problems.append(f"{n_tags} tags (at most {MAX_TAGS})")
+    if n_metrics + n_params + n_tags > MAX_ENTITIES:
+        problems.append(f"{n_metrics + n_params + n_tags} entities (at most {MAX_ENTITIES})")
+    if problems:
+        raise MlflowError(
+            INVALID, "A batch may hold at most 1000 metrics, 100 params, 100 tags and 1000 "
+            f"entities in all; this one holds {', '.join(problems)}. Nothing was stored."
+        )  # fmt: skip
+
+
+def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str]) -> int:
+    """Store one checked batch; returns the points written (aliases included).
+
+    Param values are immutable (MLflow's rule): a different value for a logged param is an
+    error, and then nothing of the batch is stored.
+    """
+    tracked = tracked_of(run)
+    for key, value in params.items():
+        if key in tracked.params and tracked.params[key] != value:
+            raise MlflowError(
+                INVALID, f"Changing param values is not allowed. Param '{key}' was logged with "
+                f"value '{tracked.params[key]}' for run '{tracked.uuid}'; attempted '{value}'."
+            )  # fmt: skip
+    keys = list(dict.fromkeys(p.key for p in points))
+    with transaction.atomic():
+        if params or tags or _needs_bookkeeping(tracked, keys):
+            # Rare (params, tags, a key seen the first time): lock the row to merge into it.
+            tracked = TrackedRun.objects.select_for_update().get(run=run)
+            for key, value in params.items():  # re-checked under the lock
+                if tracked.params.get(key, value) != value:
+                    raise MlflowError(INVALID, f"Changing param values is not allowed ('{key}').")
+            tracked.params.update(params)
+            tracked.tags.update(tags)
+            if not tracked.accuracy_key:
+                chosen = keymap.accuracy_source(keys, tracked.tags.get(ACCURACY_TAG))
+                tracked.accuracy_key = chosen or ""
+            new = keymap.aliases(keys, tracked.accuracy_key or None)
+            tracked.aliases.update({troupe: original for original, troupe in new.items()})
+            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases"])
+            if params or tags:
+                _apply_fields(run, tracked)
+        run.tracked = tracked
+        written = _write(run.id, points, tracked)
+    return written
+
+
+def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
+    """Whether a metrics-only batch must update the run's row: a new alias to remember, or
+    an accuracy key still to choose."""
+    mapped = keymap.aliases(keys, tracked.accuracy_key or None)
+    if any(troupe not in tracked.aliases for troupe in mapped.values()):
+        return True
+    return (
+        not tracked.accuracy_key
+        and keymap.accuracy_source(keys, tracked.tags.get(ACCURACY_TAG)) is not None
+    )
+
+
+def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
+    if not points:
+        return 0
+    plain = [(p.key, p.step, p.value) for p in points]
+    written = write_points(run_id, keymap.map_points(plain, tracked.accuracy_key or None))
+    times: dict[int, int] = {}
+    for p in points:
+        times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
+    _write_times(run_id, times)
+    last = max(times)
+    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
+    return written
+
+
+_TIMES_UPSERT = """
+INSERT INTO {table} (run_id, step, timestamp)
+SELECT %b, s, t FROM unnest(%b::integer[], %b::bigint[]) AS p(s, t)
+ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
+WHERE {table}.timestamp < EXCLUDED.timestamp
+"""
+
+
+def _write_times(run_id: int, times: dict[int, int]) -> None:
+    """Each step's newest timestamp, in step order (one lock order for every writer)."""
+    ordered = sorted(times.items())
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(
+                _TIMES_UPSERT.format(table=StepTime._meta.db_table),
+                [run_id, [s for s, _ in ordered], [t for _, t in ordered]],
+            )
+        return
+    existing = dict(
+        StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
+    )
+    StepTime.objects.bulk_create(
+        [StepTime(run_id=run_id, step=s, timestamp=max(t, existing.get(s, t))) for s, t in ordered],
+        update_conflicts=True,
+        unique_fields=["run", "step"],
+        update_fields=["timestamp"],
+    )
+
+
+def update_run(run: Run, *, status: str | None, end_time: int | None, name: str) -> Run:
+    """runs/update: a new status (a finished one records the end time), end time, name."""
+    tracked = tracked_of(run)
+    fields = []
+    if status:
+        if status not in TO_TROUPE:
+            raise MlflowError(INVALID, f"Status must be one of {', '.join(TO_TROUPE)}, "
+                              f"not {status!r}.")  # fmt: skip
+        run.status = TO_TROUPE[status]
+        fields.append("status")
+        if run.status in Run.FINISHED:
+            tracked.end_time = end_time or tracked.end_time or now_ms()
+            run.finished = to_datetime(tracked.end_time)
+            if run.status == Run.FAILED and not run.error_type:
+                run.error_type, run.error_message = "ExternalError", "Marked FAILED by the client."
+                fields += ["error_type", "error_message"]
+        else:  # resumed: running (or scheduled) again
+            tracked.end_time = None
+            run.finished = None
+        fields.append("finished")
+    elif end_time is not None:
+        tracked.end_time = end_time
+        run.finished = to_datetime(end_time)
+        fields.append("finished")
+    if name:
+        run.name = name[:200]
+        tracked.tags[RUN_NAME_TAG] = name
+        fields.append("name")
+    with transaction.atomic():
+        if fields:
+            run.save(update_fields=fields)
+        tracked.save(update_fields=["end_time", "tags"])
+    return run

@@ -1,0 +1,24 @@
+"""Routes of the MLflow REST subset, mounted at /api/2.0/mlflow/ (where an MLflow client with
+MLFLOW_TRACKING_URI=http://<troupe>/ sends its requests). Any other path under it answers
+MLflow's ENDPOINT_NOT_FOUND as JSON."""
+
+from django.urls import path, re_path
+
+from webapp.tracking import views
+
+urlpatterns = [
+    path("experiments/get-by-name", views.experiment_by_name),
+    path("experiments/create", views.experiment_create),
+    path("experiments/get", views.experiment_get),
+    path("experiments/search", views.experiment_search),
+    path("runs/create", views.run_create),
+    path("runs/get", views.run_get),
+    path("runs/update", views.run_update),
+    path("runs/log-batch", views.log_batch),
+    path("runs/log-metric", views.log_metric),
+    path("runs/log-parameter", views.log_parameter),
+    path("runs/set-tag", views.set_tag),
+    path("runs/search", views.run_search),
+    path("metrics/get-history", views.metric_history),
+    re_path(r"^(?P<rest>.*)$", views.not_found),
+]

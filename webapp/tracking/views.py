@@ -1,0 +1,295 @@
+"""The MLflow REST endpoints Troupe answers, under /api/2.0/mlflow/.
+
+Write path: experiments/get-by-name, create, get; runs/create, get, update, log-batch,
+log-metric, log-parameter, set-tag. Read path: runs/search, metrics/get-history,
+experiments/search. What each does to Troupe's data is `webapp/tracking/store.py`'s; the
+JSON shapes are `reads.py`'s; errors and authentication `protocol.py`'s. Reading is open to
+any token holder (Troupe is a team tool); writing needs the experiment's owner or staff.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.experiments.models import Experiment, Run
+from webapp.tracking import reads, search, store
+from webapp.tracking.protocol import (
+    INT64_MAX,
+    INVALID,
+    MISSING,
+    MlflowError,
+    entity_name,
+    error_response,
+    integer,
+    mlflow_view,
+    number,
+    run_id,
+    text,
+)
+from webapp.tracking.store import Point
+
+MAX_SEARCH_RESULTS = 50_000
+DEFAULT_SEARCH_RESULTS = 1000
+STEP_MAX = 2**31 - 1  # Troupe's step column
+
+
+def _ok(body: dict[str, Any] | None = None) -> JsonResponse:
+    return JsonResponse(body or {})
+
+
+def _list(data: dict, name: str) -> list:
+    value = data.get(name) or []
+    if isinstance(value, str):  # a GET query string names one element without brackets
+        value = [value]
+    if not isinstance(value, list):
+        raise MlflowError(INVALID, f"Parameter '{name}' must be a list.")
+    return value
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def _offset(data: dict) -> int:
+    raw = data.get("page_token")
+    if not raw:
+        return 0
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(str(raw).encode()))["offset"]
+    except (ValueError, KeyError, TypeError):
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.") from None
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.")
+    return offset
+
+
+# --- experiments ---------------------------------------------------------------------------------
+
+
+@mlflow_view("GET")
+def experiment_by_name(request: HttpRequest, user, data: dict) -> JsonResponse:
+    name = text(data, "experiment_name", required=True, limit=200)
+    experiment = store.experiment_by_name(user, name)
+    if experiment is None:
+        if name == "Default":
+            return _ok({"experiment": reads.unmade_default_json()})
+        raise MlflowError(MISSING, f"Could not find experiment with name '{name}'.")
+    return _ok({"experiment": reads.experiment_json(experiment, user)})
+
+
+@mlflow_view("POST")
+def experiment_create(request: HttpRequest, user, data: dict) -> JsonResponse:
+    name = text(data, "name", required=True, limit=200)
+    if not name.strip():
+        raise MlflowError(INVALID, "An experiment name must not be blank.")
+    tags = store.checked_tags(_list(data, "tags"))
+    experiment = store.create_experiment(user, name, tags)
+    return _ok({"experiment_id": str(experiment.id)})
+
+
+@mlflow_view("GET")
+def experiment_get(request: HttpRequest, user, data: dict) -> JsonResponse:
+    raw = text(data, "experiment_id", required=True, limit=20)
+    experiment = store.find_experiment(user, raw)
+    if experiment is None:
+        return _ok({"experiment": reads.unmade_default_json()})
+    return _ok({"experiment": reads.experiment_json(experiment, user)})
+
+
+@mlflow_view("POST")
+def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    attributes = ("name", "creation_time", "last_update_time", "experiment_id")
+    numeric = ("creation_time", "last_update_time")
+    clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
+    orders = search.parse_order(_list(data, "order_by"), attributes) or [
+        ("attributes", "last_update_time", True)
+    ]
+    view = data.get("view_type")
+    if view in ("DELETED_ONLY", 2):
+        return _ok({"experiments": []})  # Troupe deletes for good: nothing is ever "deleted"
+    limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
+                    high=MAX_SEARCH_RESULTS)  # fmt: skip
+    offset = _offset(data)
+
+    store.default_experiment(user, create=True)  # "0" exists for every user
+    records = [reads.experiment_json(e, user) for e in Experiment.objects.select_related("owner")]
+
+    def get(record: dict, kind: str, name: str) -> Any:
+        if kind == "tags":
+            return next((t["value"] for t in record["tags"] if t["key"] == name), None)
+        if kind == "attributes":
+            return record.get(name)
+        return None
+
+    found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
+    found = search.order(found, orders, get)
+    page = found[offset : offset + limit]
+    body: dict[str, Any] = {"experiments": page}
+    if offset + limit < len(found):
+        body["next_page_token"] = _token(offset + limit)
+    return _ok(body)
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+@mlflow_view("POST")
+def run_create(request: HttpRequest, user, data: dict) -> JsonResponse:
+    experiment = store.find_experiment(
+        user, text(data, "experiment_id", limit=20) or "0", manage=True
+    )
+    tags = store.checked_tags(_list(data, "tags"))
+    run = store.create_run(
+        user,
+        experiment,
+        name=text(data, "run_name", limit=200),
+        start_time=integer(data, "start_time"),
+        tags=tags,
+        user_id=text(data, "user_id", limit=200),
+    )
+    return _ok({"run": reads.runs_json([run], user)[0]})
+
+
+@mlflow_view("GET")
+def run_get(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data))
+    return _ok({"run": reads.runs_json([run], user)[0]})
+
+
+@mlflow_view("POST")
+def run_update(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    status = data.get("status")
+    if isinstance(status, int) and not isinstance(status, bool):  # the enum's number
+        status = {1: "RUNNING", 2: "SCHEDULED", 3: "FINISHED", 4: "FAILED", 5: "KILLED"}.get(status)
+    if status is not None and not isinstance(status, str):
+        raise MlflowError(INVALID, f"Status must be a run status name, not {status!r}.")
+    run = store.update_run(
+        run,
+        status=status,
+        end_time=integer(data, "end_time"),
+        name=text(data, "run_name", limit=200),
+    )
+    return _ok({"run_info": reads.runs_json([run], user)[0]["info"]})
+
+
+def _point(entry: Any, where: str, default_step: int | None = None) -> Point:
+    if not isinstance(entry, dict):
+        raise MlflowError(INVALID, f"{where} must be an object {{key, value, timestamp, step}}.")
+    key = entity_name("metric", entry.get("key"), limit=store.METRIC_KEY_LIMIT)
+    where = f"{where} ('{key}')"
+    try:
+        step = integer(entry, "step", default=0, low=0, high=STEP_MAX)
+        timestamp = integer(entry, "timestamp", default=None, low=0, high=INT64_MAX)
+    except MlflowError as exc:
+        raise MlflowError(INVALID, f"{where}: {exc.message}") from None
+    if "value" not in entry:
+        raise MlflowError(INVALID, f"{where}: missing value.")
+    return Point(key, number(entry["value"], where), timestamp or store.now_ms(), step)
+
+
+@mlflow_view("POST")
+def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
+    raw_metrics, raw_params, raw_tags = (
+        _list(data, "metrics"), _list(data, "params"), _list(data, "tags")
+    )  # fmt: skip
+    store.check_limits(len(raw_metrics), len(raw_params), len(raw_tags))
+    run = store.find_run(user, run_id(data), manage=True)
+    points = [_point(m, f"metrics[{i}]") for i, m in enumerate(raw_metrics)]
+    store.log_batch(run, points, store.checked_params(raw_params), store.checked_tags(raw_tags))
+    return _ok()
+
+
+@mlflow_view("POST")
+def log_metric(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.log_batch(run, [_point(data, "metric")], {}, {})
+    return _ok()
+
+
+@mlflow_view("POST")
+def log_parameter(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.log_batch(run, [], store.checked_params([data]), {})
+    return _ok()
+
+
+@mlflow_view("POST")
+def set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.log_batch(run, [], {}, store.checked_tags([data]))
+    return _ok()
+
+
+@mlflow_view("POST")
+def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    attributes = ("run_name", "status", "run_id", "start_time", "end_time", "user_id")
+    numeric = ("start_time", "end_time")
+    clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
+    orders = search.parse_order(_list(data, "order_by"), attributes) or [
+        ("attributes", "start_time", True)
+    ]
+    limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
+                    high=MAX_SEARCH_RESULTS)  # fmt: skip
+    offset = _offset(data)
+    view = data.get("run_view_type")
+    if view in ("DELETED_ONLY", 2):
+        return _ok({"runs": []})
+
+    experiment_ids = []
+    for raw in _list(data, "experiment_ids"):
+        experiment = store.find_experiment(user, str(raw))
+        if experiment is not None:
+            experiment_ids.append(experiment.id)
+    runs = list(
+        Run.objects.filter(experiment_id__in=experiment_ids)
+        .select_related("experiment", "tracked")
+        .order_by("id")
+    )
+    records = reads.runs_json(runs, user)
+
+    def get(record: dict, kind: str, name: str) -> Any:
+        if kind == "attributes":
+            return record["info"].get(name)
+        entries = record["data"][kind]
+        found = next((e["value"] for e in entries if e["key"] == name), None)
+        return None if found == "NaN" else found
+
+    found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
+    found = search.order(found, orders, get)
+    page = found[offset : offset + limit]
+    body: dict[str, Any] = {"runs": page}
+    if offset + limit < len(found):
+        body["next_page_token"] = _token(offset + limit)
+    return _ok(body)
+
+
+@mlflow_view("GET")
+def metric_history(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data))
+    key = text(data, "metric_key", required=True, limit=250)
+    limit = integer(data, "max_results", default=None, low=1, high=INT64_MAX)
+    start = _offset(data)
+    points = reads.metric_history(run.id, key, start, None if limit is None else limit + 1)
+    body: dict[str, Any] = {"metrics": points[:limit] if limit is not None else points}
+    if limit is not None and len(points) > limit:
+        body["next_page_token"] = _token(points[limit]["step"])
+    return _ok(body)
+
+
+# --- everything else -----------------------------------------------------------------------------
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    return error_response(
+        "ENDPOINT_NOT_FOUND",
+        f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
+        "(it answers experiments/get-by-name, create, get, search; runs/create, get, update, "
+        "search, log-batch, log-metric, log-parameter, set-tag; metrics/get-history).",
+    )
