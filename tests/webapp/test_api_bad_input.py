@@ -3,10 +3,12 @@ bodies nested too deeply, NUL characters and lone surrogates in strings or keys 
 can store neither), query parameters holding NUL, and values too big for their columns."""
 
 import json
+import random
 
 import pytest
 
 from tests.people import bearer
+from webapp.api.http import MAX_DEPTH, _nested_deeper_than_limit
 from webapp.experiments.models import MetricPoint, Run
 
 pytestmark = pytest.mark.django_db
@@ -45,6 +47,69 @@ def test_a_body_nested_deeper_than_the_limit_gets_400_even_when_python_could_rea
     assert response.status_code == 400
     assert "nested" in response.json()["error"]
     assert not Run.objects.filter(name="x").exists()
+
+
+def nested(depth: int):
+    """A value of exactly `depth` levels of objects and arrays, alternating."""
+    value = 0
+    for level in range(depth):
+        value = {"a": value} if level % 2 else [value]
+    return value
+
+
+def test_the_depth_limit_is_exact(client, experiment, alice):
+    def create(depth):
+        # The body object and "config" are two levels: the rest is the config's value.
+        body = {"name": "deep", "experiment": experiment.id, "config": {"n": nested(depth - 2)}}
+        return post(client, alice, "/api/v1/runs", body).status_code
+
+    assert (create(MAX_DEPTH), create(MAX_DEPTH + 1)) == (201, 400)
+
+
+def test_brackets_inside_strings_are_not_nesting(client, experiment, alice):
+    text = '[{"\\' * 40
+    body = {"name": text, "experiment": experiment.id, "config": {text: "é" + text}}
+
+    response = post(client, alice, "/api/v1/runs", body)
+
+    assert response.status_code == 201
+    assert Run.objects.get(id=response.json()["id"]).name == text
+
+
+def depth_of(value) -> int:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+def random_text(rng: random.Random) -> str:
+    return "".join(rng.choice('[]{}"\\aé \n\x00') for _ in range(rng.randint(0, 5)))
+
+
+def random_value(rng: random.Random, depth: int):
+    """A value exactly `depth` deep: a spine of containers, each with a few shallow siblings;
+    strings full of brackets, quotes and escapes everywhere."""
+    if depth == 0:
+        return rng.choice([random_text(rng), 1, None, True, 2.5])
+    items = [random_value(rng, rng.randint(0, min(depth - 1, 2))) for _ in range(rng.randint(0, 2))]
+    items.insert(rng.randint(0, len(items)), random_value(rng, depth - 1))
+    if rng.random() < 0.5:
+        return items
+    return {f"{random_text(rng)}{i}": item for i, item in enumerate(items)}
+
+
+def test_the_fast_depth_check_agrees_with_walking_the_value():
+    rng = random.Random(15)
+    values = [random_value(rng, rng.randint(1, 2 * MAX_DEPTH)) for _ in range(300)]
+    deep = sum(depth_of(v) > MAX_DEPTH for v in values)
+    assert 60 < deep < 240  # both answers are well represented
+
+    for value in values:
+        for ascii_only in (True, False):
+            body = json.dumps(value, ensure_ascii=ascii_only).encode()
+            assert _nested_deeper_than_limit(body) == (depth_of(value) > MAX_DEPTH), body
 
 
 def test_a_nul_in_a_metric_key_is_named_and_nothing_is_stored(client, run, alice):
