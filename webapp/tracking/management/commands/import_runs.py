@@ -1,0 +1,158 @@
+"""`python manage.py import_runs PATH… --experiment NAME --owner USER`: TensorBoard event files
+and verl `file`-logger JSONL (or Troupe's metrics.jsonl) into one experiment, one external run
+per source, with the key mapping of `trainer/keymap.py`.
+
+Importing the same source again reuses its run (found by the `troupe.source` tag, its absolute
+path) and overwrites its points: nothing is duplicated. `--tag workflow=voting` (repeatable)
+sets tags on every imported run, so an imported matrix groups into cells; `--accuracy-key`
+names the key to show as `eval/accuracy`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from trainer.config import INT_MAX
+from trainer.keymap import MAX_KEY_LENGTH
+from webapp.experiments.models import Experiment
+from webapp.tracking import store
+from webapp.tracking.importers import Scalar, Source, find_sources
+from webapp.tracking.models import TrackedRun
+from webapp.tracking.protocol import MlflowError
+
+SOURCE_TAG = "troupe.source"
+CHUNK = 5000  # points a write
+
+
+class Command(BaseCommand):
+    help = "Import TensorBoard event files and verl JSONL logs as runs of an experiment."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
+        parser.add_argument("--owner", required=True, help="username owning the experiment")
+        target = parser.add_mutually_exclusive_group(required=True)
+        target.add_argument("--experiment", help="experiment name (the owner's; made if missing)")
+        target.add_argument("--experiment-id", type=int, help="an existing experiment's id")
+        parser.add_argument(
+            "--tag",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a tag on every imported run (workflow, task, model, sharing, seed group "
+            "runs into matrix cells); repeatable",
+        )
+        parser.add_argument("--accuracy-key", help="the key to show as eval/accuracy")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *args, **options) -> None:
+        user = get_user_model().objects.filter(username=options["owner"]).first()
+        if user is None:
+            raise CommandError(f"There is no user {options['owner']!r}.")
+        experiment = self._experiment(user, options)
+        tags = self._tags(options["tag"])
+        if options["accuracy_key"]:
+            tags[store.ACCURACY_TAG] = options["accuracy_key"]
+        sources: list[Source] = []
+        for path in options["paths"]:
+            try:
+                found = find_sources(path)
+            except FileNotFoundError as exc:
+                raise CommandError(str(exc)) from None
+            if not found:
+                raise CommandError(f"{path}: no event files or .jsonl files found")
+            sources += found
+        for source in sources:
+            try:
+                run, points = self._import(user, experiment, source, tags, options)
+            except (ValueError, MlflowError) as exc:
+                raise CommandError(f"{source.path}: {exc}") from None
+            skipped = ", ".join(f"{n} {why}" for why, n in sorted(source.skipped.items()))
+            self.stdout.write(
+                f"{source.path}: run {run.id} ({run.name}), {points} points"
+                + (f"; skipped {skipped}" if skipped else "")
+            )
+        self.stdout.write(f"Experiment {experiment.id} ({experiment.name}): {len(sources)} runs.")
+
+    def _experiment(self, user, options) -> Experiment:
+        if options["experiment_id"] is not None:
+            try:
+                return store.find_experiment(user, str(options["experiment_id"]), manage=True)
+            except MlflowError as exc:
+                raise CommandError(exc.message) from None
+        name = options["experiment"].strip()
+        if not name:
+            raise CommandError("--experiment must not be blank")
+        found = store.experiment_by_name(user, name)
+        return found or store.create_experiment(user, name, {})
+
+    def _tags(self, pairs: list[str]) -> dict[str, str]:
+        tags = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise CommandError(f"--tag {pair!r}: expected KEY=VALUE")
+            tags[key.strip()] = value.strip()
+        try:
+            return store.checked_tags([{"key": k, "value": v} for k, v in tags.items()])
+        except MlflowError as exc:
+            raise CommandError(exc.message) from None
+
+    def _import(self, user, experiment, source: Source, tags: dict, options):
+        path = str(source.path)
+        # A JSON lookup would not work on SQLite; an experiment's runs are few enough to scan.
+        tracked = next(
+            (t for t in TrackedRun.objects.filter(run__experiment=experiment).select_related("run")
+             if t.tags.get(SOURCE_TAG) == path),
+            None,
+        )  # fmt: skip
+        if tracked is None:
+            run = store.create_run(
+                user, experiment, name=source.name, start_time=None,
+                tags={**tags, SOURCE_TAG: path}, user_id=user.get_username(),
+            )  # fmt: skip
+        else:
+            run = tracked.run
+            store.update_run(run, status="RUNNING", end_time=None, name="")
+            if tags:
+                store.log_batch(run, [], {}, tags)
+        total, batch, last_wall = 0, [], None
+        bar = tqdm(
+            desc=source.name, unit=" points", disable=options["no_progress"], leave=False
+        )  # fmt: skip
+        for scalar in source.scalars():
+            if not self._fits(scalar, source):
+                continue
+            last_wall = max(last_wall or 0, scalar.wall_ms or 0) or None
+            batch.append(
+                store.Point(scalar.key, scalar.value, scalar.wall_ms or store.now_ms(), scalar.step)
+            )
+            if len(batch) >= CHUNK:
+                total += self._flush(run, batch, bar)
+        total += self._flush(run, batch, bar)
+        bar.close()
+        store.update_run(run, status="FINISHED", end_time=last_wall, name="")
+        return run, total
+
+    @staticmethod
+    def _fits(scalar: Scalar, source: Source) -> bool:
+        if not 0 <= scalar.step <= INT_MAX:
+            source.skip("step out of range")
+            return False
+        if not scalar.key or len(scalar.key) > MAX_KEY_LENGTH or "\x00" in scalar.key:
+            source.skip("key not storable")
+            return False
+        return True
+
+    @staticmethod
+    def _flush(run, batch: list, bar) -> int:
+        if not batch:
+            return 0
+        store.log_batch(run, batch, {}, {})
+        bar.update(len(batch))
+        count = len(batch)
+        batch.clear()
+        return count
