@@ -145,3 +145,12 @@ def test_matrix_view_times_every_size_cold_and_warm(postgres_url):
     assert [row["runs"] for row in summary["sizes"]] == [2, 4]
     for row in summary["sizes"]:
         assert 0 < row["warm_s"] and 0 < row["cold_s"] and row["cells"] >= 1
+
+
+@pytest.mark.timeout(300)
+def test_login_throttle_times_the_api_with_and_without_the_throttle(postgres_url):
+    row = run_smoke("login_throttle.py", "--postgres", postgres_url)
+    for side in ("on", "off"):
+        assert row[side]["quiet_ms"] > 0 and row[side]["attacked_ms"] > 0
+        assert row[side]["attempts"] > 0  # the wrong-password loop ran
+    assert row["off"]["refused"] == 0  # with the limits out of reach, nothing is refused
