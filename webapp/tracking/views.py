@@ -44,8 +44,6 @@ def _ok(body: dict[str, Any] | None = None) -> JsonResponse:
 
 def _list(data: dict, name: str) -> list:
     value = data.get(name) or []
-    if isinstance(value, str):  # a GET query string names one element without brackets
-        value = [value]
     if not isinstance(value, list):
         raise MlflowError(INVALID, f"Parameter '{name}' must be a list.")
     return value
