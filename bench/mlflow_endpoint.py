@@ -1,0 +1,246 @@
+"""Benchmark: the same MLflow client workload against MLflow's own tracking server and against
+Troupe's MLflow endpoint (/api/2.0/mlflow/), same PostgreSQL server, one invocation.
+
+Both servers are started here on fresh databases (Troupe: `gunicorn webapp.wsgi`, MLflow:
+`mlflow server`, `--workers` each; see bench/tracking_vs_mlflow.py, whose server plumbing this
+reuses). The client is the real `mlflow.MlflowClient` (requirements-dev.txt), pointed at each
+server in turn; Troupe's token goes in MLFLOW_TRACKING_TOKEN (MLflow's server ignores it).
+
+1. ingestion: `--runs` 8 runs × `--keys` 24 keys × `--steps` 2,000 steps through
+   `MlflowClient.log_batch`, step-major batches of at most 1,000 metrics (MLflow's limit: 41
+   steps × 24 keys), `--clients` 4 threads with two runs each; points/s = points the client
+   logged / wall time. Keys as the study's fork logs them: `actor/<role>/grad_norm|kl|pg_loss|
+   pg_clipfrac` for 4 roles (Troupe also stores each under `role/<role>/…`: 16 of the 24 keys
+   are written twice there) and 8 other keys. The Metric objects are built before the clock.
+2. history: `MlflowClient.get_metric_history` of one 10,000-step series (`--history-steps`),
+   `--reads` times on each server alternately; the two answers are checked to be identical.
+
+Medians over `--repeats` (ABBA order) and the ratios Troupe / MLflow. MLflow lives in a venv of
+its own (bench/tracking_vs_mlflow.py's docstring says how):
+
+    .venv/bin/python bench/mlflow_endpoint.py --mlflow-python /tmp/mlflow-venv/bin/python
+    .venv/bin/python bench/mlflow_endpoint.py --smoke --without-mlflow   # tiny, Troupe only
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
+
+from bench.tracking_vs_mlflow import (  # noqa: E402
+    DEFAULT_MLFLOW_PYTHON,
+    MlflowServer,
+    log,
+    mlflow_available,
+)
+from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer  # noqa: E402
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+
+from mlflow import MlflowClient  # noqa: E402
+from mlflow.entities import Metric  # noqa: E402
+
+BATCH_LIMIT = 1000
+ROLES = ("generator", "aggregator", "evaluator", "solver")
+
+
+def metric_keys(n: int) -> list[str]:
+    fork = [f"actor/{r}/{m}" for r in ROLES for m in ("grad_norm", "kl", "pg_loss", "pg_clipfrac")]
+    other = ["critic/advantages/mean", "perf/throughput", "timing_s/gen", "timing_s/update",
+             "response_length/max", "prompt_length/mean", "actor/lr", "perf/memory"]  # fmt: skip
+    return [*fork, *other][:n] + [f"extra/k{i}" for i in range(max(0, n - 24))]
+
+
+def run_batches(run: int, keys: list[str], steps: int, timestamp: int) -> list[list[Metric]]:
+    """Step-major batches of whole steps, each at most BATCH_LIMIT metrics."""
+    per_batch = max(1, BATCH_LIMIT // len(keys))
+    out = []
+    for start in range(0, steps, per_batch):
+        out.append(
+            [
+                Metric(key, math.sin(step / 50 + j + run) + step / 1e4, timestamp + step, step)
+                for step in range(start, min(steps, start + per_batch))
+                for j, key in enumerate(keys)
+            ]
+        )
+    return out
+
+
+class Side:
+    def __init__(self, name: str, url: str, experiment: str):
+        self.name, self.url, self.experiment = name, url, experiment
+
+    def client(self) -> MlflowClient:
+        return MlflowClient(tracking_uri=self.url)
+
+
+def ingest(side: Side, args, keys: list[str], tag: str) -> dict:
+    client = side.client()
+    runs = [client.create_run(side.experiment, run_name=f"{tag}-{i}").info.run_id
+            for i in range(args.runs)]  # fmt: skip
+    stamp = int(time.time() * 1000)
+    work = [(run_id, run_batches(i, keys, args.steps, stamp)) for i, run_id in enumerate(runs)]
+    shares = [work[i :: args.clients] for i in range(args.clients)]
+    errors: list[BaseException] = []
+
+    def client_loop(items) -> None:
+        own = side.client()
+        try:
+            for run_id, batches in items:
+                for batch in batches:
+                    own.log_batch(run_id, metrics=batch, synchronous=True)
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client_loop, args=(share,)) for share in shares]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    logged = args.runs * len(keys) * args.steps
+    stored = len(client.get_metric_history(runs[-1], keys[0]))
+    assert stored == args.steps, f"{side.name}: {stored} of {args.steps} points came back"
+    with contextlib.redirect_stdout(sys.stderr):  # the client prints a link per run it ends
+        for run_id in runs:
+            client.set_terminated(run_id)
+    return {"points": logged, "seconds": seconds, "points_per_s": logged / seconds}
+
+
+def history_run(side: Side, steps: int) -> str:
+    client = side.client()
+    run_id = client.create_run(side.experiment, run_name="history").info.run_id
+    stamp = int(time.time() * 1000)
+    for start in range(0, steps, BATCH_LIMIT):
+        batch = [Metric("train/loss", 1 / (1 + s), stamp + s, s)
+                 for s in range(start, min(steps, start + BATCH_LIMIT))]  # fmt: skip
+        client.log_batch(run_id, metrics=batch, synchronous=True)
+    return run_id
+
+
+def read_history(side: Side, run_id: str) -> tuple[float, list]:
+    client = side.client()
+    start = time.perf_counter()
+    history = client.get_metric_history(run_id, "train/loss")
+    seconds = time.perf_counter() - start
+    return seconds, [(m.step, m.value, m.timestamp) for m in history]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mlflow-python", default=os.environ.get("MLFLOW_PYTHON"))
+    parser.add_argument("--without-mlflow", action="store_true", help="Troupe's side only")
+    parser.add_argument("--postgres", default=DEFAULT_POSTGRES)
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--keys", type=int, default=24)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4, help="server worker processes")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--history-steps", type=int, default=10_000)
+    parser.add_argument("--reads", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
+    args = parser.parse_args()
+    if args.without_mlflow:
+        args.mlflow_python = ""
+    elif args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
+        args.mlflow_python = DEFAULT_MLFLOW_PYTHON
+    suffix = ""
+    if args.smoke:
+        args.runs, args.keys, args.steps, args.clients, args.workers = 2, 4, 60, 2, 2
+        args.repeats, args.history_steps, args.reads = 1, 1500, 2
+        suffix = f"_smoke_{os.getpid()}"
+    with_mlflow = mlflow_available(args.mlflow_python)
+    if not with_mlflow and not args.smoke:
+        log(f"MLflow is not available (--mlflow-python {args.mlflow_python!r})")
+        sys.exit(2)
+    keys = metric_keys(args.keys)
+    rows: dict[str, list[dict]] = {}
+    reads: dict[str, list[float]] = {}
+    with TroupeServer(args.postgres, f"troupe_mlflow_bench{suffix}", args.workers, log=log) as t:
+        os.environ["MLFLOW_TRACKING_TOKEN"] = t.token  # MLflow's server ignores it
+        experiment = MlflowClient(tracking_uri=t.url).create_experiment("mlflow-bench")
+        sides = [Side("troupe", t.url, experiment)]
+        mlflow_server = None
+        try:
+            if with_mlflow:
+                mlflow_server = MlflowServer(
+                    args.mlflow_python, args.postgres, f"mlflow_endpoint_bench{suffix}",
+                    args.workers,
+                ).__enter__()  # fmt: skip
+                mlflow_experiment = MlflowClient(tracking_uri=mlflow_server.url).create_experiment(
+                    "bench"
+                )
+                sides.append(Side("mlflow", mlflow_server.url, mlflow_experiment))
+            for rep in range(args.repeats):
+                for side in sides if rep % 2 == 0 else sides[::-1]:  # ABBA
+                    row = ingest(side, args, keys, f"rep{rep}")
+                    rows.setdefault(side.name, []).append(row)
+                    log(f"repeat {rep + 1}/{args.repeats} {side.name}: "
+                        f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), "
+                        f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+            history_runs = {side.name: history_run(side, args.history_steps) for side in sides}
+            answers = {}
+            for i in range(args.reads):
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    seconds, answer = read_history(side, history_runs[side.name])
+                    reads.setdefault(side.name, []).append(seconds)
+                    answers[side.name] = answer
+            assert len(answers["troupe"]) == args.history_steps
+            if with_mlflow:
+                assert [a[:2] for a in answers["troupe"]] == [a[:2] for a in answers["mlflow"]]
+        finally:
+            if mlflow_server is not None:
+                mlflow_server.__exit__(None, None, None)
+
+    summary: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "load_after": round(os.getloadavg()[0], 2),
+        "workload": {
+            k: getattr(args, k)
+            for k in (
+                "runs",
+                "keys",
+                "steps",
+                "clients",
+                "workers",
+                "repeats",
+                "history_steps",
+                "reads",
+            )
+        },  # fmt: skip
+    }
+    for name in rows:
+        summary[name] = {
+            "points_per_s_median": round(statistics.median(r["points_per_s"] for r in rows[name])),
+            "points_per_s_each": [round(r["points_per_s"]) for r in rows[name]],
+            "history_s_median": round(statistics.median(reads[name]), 4),
+            "history_s_each": [round(s, 4) for s in reads[name]],
+        }
+    if "mlflow" in summary:
+        summary["ratio_points_per_s"] = round(
+            summary["troupe"]["points_per_s_median"] / summary["mlflow"]["points_per_s_median"], 2
+        )
+        summary["ratio_history"] = round(
+            summary["mlflow"]["history_s_median"] / summary["troupe"]["history_s_median"], 2
+        )
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
