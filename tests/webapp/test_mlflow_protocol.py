@@ -268,3 +268,25 @@ def test_experiments_search_lists_the_callers_default_and_filters_by_name(client
     assert {"0", *(e["experiment_id"] for e in body["experiments"])} == {
         e["experiment_id"] for e in every
     }
+
+
+def test_verl_params_carry_the_cell_and_a_named_accuracy_key_maps_to_eval_accuracy(client, alice):
+    # verl logs its Hydra config as params flattened with "/": `+troupe.workflow=voting`.
+    run_id = new_run(client, alice, tags=[{"key": "troupe.accuracy_key", "value": "val/score"}])[
+        "info"
+    ]["run_id"]
+    params = [("troupe/workflow", "eval_opt"), ("troupe/seed", "2"),
+              ("trainer/total_training_steps", "500")]  # fmt: skip
+    body = {
+        "run_id": run_id,
+        "params": [{"key": k, "value": v} for k, v in params],
+        "metrics": [
+            {"key": "val/score", "value": 0.4, "timestamp": 1, "step": 10},
+            {"key": "val/math/pass_at_1", "value": 0.9, "timestamp": 1, "step": 10},
+        ],
+    }
+    assert post(client, alice, "runs/log-batch", body).status_code == 200
+
+    run = Run.objects.get()
+    assert (run.workflow, run.seed, run.total_steps) == ("eval_opt", 2, 500)
+    assert MetricPoint.objects.get(key="eval/accuracy").value == 0.4

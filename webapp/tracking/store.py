@@ -42,7 +42,7 @@ METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
 CELL_FIELDS = ("workflow", "task", "model", "sharing", "seed")  # tags or params
 ACCURACY_TAG = "troupe.accuracy_key"
 RUN_NAME_TAG = "mlflow.runName"
-STEPS_PARAMS = ("steps", "max_steps", "trainer.total_training_steps", "total_training_steps")
+STEPS_PARAMS = ("steps", "max_steps", "trainer/total_training_steps", "total_training_steps")
 
 TO_TROUPE = {
     "RUNNING": Run.RUNNING,
@@ -222,8 +222,14 @@ def create_run(user, experiment: Experiment, *, name: str, start_time: int | Non
 
 
 def _cell_value(tracked: TrackedRun, field: str) -> str | None:
-    value = tracked.tags.get(field, tracked.params.get(field))
-    return None if value is None else str(value)
+    """A tag or param `field`, or `troupe.<field>` / `troupe/<field>`: verl logs its whole
+    Hydra config as params, flattened with "/", so `+troupe.workflow=voting` on its command
+    line arrives as param `troupe/workflow`."""
+    for name in (field, f"troupe.{field}", f"troupe/{field}"):
+        for source in (tracked.tags, tracked.params):
+            if name in source:
+                return str(source[name])
+    return None
 
 
 def _apply_fields(run: Run, tracked: TrackedRun) -> None:
@@ -324,7 +330,7 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             tracked.params.update(params)
             tracked.tags.update(tags)
             if not tracked.accuracy_key:
-                chosen = keymap.accuracy_source(keys, tracked.tags.get(ACCURACY_TAG))
+                chosen = keymap.accuracy_source(keys, _cell_value(tracked, "accuracy_key"))
                 tracked.accuracy_key = chosen or ""
             new = keymap.aliases(keys, tracked.accuracy_key or None)
             tracked.aliases.update({troupe: original for original, troupe in new.items()})
@@ -344,7 +350,7 @@ def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
         return True
     return (
         not tracked.accuracy_key
-        and keymap.accuracy_source(keys, tracked.tags.get(ACCURACY_TAG)) is not None
+        and keymap.accuracy_source(keys, _cell_value(tracked, "accuracy_key")) is not None
     )
 
 
