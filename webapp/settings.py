@@ -198,3 +198,8 @@ TROUPE_MAX_ATTEMPTS = env_int("TROUPE_MAX_ATTEMPTS", 3, minimum=1)
 # Metric points one API request may carry; bigger bodies than DATA_UPLOAD_MAX_MEMORY_SIZE
 # (Django's 2.5 MB) are refused with 413 as well.
 TROUPE_API_MAX_POINTS = env_int("TROUPE_API_MAX_POINTS", 10_000, minimum=1)
+
+# The live radar (webapp/experiments/alerts.py): each confirmed event is POSTed once as JSON
+# to this URL, when set, from a background thread that waits at most the timeout.
+TROUPE_ALERT_WEBHOOK_URL = env_str("TROUPE_ALERT_WEBHOOK_URL", "")
+TROUPE_ALERT_WEBHOOK_TIMEOUT = env_int("TROUPE_ALERT_WEBHOOK_TIMEOUT", 5, minimum=1)

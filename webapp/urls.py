@@ -3,9 +3,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from webapp.experiments import alert_views
+
 urlpatterns = [
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.experiments.urls")),
+    # the live radar's alerts (webapp/experiments/alert_views.py), before the API's catch-all
+    path("api/v1/alerts", alert_views.alerts_api, name="api_alerts"),
+    path("api/v1/alerts/", alert_views.alerts_api),
     path("api/v1/", include("webapp.api.urls")),
     # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
     path("api/2.0/mlflow/", include("webapp.tracking.urls")),

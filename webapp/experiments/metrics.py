@@ -12,6 +12,10 @@ batches overlap then lock the rows they share in the same order, so one waits fo
 instead of each holding a row the other needs (PostgreSQL's `deadlock detected`, which
 aborted concurrent API writes sent in different orders). A plain function scan over the
 arrays feeds the insert in array order.
+
+After a batch is stored, `write_points` hands its keys to the live radar
+(`webapp.experiments.alerts.after_points`), which re-evaluates the run's alerts only when the
+batch touched a key it reads, and never fails the write.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Iterable
 import psycopg
 from django.db import connection, transaction
 
+from webapp.experiments.alerts import after_points
 from webapp.experiments.models import MetricPoint
 
 Point = tuple[str, int, float | None]  # (key, step, value)
@@ -42,12 +47,13 @@ def finite_or_none(value: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def write_points(run_id: int, points: Iterable[Point]) -> int:
+def write_points(run_id: int, points: Iterable[Point], *, radar: bool = True) -> int:
     """Store points of one run, overwriting any already stored at the same (key, step).
 
     Returns how many distinct (key, step) pairs the batch held. A pair given twice in one
     batch keeps its last value (Postgres refuses to update one row twice in a statement).
     The signature is what every writer calls (the API, the workers' reporter): keep it.
+    `radar=False` skips the live radar (a bulk import that calls `refresh_alerts` once).
     """
     latest: dict[tuple[str, int], float | None] = {}
     for key, step, value in points:
@@ -78,4 +84,6 @@ def write_points(run_id: int, points: Iterable[Point]) -> int:
                 unique_fields=["run", "key", "step"],
                 update_fields=["value"],
             )
+    if radar:
+        after_points(run_id, {key for key, _ in latest})
     return len(latest)

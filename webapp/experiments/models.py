@@ -173,3 +173,42 @@ class ApiToken(models.Model):
         raw = "trp_" + secrets.token_urlsafe(30)
         token = cls.objects.create(user=user, name=name, prefix=raw[:10], digest=hash_token(raw))
         return token, raw
+
+
+class Alert(models.Model):
+    """One live-radar event of a run (`trainer/radar.py`), kept as the radar last said it.
+
+    Unique on (run, kind, role, step): evaluating the radar again after more points updates a
+    row (a provisional cliff becoming confirmed) instead of adding one (`alerts.py`).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts", db_index=False)
+    kind = models.CharField(max_length=40)  # cliff, amplification, capture, entropy_collapse …
+    role = models.CharField(max_length=200, blank=True)  # "" for run-wide kinds
+    key = models.CharField(max_length=200)  # the metric the event was read from
+    step = models.IntegerField()  # where it happened
+    seen_at = models.IntegerField()  # the step whose point made it known (confirmed)
+    provisional = models.BooleanField(default=False)
+    value = models.FloatField(null=True)
+    limit = models.FloatField(null=True)
+    created = models.DateTimeField(auto_now_add=True)
+    # Set when the event was handed to the webhook (or found confirmed with none set): the
+    # conditional UPDATE that sets it is what makes a delivery happen once.
+    notified = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            # the upsert's conflict target; run_id leads, so it also serves one run's alerts
+            models.UniqueConstraint(
+                fields=["run", "kind", "role", "step"], name="alert_unique_event"
+            ),
+        ]
+        indexes = [
+            # the alerts page and API: the newest events across runs
+            models.Index(fields=["-created", "-id"], name="alert_newest"),
+        ]
+
+    def __str__(self) -> str:
+        role = f" {self.role}" if self.role else ""
+        return f"{self.kind}{role} @{self.step} (run {self.run_id})"

@@ -1,0 +1,217 @@
+"""The live radar's alerts: evaluate `trainer/radar.py` after points are written, keep its events.
+
+`after_points(run_id, keys)` is the one hook of every write path: `write_points` calls it
+after storing a batch (so the metrics API, the workers' reporter and the MLflow endpoints
+all reach it), and any other writer of points may call it too. It does nothing unless the
+batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
+`role/<r>/grad_norm|grad_share|entropy`): most batches of a worker do, but e.g. system
+metrics alone cost nothing. Then it reads those series of the run in one query, runs the
+radar (a few milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert`
+rows say what the radar says, with one upsert:
+
+- an event is a row unique on (run, kind, role, step); a provisional event that becomes
+  confirmed is the same row updated; a provisional one the radar no longer reports (a cliff
+  the run recovered from) is deleted. Confirmed events are stable by the radar's contract (a
+  later call returns them unchanged), so they only go when the points under them were
+  rewritten (a resumed run logs its steps again).
+- a confirmed event is handed once to the webhook (`TROUPE_ALERT_WEBHOOK_URL`): the
+  conditional UPDATE that sets `notified` picks who sends it, and the POST is made by a
+  background thread after the transaction commits, with a short timeout; a failure is
+  logged, never raised, so the metric write neither waits for nor fails on the webhook.
+
+`refresh_alerts(run)` evaluates a run whatever the keys (a run that just finished: its
+verdicts become final). A failure of the radar is logged and leaves the points written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from trainer.analysis import ACCURACY_KEY
+from trainer.radar import ZERO_STD_KEY, radar
+from webapp.experiments.models import Alert, MetricPoint, Run
+
+log = logging.getLogger(__name__)
+
+ROLE_SUFFIXES = ("/grad_norm", "/grad_share", "/entropy")
+KINDS = ("cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups")
+_UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
+
+
+def reads(key: str) -> bool:
+    """Whether the radar reads `key` (only then can a new point change its events)."""
+    return key in (ACCURACY_KEY, ZERO_STD_KEY) or (
+        key.startswith("role/") and key.endswith(ROLE_SUFFIXES)
+    )
+
+
+def after_points(run_id: int, keys: Iterable[str]) -> list[Alert] | None:
+    """The hook after points of `run_id` were stored: re-evaluate when `keys` matter.
+
+    Returns the run's alerts after the update, or None when nothing was evaluated (no key
+    the radar reads, the run is gone, or the radar failed — which is logged, not raised).
+    """
+    if not any(reads(key) for key in keys):
+        return None
+    run = Run.objects.filter(id=run_id).only("id", "status", "total_steps", "sharing").first()
+    if run is None:
+        return None
+    return refresh_alerts(run)
+
+
+def refresh_alerts(run: Run) -> list[Alert] | None:
+    """Evaluate the radar on `run`'s points and store its events; None if that failed."""
+    try:
+        # A savepoint: a failure here rolls back only the alerts, never the caller's points.
+        with transaction.atomic():
+            return _refresh(run)
+    except Exception:  # the points are written; a radar failure must not undo or fail that
+        log.exception("run %s: the live radar failed; its alerts are unchanged", run.id)
+        return None
+
+
+def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
+    """The series the radar reads, in one query: {key: (steps, values)}."""
+    role_keys = Q()
+    for suffix in ROLE_SUFFIXES:
+        role_keys |= Q(key__endswith=suffix)
+    rows = (
+        MetricPoint.objects.filter(run_id=run_id)
+        .filter(Q(key__in=[ACCURACY_KEY, ZERO_STD_KEY]) | (Q(key__startswith="role/") & role_keys))
+        .order_by("key", "step")
+        .values_list("key", "step", "value")
+    )
+    series: dict[str, tuple[list, list]] = {}
+    for key, step, value in rows:
+        steps, values = series.setdefault(key, ([], []))
+        steps.append(step)
+        values.append(value)
+    return series
+
+
+def _refresh(run: Run) -> list[Alert]:
+    result = radar(
+        radar_series(run.id),
+        running=run.status in Run.ACTIVE,
+        sharing=run.sharing or None,
+        total_steps=run.total_steps or None,  # external runs may not say how long they are
+    )
+    rows = [
+        Alert(
+            run_id=run.id,
+            kind=event["kind"],
+            role=event["role"] or "",
+            key=event["key"],
+            step=event["step"],
+            seen_at=event["seen_at"],
+            provisional=event["provisional"],
+            value=event["value"],
+            limit=event["limit"],
+        )
+        for event in result["events"]
+    ]
+    current = {(a.kind, a.role, a.step) for a in rows}
+    stale = [
+        pk
+        for pk, kind, role, step in Alert.objects.filter(run_id=run.id).values_list(
+            "pk", "kind", "role", "step"
+        )
+        if (kind, role, step) not in current
+    ]
+    if stale:
+        Alert.objects.filter(pk__in=stale).delete()
+    if rows:
+        Alert.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["run", "kind", "role", "step"],
+            update_fields=_UPDATED,
+        )
+    _notify_new(run.id)
+    return list(Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role"))
+
+
+def _notify_new(run_id: int) -> None:
+    """Claim the run's confirmed, not yet notified alerts and send each once after commit."""
+    url = settings.TROUPE_ALERT_WEBHOOK_URL
+    for alert in Alert.objects.filter(run_id=run_id, provisional=False, notified=None):
+        # Only the writer whose UPDATE changes the row sends it (concurrent writers of one run).
+        if not Alert.objects.filter(pk=alert.pk, notified=None).update(notified=timezone.now()):
+            continue
+        if url:
+            payload = webhook_payload(alert)
+            transaction.on_commit(lambda p=payload: _send_in_background(url, p))
+
+
+def alert_json(alert: Alert, run: Run | None = None) -> dict[str, Any]:
+    """An alert as the API and the pages' scripts see it."""
+    run = run or alert.run
+    return {
+        "id": alert.pk,
+        "run": alert.run_id,
+        "experiment": run.experiment_id,
+        "kind": alert.kind,
+        "role": alert.role or None,
+        "key": alert.key,
+        "step": alert.step,
+        "seen_at": alert.seen_at,
+        "provisional": alert.provisional,
+        "value": alert.value,
+        "limit": alert.limit,
+        "created": alert.created.isoformat() if alert.created else None,
+        "run_url": f"/runs/{alert.run_id}/",
+    }
+
+
+def webhook_payload(alert: Alert) -> dict[str, Any]:
+    run = Run.objects.select_related("experiment").get(pk=alert.run_id)
+    return {
+        "event": "troupe.alert",
+        "alert": alert_json(alert, run),
+        "run": {"id": run.id, "name": run.name, "status": run.status, "step": run.step},
+        "experiment": {"id": run.experiment_id, "name": run.experiment.name},
+        "text": describe(alert, run),
+    }
+
+
+def describe(alert: Alert, run: Run | None = None) -> str:
+    """One line for a person: "Run 12: cliff at step 140 (confirmed at 180)"."""
+    who = f" of role {alert.role}" if alert.role else ""
+    state = "provisional" if alert.provisional else f"confirmed at step {alert.seen_at}"
+    label = alert.kind.replace("_", " ")
+    return f"Run {alert.run_id}: {label}{who} at step {alert.step} ({state})"
+
+
+def _send_in_background(url: str, payload: dict[str, Any]) -> threading.Thread:
+    # Not a daemon: a worker process that ends right after its last write still sends it
+    # (bounded by the timeout).
+    thread = threading.Thread(target=send_webhook, args=(url, payload), name="troupe-alert-hook")
+    thread.start()
+    return thread
+
+
+def send_webhook(url: str, payload: dict[str, Any]) -> bool:
+    """POST `payload` as JSON to `url`; True on a 2xx answer. Failures are logged only."""
+    body = json.dumps(payload).encode()
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=settings.TROUPE_ALERT_WEBHOOK_TIMEOUT) as r:
+            ok = 200 <= r.status < 300
+    except Exception as exc:  # unreachable, refused, timed out, 4xx/5xx: log and move on
+        log.warning("alert webhook %s failed: %s", url, exc)
+        return False
+    if not ok:
+        log.warning("alert webhook %s answered %s", url, r.status)
+    return ok

@@ -1,0 +1,70 @@
+"""Template tags of the live radar: the run page's Radar panel and the experiment page's column.
+
+Tags rather than view code, so that the run and experiment views stay as they are: each tag
+makes one query (the panel: the run's alerts and its best checkpoint; the column: every
+run's alerts at once, never one query a run).
+"""
+
+from __future__ import annotations
+
+from django import template
+
+from webapp.experiments.models import Alert, MetricPoint, Run
+
+register = template.Library()
+
+BEST_STEP_KEY = "ckpt/best_step"
+BEST_ACCURACY_KEY = "ckpt/best_accuracy"
+# The worst event of a run comes first: a confirmed cliff outranks everything else.
+SEVERITY = ("cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups")
+
+
+def best_checkpoint(run_id: int) -> dict | None:
+    """{"step", "accuracy"} of the run's best checkpoint, from the trainer's latest points."""
+    latest = {}
+    rows = (
+        MetricPoint.objects.filter(run_id=run_id, key__in=[BEST_STEP_KEY, BEST_ACCURACY_KEY])
+        .order_by("key", "-step")
+        .values_list("key", "value")
+    )
+    for key, value in rows:
+        latest.setdefault(key, value)
+    if latest.get(BEST_STEP_KEY) is None:
+        return None
+    return {"step": int(latest[BEST_STEP_KEY]), "accuracy": latest.get(BEST_ACCURACY_KEY)}
+
+
+def _rank(alert: Alert) -> tuple:
+    kind = SEVERITY.index(alert.kind) if alert.kind in SEVERITY else len(SEVERITY)
+    return (alert.provisional, kind, alert.step)
+
+
+@register.inclusion_tag("experiments/_radar.html")
+def radar_panel(run: Run) -> dict:
+    alerts = list(Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role"))
+    return {
+        "run": run,
+        "alerts": alerts,
+        "best": best_checkpoint(run.id),
+        "active": run.status in Run.ACTIVE,
+    }
+
+
+@register.simple_tag
+def attach_radar(runs) -> str:
+    """Give each run `radar` = {"count", "confirmed", "worst"} (None without alerts)."""
+    by_run: dict[int, list[Alert]] = {}
+    for alert in Alert.objects.filter(run_id__in=[run.id for run in runs]):
+        by_run.setdefault(alert.run_id, []).append(alert)
+    for run in runs:
+        alerts = by_run.get(run.id)
+        run.radar = (
+            {
+                "count": len(alerts),
+                "confirmed": sum(not a.provisional for a in alerts),
+                "worst": min(alerts, key=_rank),
+            }
+            if alerts
+            else None
+        )
+    return ""
