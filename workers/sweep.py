@@ -6,7 +6,8 @@ thread, so such a run goes back to the queue by itself and resumes from its last
 on whichever worker takes it, with no extra process to deploy (no Celery beat) and nothing
 for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
 conditional UPDATE, so a stale run is queued again exactly once.
-`python manage.py sweep_runs` runs one sweep by hand.
+`python manage.py sweep_runs` runs one sweep by hand. A sweep also settles the live radar's
+alerts of runs that finished (`webapp.experiments.alerts.settle_finished_runs`).
 
 The thread only uses the database (no torch). The worker forks a pool process after every
 task (`worker_max_tasks_per_child=1`), and a fork copies whatever a thread holds at that
@@ -34,12 +35,14 @@ def sweep_once() -> list[int]:
     # Imported here: this module is imported with the task module, before Django is set up.
     from django.db import DatabaseError
 
+    from webapp.experiments.alerts import settle_finished_runs
     from webapp.experiments.queueing import requeue_stale_runs
     from workers.reporter import drop_connection
 
     with _sweeping:
         try:
             requeued = requeue_stale_runs()
+            settle_finished_runs()  # the live radar's last word on runs that ended
         except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
             log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
             return []

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.people import bearer, make_experiment
-from webapp.experiments.alerts import after_points
+from webapp.experiments.alerts import after_points, settle_finished_runs
 from webapp.experiments.models import Alert
 
 pytestmark = pytest.mark.django_db
@@ -191,3 +191,16 @@ def test_the_experiment_page_shows_each_runs_worst_event(client, alice, bob):
     assert f'href="/alerts/?run={first.id}"' in page
     assert "cliff @50" in page
     assert f'href="/alerts/?run={second.id}"' not in page
+
+
+def test_a_finished_run_settles_its_provisional_alerts(client, run, alice):
+    send(client, alice, run, accuracy_points(upto=70))
+    assert rows(run) == [("cliff", "", 50, 70, True)]
+    run.status = run.SUCCEEDED
+    run.save(update_fields=["status"])
+
+    assert settle_finished_runs() == [run.id]
+
+    # Finished, the §6 verdict is final: the run ends below its peak − θ, a confirmed cliff.
+    assert rows(run) == [("cliff", "", 50, 70, False)]
+    assert settle_finished_runs() == []

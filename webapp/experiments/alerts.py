@@ -19,8 +19,11 @@ rows say what the radar says, with one upsert:
   background thread after the transaction commits, with a short timeout; a failure is
   logged, never raised, so the metric write neither waits for nor fails on the webhook.
 
-`refresh_alerts(run)` evaluates a run whatever the keys (a run that just finished: its
-verdicts become final). A failure of the radar is logged and leaves the points written.
+`refresh_alerts(run)` evaluates a run whatever the keys. `settle_finished_runs()` does so for
+every finished run that still has provisional alerts, with `running=False` (a finished run's
+§6 cliff is confirmed, a provisional event it never confirmed goes); the workers' periodic
+sweep calls it, so no code that ends a run needs to know about the radar. A failure of the
+radar is logged and leaves the points written.
 """
 
 from __future__ import annotations
@@ -78,6 +81,20 @@ def refresh_alerts(run: Run) -> list[Alert] | None:
     except Exception:  # the points are written; a radar failure must not undo or fail that
         log.exception("run %s: the live radar failed; its alerts are unchanged", run.id)
         return None
+
+
+def settle_finished_runs() -> list[int]:
+    """Evaluate, as finished, every finished run that still has provisional alerts."""
+    runs = (
+        Run.objects.filter(status__in=Run.FINISHED, alerts__provisional=True)
+        .distinct()
+        .only("id", "status", "total_steps", "sharing")
+    )
+    settled = []
+    for run in runs:
+        if refresh_alerts(run) is not None:
+            settled.append(run.id)
+    return settled
 
 
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
