@@ -114,8 +114,9 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
                     high=MAX_SEARCH_RESULTS)  # fmt: skip
     offset = _offset(data)
 
-    store.default_experiment(user, create=True)  # "0" exists for every user
     records = [reads.experiment_json(e, user) for e in Experiment.objects.select_related("owner")]
+    if store.default_experiment(user, create=False) is None:  # "0" exists for every user
+        records.append(reads.unmade_default_json())
 
     def get(record: dict, kind: str, name: str) -> Any:
         if kind == "tags":
