@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -177,7 +178,7 @@ def run_update(request: HttpRequest, user, data: dict) -> JsonResponse:
     return _ok({"run_info": reads.runs_json([run], user)[0]["info"]})
 
 
-def _point(entry: Any, where: str, default_step: int | None = None) -> Point:
+def _point(entry: Any, where: str) -> Point:
     if not isinstance(entry, dict):
         raise MlflowError(INVALID, f"{where} must be an object {{key, value, timestamp, step}}.")
     key = entity_name("metric", entry.get("key"), limit=store.METRIC_KEY_LIMIT)
@@ -192,6 +193,31 @@ def _point(entry: Any, where: str, default_step: int | None = None) -> Point:
     return Point(key, number(entry["value"], where), timestamp or store.now_ms(), step)
 
 
+def _points(entries: list) -> list[Point]:
+    """The batch's metrics, checked. The common shape (a known-good key, int step and
+    timestamp, finite float value) takes a fast path: a batch holds ~1,000 of them, and the
+    full checks of `_point` would cost more than storing them."""
+    good_keys: set[str] = set()
+    points = []
+    for i, entry in enumerate(entries):
+        if type(entry) is dict:
+            key, step, stamp, value = (
+                entry.get("key"), entry.get("step", 0), entry.get("timestamp"), entry.get("value")
+            )  # fmt: skip
+            if (
+                type(step) is int and 0 <= step <= STEP_MAX
+                and type(stamp) is int and 0 < stamp <= INT64_MAX
+                and type(value) is float and math.isfinite(value)
+                and (key in good_keys if type(key) is str else False)
+            ):  # fmt: skip
+                points.append(Point(key, value, stamp, step))
+                continue
+        point = _point(entry, f"metrics[{i}]")
+        good_keys.add(point.key)
+        points.append(point)
+    return points
+
+
 @mlflow_view("POST")
 def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
     raw_metrics, raw_params, raw_tags = (
@@ -199,7 +225,7 @@ def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
     )  # fmt: skip
     store.check_limits(len(raw_metrics), len(raw_params), len(raw_tags))
     run = store.find_run(user, run_id(data), manage=True)
-    points = [_point(m, f"metrics[{i}]") for i, m in enumerate(raw_metrics)]
+    points = _points(raw_metrics)
     store.log_batch(run, points, store.checked_params(raw_params), store.checked_tags(raw_tags))
     return _ok()
 
