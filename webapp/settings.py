@@ -203,3 +203,6 @@ TROUPE_API_MAX_POINTS = env_int("TROUPE_API_MAX_POINTS", 10_000, minimum=1)
 # to this URL, when set, from a background thread that waits at most the timeout.
 TROUPE_ALERT_WEBHOOK_URL = env_str("TROUPE_ALERT_WEBHOOK_URL", "")
 TROUPE_ALERT_WEBHOOK_TIMEOUT = env_int("TROUPE_ALERT_WEBHOOK_TIMEOUT", 5, minimum=1)
+# A run's radar is evaluated at most once in this many seconds per process; a batch within
+# the window schedules one evaluation at its end (0: after every batch).
+TROUPE_RADAR_MIN_SECONDS = env_int("TROUPE_RADAR_MIN_SECONDS", 2, minimum=0)

@@ -1,5 +1,6 @@
 """TROUPE_ALERT_WEBHOOK_URL: each confirmed alert is POSTed once, to a real HTTP server on
-127.0.0.1, after the write commits; a webhook that fails never fails the write."""
+127.0.0.1, after the write commits; a webhook that fails never fails the write. And
+TROUPE_RADAR_MIN_SECONDS: batches within the window wait for one trailing evaluation."""
 
 import json
 import threading
@@ -9,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.helpers import free_port
-from tests.webapp.test_alerts import accuracy_points, send
+from tests.webapp.test_alerts import accuracy_points, every_batch, rows, send  # noqa: F401
 from webapp.experiments.alerts import send_webhook
 from webapp.experiments.models import Alert
 
@@ -94,3 +95,17 @@ def test_no_webhook_is_sent_without_a_url(client, run, alice, receiver):
 
     time.sleep(0.3)
     assert received == []
+
+
+def test_batches_within_the_window_are_judged_once_at_its_end(client, run, alice, settings):
+    settings.TROUPE_RADAR_MIN_SECONDS = 3
+    send(client, alice, run, accuracy_points(upto=70))
+    assert rows(run) == [("cliff", "", 50, 70, True)]  # the first batch: judged at once
+
+    send(client, alice, run, accuracy_points()[8:])  # within 3 s: waits for the window's end
+    assert rows(run) == [("cliff", "", 50, 70, True)]
+
+    deadline = time.monotonic() + 15
+    while rows(run)[0][-1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rows(run) == [("cliff", "", 50, 90, False)]

@@ -18,6 +18,14 @@ from webapp.experiments.models import Alert
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def every_batch(settings):
+    """Evaluate after every batch: these tests read the alerts right after each write (the
+    throttle has its own test, test_alert_webhook.py)."""
+    settings.TROUPE_RADAR_MIN_SECONDS = 0
+
+
 STEPS = list(range(0, 110, 10))
 ACCURACY = [0.2, 0.4, 0.6, 0.7, 0.7, 0.3, 0.2, 0.2, 0.2, 0.2, 0.2]
 

@@ -7,7 +7,10 @@ batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
 `role/<r>/grad_norm|grad_share|entropy`): most batches of a worker do, but e.g. system
 metrics alone cost nothing. Then it reads those series of the run in one query, runs the
 radar (a few milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert`
-rows say what the radar says, with one upsert:
+rows say what the radar says, with one upsert. A run is evaluated at most once every
+`TROUPE_RADAR_MIN_SECONDS` (2) by one process: a batch inside that window only schedules one
+trailing evaluation at its end (a timer thread), so a client sending many batches a second
+pays for the radar once per window and the last batch is still judged.
 
 - an event is a row unique on (run, kind, role, step); a provisional event that becomes
   confirmed is the same row updated; a provisional one the radar no longer reports (a cliff
@@ -31,12 +34,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -66,10 +70,55 @@ def after_points(run_id: int, keys: Iterable[str]) -> list[Alert] | None:
     """
     if not any(reads(key) for key in keys):
         return None
+    if _throttled(run_id, settings.TROUPE_RADAR_MIN_SECONDS):
+        return None
+    return _evaluate(run_id)
+
+
+def _evaluate(run_id: int) -> list[Alert] | None:
     run = Run.objects.filter(id=run_id).only("id", "status", "total_steps", "sharing").first()
     if run is None:
         return None
     return refresh_alerts(run)
+
+
+_lock = threading.Lock()
+_last: dict[int, float] = {}  # run id -> time.monotonic() of its last evaluation here
+_pending: set[int] = set()  # runs with a trailing evaluation scheduled
+
+
+def _throttled(run_id: int, window: float) -> bool:
+    """True when `run_id` was evaluated less than `window` seconds ago: then one trailing
+    evaluation is scheduled for the end of the window (if none is) and this batch waits."""
+    if window <= 0:
+        return False
+    now = time.monotonic()
+    with _lock:
+        last = _last.get(run_id)
+        if last is None or now - last >= window:
+            _last[run_id] = now
+            if len(_last) > 10_000:  # forget runs evaluated long ago
+                for stale in [r for r, t in _last.items() if now - t >= window]:
+                    del _last[stale]
+            return False
+        if run_id not in _pending:
+            _pending.add(run_id)
+            timer = threading.Timer(window - (now - last), _trailing, args=(run_id,))
+            timer.daemon = True  # a process that exits does not wait for a trailing call
+            timer.start()
+        return True
+
+
+def _trailing(run_id: int) -> None:
+    with _lock:
+        _pending.discard(run_id)
+        _last[run_id] = time.monotonic()
+    try:
+        _evaluate(run_id)
+    except Exception:  # a timer thread has no caller to tell
+        log.exception("run %s: the trailing radar evaluation failed", run_id)
+    finally:
+        connection.close()  # this thread's own connection
 
 
 def refresh_alerts(run: Run) -> list[Alert] | None:
