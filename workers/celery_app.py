@@ -10,6 +10,8 @@ import os
 from celery import Celery
 from kombu import Exchange, Queue
 
+from workers import sandbox_report  # noqa: F401  (logs the sandbox's layers at start)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("troupe", include=["workers.tasks"])

@@ -16,10 +16,12 @@ import uuid
 
 import pytest
 
+from trainer.tasks import sandbox
 from trainer.tasks.sandbox import (
     UID_BASE,
     Job,
     SandboxResult,
+    SandboxTooWeak,
     run_many,
     run_program,
     run_tests,
@@ -108,7 +110,7 @@ def test_it_fails_tests_when_the_entry_point_is_missing():
 def test_an_early_exit_does_not_pass_the_tests(exit_call):
     result = run_tests(f"def f(x):\n    return 0\n{exit_call}\n", ["assert f(1) == 1"], "f")
     assert result.status == "failed"
-    assert result.returncode == 0
+    assert "before the tests could call it" in result.stderr
 
 
 def test_run_many_keeps_order_and_one_bad_job_does_not_spoil_the_others():
@@ -379,3 +381,200 @@ def test_a_full_disk_stays_inside_the_sandbox(layers):
     assert result.status == "passed"
     kind, written = result.stdout.split()
     assert kind == "OSError" and int(written) <= 4
+
+
+# --- the verdict comes from the checker, not from the program ------------------------------
+
+
+def test_a_forged_completion_message_and_early_exit_do_not_pass():
+    # Before the checker, these three lines scored 1.0: "completed" on fd 3, then exit 0.
+    program = (
+        "import os\n"
+        "os.write(3, b'completed\\nverdict passed\\n')\n"
+        "os._exit(0)\n"
+        "def f(x):\n    return 0\n"
+    )
+    result = run_tests(program, ["assert f(1) == 1"], "f", python_guard=False)
+    assert result.status == "failed"
+
+
+def test_an_object_that_equals_everything_does_not_pass():
+    program = (
+        "class Anything:\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __bool__(self):\n        return True\n"
+        "def f(x):\n    return Anything()\n"
+    )
+    result = run_tests(program, ["assert f(1) == 1", "assert f(2)"], "f")
+    assert result.status == "failed"
+    assert "not plain data" in result.stderr
+
+
+def test_patching_the_programs_own_assert_machinery_changes_nothing():
+    program = (
+        "import builtins\n"
+        "class Quiet(Exception):\n    pass\n"
+        "builtins.AssertionError = Quiet\n"
+        "def f(x):\n    return 0\n"
+    )
+    assert run_tests(program, ["assert f(1) == 1"], "f").status == "failed"
+
+
+def test_the_hidden_tests_are_not_among_the_programs_objects():
+    # Walks every frame's variables (the supervisor's job list included) for the expected
+    # value; the needle is computed, so the program's own source does not contain it.
+    program = (
+        "import sys\n"
+        "def f(x):\n    return 0\n"
+        "needle = 987654320 + 1  # an int: the walk below must not find the needle itself\n"
+        "def walk(obj, depth=0):\n"
+        "    if isinstance(obj, str):\n        return str(needle) in obj\n"
+        "    if depth < 6 and isinstance(obj, dict):\n"
+        "        return any(walk(v, depth + 1) for v in list(obj.values()))\n"
+        "    if depth < 6 and isinstance(obj, (list, tuple)):\n"
+        "        return any(walk(v, depth + 1) for v in obj)\n"
+        "    return False\n"
+        "frame, found = sys._getframe(), False\n"
+        "while frame is not None:\n"
+        "    found = found or walk(dict(frame.f_locals))\n"
+        "    frame = frame.f_back\n"
+        "print('found' if found else 'hidden')\n"
+    )
+    result = run_tests(program, ["assert f(1) == 987654321"], "f")
+    assert result.stdout == "hidden\n"
+    assert result.status == "failed"
+
+
+def test_the_checker_passes_real_solutions_of_every_shape():
+    program = (
+        "import math\n"
+        "LIMIT = 10\n"
+        "def pair(x):\n    return (x, -x)\n"
+        "def sort_in_place(xs):\n    xs.sort()\n"
+        "def check_positive(x):\n"
+        "    if x < 0:\n        raise ValueError('negative')\n    return True\n"
+        "class Solution:\n"
+        "    def twice(self, x):\n        return 2 * x\n"
+    )
+    tests = [
+        "assert pair(2) == (2, -2) and LIMIT == 10 and math.pi > 3",
+        "xs = [3, 1, 2]\nsort_in_place(xs)\nassert xs == [1, 2, 3]",
+        "try:\n    check_positive(-1)\n    raise AssertionError('no error')\n"
+        "except ValueError as exc:\n    assert str(exc) == 'negative'",
+        "assert Solution().twice(21) == 42",
+        "assert check_positive(x=1) is True",
+    ]
+    result = run_tests(program, tests, "pair")
+    assert result.status == "passed", result.stderr
+
+
+def test_a_batch_of_test_jobs_keeps_each_verdict():
+    good = "def f(x):\n    return x + 1\n"
+    bad = "def f(x):\n    return x\n"
+    jobs = [sandbox.tests_job(p, ["assert f(1) == 2"], "f") for p in (good, bad, good, bad, good)]
+    assert [r.status for r in run_many(jobs, workers=2)] == ["passed", "failed"] * 2 + ["passed"]
+
+
+# --- memory and IPC -------------------------------------------------------------------------
+
+_SHM_WRITER = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "ident = libc.shmget(0x7E5701, 32 << 20, 0o1666)\n"
+    "assert ident >= 0, ctypes.get_errno()\n"
+    "addr = libc.shmat(ident, None, 0)\n"
+    "ctypes.memset(addr, 65, 32 << 20)\n"
+    "ctypes.memmove(addr, b'LEAK-FROM-JOB-1', 15)\n"
+    "print('made')\n"
+)
+_SHM_READER = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "ident = libc.shmget(0x7E5701, 0, 0)\n"
+    "print('nothing' if ident < 0 else ctypes.string_at(libc.shmat(ident, None, 0), 15))\n"
+)
+
+
+def test_shared_memory_of_one_job_is_gone_before_the_next(layers):
+    if "ipc" not in layers and "uid" not in layers:
+        pytest.skip("neither a private IPC namespace nor a uid of its own to clean up by")
+    first, second = run_many(
+        [Job(_SHM_WRITER, python_guard=False), Job(_SHM_READER, python_guard=False)], workers=1
+    )
+    assert first.stdout == "made\n", first.stderr
+    assert second.stdout == "nothing\n"
+
+
+def test_memfd_create_is_refused(layers):
+    need(layers, "seccomp")
+    attack = (
+        "import os\n"
+        "try:\n    os.memfd_create('ram')\n    print('made')\n"
+        "except OSError as exc:\n    print(exc.errno)\n"
+    )
+    result = run_program(attack, python_guard=False)
+    assert result.stdout == "1\n"  # EPERM, from the seccomp filter
+
+
+def test_processes_together_stay_under_the_memory_cgroup(layers):
+    need(layers, "memcg")
+    # Each process stays under RLIMIT_AS; together they would hold 4 x 96 MB of a 160 MB cap.
+    attack = (
+        "import os, signal, time\n"
+        "kids = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = bytearray(96 << 20)\n"
+        "        for i in range(0, len(block), 4096):\n"
+        "            block[i] = 1\n"
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "killed = sum(os.WIFSIGNALED(os.waitpid(k, 0)[1]) for k in kids)\n"
+        "print('killed', killed)\n"
+    )
+    result = run_program(attack, memory_mb=160, timeout=8.0, python_guard=False)
+    assert result.status == "memory"
+    assert "memory cgroup" in result.stderr
+
+
+def test_tmp_files_count_against_the_memory_cgroup(layers):
+    need(layers, "memcg", "mount")
+    attack = (
+        "data = b'x' * (1 << 20)\n"
+        "blocks = [bytearray(60 << 20)]\n"
+        "for block in blocks:\n"
+        "    for i in range(0, len(block), 4096):\n"
+        "        block[i] = 1\n"
+        "with open('big', 'wb') as fh:\n"
+        "    for _ in range(60):\n"
+        "        fh.write(data)\n"
+        "print('wrote')\n"
+    )
+    # 60 MB of heap and 60 MB of /tmp are each allowed; together they are over 100 MB.
+    result = run_program(attack, memory_mb=100, disk_mb=64, timeout=8.0)
+    assert result.status == "memory"
+
+
+# --- the minimum isolation setting ------------------------------------------------------------
+
+
+def test_the_minimum_is_read_from_the_environment():
+    assert sandbox.required_layers({}) == sandbox.DEFAULT_MIN_ISOLATION
+    assert sandbox.required_layers({"TROUPE_SANDBOX_MIN_ISOLATION": "none"}) == ()
+    env = {"TROUPE_SANDBOX_MIN_ISOLATION": " mount, memcg ,mount"}
+    assert sandbox.required_layers(env) == ("mount", "memcg")
+    with pytest.raises(ValueError, match="unknown layers chroot"):
+        sandbox.required_layers({"TROUPE_SANDBOX_MIN_ISOLATION": "mount,chroot"})
+
+
+def test_scoring_refuses_below_the_minimum_unless_weak_is_allowed(layers):
+    # uid (root) and userns (non-root) never hold together: one of them is always missing.
+    env = {"TROUPE_SANDBOX_MIN_ISOLATION": "uid,userns"}
+    with pytest.raises(SandboxTooWeak, match="lacks the isolation layer"):
+        sandbox.require_isolation(env)
+    allowed = {**env, "TROUPE_SANDBOX_ALLOW_WEAK": "1"}
+    assert sandbox.require_isolation(allowed) == layers

@@ -21,6 +21,11 @@ import signal
 import sys
 import time
 
+if __package__:  # imported by trainer.tasks.sandbox, for its constants and frame reader
+    from trainer.tasks import _checker
+else:  # the supervisor process: its directory is on sys.path only while it is imported
+    import _checker
+
 UID_BASE = 2_000_000_000  # + supervisor pid (< 2**22): a uid no real account uses
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -30,10 +35,15 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_SECUREBITS, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 28, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECUREBITS = 1, 4, 28
+PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 36, 38
+IPC_RMID = 0
 SECBITS_LOCKED_NOROOT = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
 ROOT = "/tmp"  # where the skeleton root is mounted, inside the supervisor's mount namespace
-STATUS_FD = 3  # the program's status pipe: "completed" (tests ran to the end), "memory"
+STATUS_FD = 3  # the program's status pipe: "completed" (the code ran to its end), "memory"
+CALL_IN_FD, CALL_OUT_FD = 4, 5  # candidate: requests from the checker in, answers out
+MAX_FRAME = 64 << 20  # largest message the checker accepts from the candidate
+CGROUP_PREFIX = "troupe-sandbox-"
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -48,6 +58,7 @@ PRELOAD = (
     "fractions random"
 ).split()
 PRELOAD_MIN_JOBS = 4
+BATCH: list[dict] = []  # the jobs of this supervisor; programs get them without their tests
 # Audit events the Python guard refuses (see sys.addaudithook).
 DENIED_EVENTS = frozenset(
     """os.fork os.forkpty os.exec os.posix_spawn os.spawn os.system os.kill os.killpg
@@ -91,6 +102,9 @@ class Fences:
         self.userns = self.netns = self.mountns = self.pidns = False
         self.outer_pidns = False  # unprivileged: the pid namespace `main` must fork into
         self.pid_reset_fd: int | None = None
+        self.cgroup: tuple[str, str] | None = None  # ("v1" or "v2", parent directory)
+        self.ipc_per_job = False  # each job's init enters a fresh IPC namespace
+        self.seccomp = False  # programs get a filter refusing memfd_create
         self.layers: list[str] = []
 
     def unshare(self, flags: int) -> bool:
@@ -109,6 +123,7 @@ class Fences:
 
     def setup(self) -> None:
         """Enter new namespaces and build the skeleton root, as far as the kernel allows."""
+        self.seccomp = self._probe_seccomp()  # before: our first child may be a pid ns's init
         others = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
         if self.root:
             if self.unshare(CLONE_NEWNS | others):
@@ -128,6 +143,10 @@ class Fences:
                     # Our pid namespace starts with our first child: `main` forks into it.
                     self.outer_pidns = bool(flags & CLONE_NEWPID)
                     break
+        # Whoever could unshare IPC once can do it again in each job's init (same privilege).
+        self.ipc_per_job = self.netns
+        if self.root:
+            self.cgroup = find_memory_cgroup()
         if not self.pidns:
             # Orphans of a program then come to us rather than to the host's pid 1 (which,
             # in a container, may never reap them), and `reap_orphans` collects them.
@@ -142,12 +161,22 @@ class Fences:
                 ("rlimits", True),
                 ("pid", self.pidns),
                 ("net", self.netns),
-                ("ipc", self.netns),
+                ("ipc", self.ipc_per_job),
                 ("mount", self.mountns),
+                ("memcg", self.cgroup is not None),
+                ("seccomp", self.seccomp),
                 ("userns", self.userns),
             )
             if on
         ]
+
+    def _probe_seccomp(self) -> bool:
+        """Whether the kernel takes our filter: installed once in a throwaway child."""
+        pid = os.fork()
+        if pid == 0:
+            self.prctl(PR_SET_NO_NEW_PRIVS, 1)
+            os._exit(0 if self.forbid_memfd() else 1)
+        return os.waitpid(pid, 0)[1] == 0
 
     def _map_ids(self) -> None:
         uid, gid = os.geteuid(), os.getegid()  # ourselves, unchanged, inside the namespace
@@ -218,6 +247,41 @@ class Fences:
         os.makedirs(ROOT + "/tmp", mode=0o755)
         self.mount(None, ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
+    def forbid_memfd(self) -> bool:
+        """A seccomp filter refusing memfd_create (EPERM): anonymous files in RAM that no
+        mount's size limit bounds. Needs PR_SET_NO_NEW_PRIVS first; False if unsupported."""
+        numbers = {"x86_64": (0xC000003E, 319), "aarch64": (0xC00000B7, 279)}
+        arch = numbers.get(os.uname().machine)
+        if arch is None:
+            return False
+        ctypes = self.ctypes
+        audit_arch, memfd = arch
+        # (code, jump if true, jump if false, k); BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K.
+        program = [
+            (0x20, 0, 0, 4),  # A = seccomp_data.arch
+            (0x15, 0, 4, audit_arch),  # another ABI (i386): allow, it has its own numbers
+            (0x20, 0, 0, 0),  # A = seccomp_data.nr
+            (0x15, 2, 0, memfd),
+            (0x15, 1, 0, memfd | 0x40000000),  # the x32 ABI's number for it
+            (0x06, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
+            (0x06, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
+        ]
+
+        class Filter(ctypes.Structure):
+            _fields_ = [
+                ("code", ctypes.c_uint16),
+                ("jt", ctypes.c_uint8),
+                ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32),
+            ]
+
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+        filters = (Filter * len(program))(*[Filter(*f) for f in program])
+        fprog = Program(len(program), filters)
+        return self.libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # SECCOMP_MODE_FILTER
+
     def drop_capabilities(self) -> None:
         """In a user namespace: keep the uid, lose every capability, for good."""
         ctypes = self.ctypes
@@ -233,13 +297,122 @@ class Fences:
             raise OSError(ctypes.get_errno(), "capset failed")
 
 
+def find_memory_cgroup() -> tuple[str, str] | None:
+    """A directory where we may create one memory cgroup per job, or None.
+
+    cgroup v1: a child of our own memory cgroup. cgroup v2: a sibling of our own cgroup (a
+    cgroup with processes may not hand controllers to children), which needs the memory
+    controller enabled in the parent. Probed by creating and removing a directory.
+    """
+    try:
+        with open("/proc/self/cgroup") as fh:
+            entries = [line.rstrip("\n").split(":", 2) for line in fh]
+    except OSError:
+        return None
+    candidates = []
+    for _, controllers, path in entries:
+        if "memory" in controllers.split(","):
+            candidates.append(("v1", "/sys/fs/cgroup/memory" + path.rstrip("/")))
+    for _, controllers, path in entries:
+        if controllers == "" and path != "/":
+            candidates.append(("v2", os.path.dirname("/sys/fs/cgroup" + path.rstrip("/"))))
+    for kind, parent in candidates:
+        limit = "memory.limit_in_bytes" if kind == "v1" else "memory.max"
+        probe = f"{parent}/{CGROUP_PREFIX}probe-{os.getpid()}"
+        try:
+            os.mkdir(probe)
+        except OSError:
+            continue
+        try:
+            ok = os.path.exists(f"{probe}/{limit}") and os.access(f"{probe}/cgroup.procs", os.W_OK)
+        finally:
+            try:
+                os.rmdir(probe)
+            except OSError:
+                pass
+        if ok:
+            return kind, parent
+    return None
+
+
+def write_file(path: str, text: str) -> bool:
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+        return True
+    except OSError:
+        return False
+
+
+def make_job_cgroup(fences: Fences, index: int, memory_mb: int) -> str | None:
+    """A memory cgroup capping RAM of everything the job's processes hold: heap, memfd,
+    System V and POSIX shared memory, and the files of its tmpfs /tmp. No swap."""
+    if fences.cgroup is None:
+        return None
+    kind, parent = fences.cgroup
+    path = f"{parent}/{CGROUP_PREFIX}{os.getpid()}-{index}"
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    limit = str(int(memory_mb) << 20)
+    if kind == "v1":
+        ok = write_file(f"{path}/memory.limit_in_bytes", limit)
+        write_file(f"{path}/memory.memsw.limit_in_bytes", limit)  # where swap is accounted
+        write_file(f"{path}/memory.swappiness", "0")
+    else:
+        ok = write_file(f"{path}/memory.max", limit)
+        write_file(f"{path}/memory.swap.max", "0")
+        write_file(f"{path}/memory.oom.group", "1")
+    if not ok:
+        remove_cgroup(path)
+        return None
+    return path
+
+
+def cgroup_ooms(path: str | None) -> int:
+    """How often the kernel's OOM killer struck in the job's cgroup."""
+    if path is None:
+        return 0
+    for name in ("memory.oom_control", "memory.events"):
+        try:
+            with open(f"{path}/{name}") as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def remove_cgroup(path: str | None) -> None:
+    if path is None:
+        return
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.002)  # the last process may still be exiting
+
+
 def main() -> None:
     """Entry point: run every job of the batch on stdin, one result frame each on stdout."""
+    import fcntl  # noqa: F401  (programs set up their file descriptors with it)
     import linecache  # noqa: F401
     import resource  # noqa: F401  (imported here once, for every program)
     import traceback  # noqa: F401  (failing programs print one; importing it costs ~1 ms)
 
     request = marshal.loads(sys.stdin.buffer.read())
+    BATCH[:] = request["jobs"]
     fences = Fences()
     fences.setup()
     if fences.outer_pidns:
@@ -263,7 +436,7 @@ def main() -> None:
     gc.freeze()  # the forks then share our objects: the collector no longer touches their pages
     for index, job in enumerate(request["jobs"]):
         try:
-            record = run_job(fences, job)
+            record = run_job(fences, job, index)
         except Exception as exc:  # a supervisor bug must not lose the other jobs' results
             record = result("crash", None, b"", f"sandbox error: {exc!r}".encode(), 0.0)
         record["i"] = index
@@ -281,9 +454,9 @@ def result(status, returncode, stdout: bytes, stderr: bytes, seconds, truncated=
     }
 
 
-def run_job(fences: Fences, job: dict) -> dict:
+def run_job(fences: Fences, job: dict, index: int = 0) -> dict:
     if fences.mountns:
-        return run_in(fences, job, None)  # its /tmp is a fresh tmpfs, gone with the run
+        return run_in(fences, job, None, index)  # its /tmp is a fresh tmpfs, gone with the run
     import shutil
     import tempfile
 
@@ -291,31 +464,34 @@ def run_job(fences: Fences, job: dict) -> dict:
     try:
         if fences.root:
             os.chown(workdir, fences.uid, fences.uid)
-        return run_in(fences, job, workdir)
+        return run_in(fences, job, workdir, index)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_in(fences: Fences, job: dict, workdir: str | None) -> dict:
+def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> dict:
     """Run one job with `workdir` (None: the private /tmp) as its working directory."""
     import select
 
     cap = job["max_output"]
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    st_r, st_w = os.pipe()  # program -> supervisor
+    st_r, st_w = os.pipe()  # checker -> supervisor: the verdict; never given to the program
+    nt_r, nt_w = os.pipe()  # program -> supervisor: its own notes ("completed", "memory")
     rp_r, rp_w = os.pipe()  # init -> supervisor; closed in the program before any user code
     pidns = fences.pidns and fences.new_pid_namespace()
+    cgroup = make_job_cgroup(fences, index, job["memory_mb"])
     started = time.monotonic()
     init = os.fork()
     if init == 0:
-        for fd in (out_r, err_r, st_r, rp_r):
+        for fd in (out_r, err_r, st_r, nt_r, rp_r):
             os.close(fd)
-        run_init(fences, job, workdir, pidns, out_w, err_w, st_w, rp_w)  # never returns
-    for fd in (out_w, err_w, st_w, rp_w):
+        pipes = (out_w, err_w, st_w, nt_w, rp_w)
+        run_init(fences, job, workdir, pidns, cgroup, pipes)  # never returns
+    for fd in (out_w, err_w, st_w, nt_w, rp_w):
         os.close(fd)
 
-    data = {out_r: bytearray(), err_r: bytearray(), st_r: bytearray(), rp_r: bytearray()}
+    data = {fd: bytearray() for fd in (out_r, err_r, st_r, nt_r, rp_r)}
     poller = select.poll()
     for fd in data:
         poller.register(fd, select.POLLIN)
@@ -375,57 +551,81 @@ def run_in(fences: Fences, job: dict, workdir: str | None) -> dict:
             os.waitpid(init, 0)  # returns once init, and with it its pid namespace, is gone
         except ChildProcessError:
             pass
-    for fd in (st_r, rp_r):
+    for fd in (st_r, nt_r, rp_r):
         data[fd].extend(drain(fd))
     if not pidns:
         sweep(fences, data[rp_r])
         reap_orphans()
-    for fd in (out_r, err_r, st_r, rp_r) + ((pidfd,) if pidfd is not None else ()):
+    ooms = cgroup_ooms(cgroup)
+    remove_cgroup(cgroup)  # empty now: its processes are gone, and its tmpfs with them
+    for fd in tuple(data) + ((pidfd,) if pidfd is not None else ()):
         os.close(fd)
     return classify(
         job,
-        data[rp_r],
-        data[st_r],
-        bytes(data[out_r]),
-        bytes(data[err_r]),
-        seconds,
-        timed_out,
-        overflow,
+        Observed(
+            bytes(data[rp_r]),
+            bytes(data[st_r]),
+            bytes(data[nt_r]),
+            bytes(data[out_r]),
+            bytes(data[err_r]),
+            seconds,
+            timed_out,
+            overflow,
+            ooms,
+        ),
     )
 
 
-def classify(
-    job: dict,
-    report: bytes,
-    status: bytes,
-    stdout: bytes,
-    stderr: bytes,
-    seconds: float,
-    timed_out: bool,
-    overflow: bool,
-) -> dict:
-    lines = report.decode("utf-8", "replace").splitlines()
-    notes = set(status.decode("utf-8", "replace").split())
+class Observed:
+    """What the supervisor saw of one job: init's report, the checker's verdict, the
+    program's own (untrusted) notes, the output, and how it ended."""
+
+    def __init__(self, report, verdict, notes, stdout, stderr, seconds, timed_out, overflow, ooms):
+        self.report, self.verdict, self.notes = report, verdict, notes
+        self.stdout, self.stderr, self.seconds = stdout, stderr, seconds
+        self.timed_out, self.overflow, self.ooms = timed_out, overflow, ooms
+
+
+def classify(job: dict, seen: Observed) -> dict:
+    lines = seen.report.decode("utf-8", "replace").splitlines()
+    notes = set(seen.notes.decode("utf-8", "replace").split())
+    stdout, stderr, seconds = seen.stdout, seen.stderr, seen.seconds
     errors = [line[6:] for line in lines if line.startswith("error ")]
     ends = [line.split() for line in lines if line.startswith(("exit ", "signal "))]
+    program_ends = [line.split()[1:] for line in lines if line.startswith("candidate ")]
     if errors:
         return result("crash", None, stdout, stderr + errors[0].encode(), seconds)
-    if timed_out:
+    if seen.timed_out:
         return result("timeout", None, stdout, stderr, seconds)
-    if overflow:
+    if seen.overflow:
         note = f"\n[sandbox: output over {job['max_output']} bytes; run stopped]".encode()
         return result("crash", None, stdout, stderr + note, seconds, truncated=True)
     if not ends:
         return result("crash", None, stdout, stderr + b"[sandbox: no exit report]", seconds)
     kind, value = ends[-1][0], int(ends[-1][1])
-    memory = "memory" in notes or stderr.rstrip().endswith(b"MemoryError")
+    memory = (
+        seen.ooms > 0 or "memory" in notes or stderr.rstrip().endswith(b"MemoryError")
+    )  # the notes only ever turn one failure into another
+    if seen.ooms:  # whichever process the kernel killed, the job went over its memory
+        note = b"\n[sandbox: over the memory cgroup's limit; the kernel killed a process]"
+        returncode = -value if kind == "signal" else value
+        return result("memory", returncode, stdout, stderr + note, seconds)
+    if program_ends and program_ends[-1] == ["signal", str(int(signal.SIGXCPU))]:
+        return result("timeout", None, stdout, stderr, seconds)
     if kind == "signal":
         status_ = "timeout" if value == signal.SIGXCPU else ("memory" if memory else "crash")
         return result(status_, -value, stdout, stderr, seconds)
     if value != 0:
         return result("memory" if memory else "failed", value, stdout, stderr, seconds)
+    if job.get("tests") is not None:
+        # The only "passed" of a test job: the checker's own verdict, on a pipe the program
+        # never holds, after the tests ran to their end in the checker's process.
+        if seen.verdict.split() != [b"verdict", b"passed"]:
+            note = b"[sandbox: the checker gave no verdict]"
+            return result("failed", value, stdout, stderr + note, seconds)
+        return result("passed", value, stdout, stderr, seconds)
     if job["require_completion"] and "completed" not in notes:
-        note = b"[sandbox: the program exited before the tests finished]"
+        note = b"[sandbox: the program exited before its end]"
         return result("failed", value, stdout, stderr + note, seconds)
     return result("passed", value, stdout, stderr, seconds)
 
@@ -474,6 +674,7 @@ def sweep(fences: Fences, report: bytes) -> list[int]:
                 os.setgid(fences.uid)
                 os.setuid(fences.uid)
                 os.kill(-1, signal.SIGKILL)  # every process of the sandbox uid but this one
+                remove_ipc_of(fences, fences.uid)  # no IPC namespace: what it made is shared
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
@@ -481,6 +682,37 @@ def sweep(fences: Fences, report: bytes) -> list[int]:
         if not processes_of(fences.uid) or time.monotonic() > deadline:
             return reaped
         time.sleep(0.005)
+
+
+def remove_ipc_of(fences: Fences, uid: int) -> None:
+    """Without a job's own IPC namespace: remove the System V objects and POSIX shared memory
+    (/dev/shm) that `uid` owns, so nothing a program made outlives it. Runs as `uid`."""
+    for table, remove in (
+        ("shm", lambda ident: fences.libc.shmctl(ident, IPC_RMID, None)),
+        ("sem", lambda ident: fences.libc.semctl(ident, 0, IPC_RMID)),
+        ("msg", lambda ident: fences.libc.msgctl(ident, IPC_RMID, None)),
+    ):
+        try:
+            with open(f"/proc/sysvipc/{table}") as fh:
+                rows = [line.split() for line in fh.readlines()[1:]]
+        except OSError:
+            continue
+        owner_column = {"shm": 7, "sem": 4, "msg": 7}[table]
+        for row in rows:
+            try:
+                if int(row[owner_column]) == uid:
+                    remove(int(row[1]))
+            except (IndexError, ValueError):
+                continue
+    try:
+        for entry in os.scandir("/dev/shm"):
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+    except OSError:
+        pass
 
 
 def processes_of(uid: int) -> list[int]:
@@ -520,15 +752,19 @@ def send(fd: int, line: str) -> None:
         pass
 
 
-def run_init(
-    fences: Fences, job: dict, workdir, pidns: bool, out_w: int, err_w: int, st_w: int, rp_w: int
-) -> None:
-    """pid 1 of the program's namespace: private /tmp, fork the program, reap, report."""
+def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tuple) -> None:
+    """pid 1 of the program's namespace: cgroup, IPC namespace, private /tmp, fork, reap."""
+    out_w, err_w, st_w, nt_w, rp_w = pipes
     try:
         fences.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed supervisor takes us along
+        if cgroup is not None and not write_file(f"{cgroup}/cgroup.procs", "0"):
+            raise OSError("could not enter the job's memory cgroup")
+        flags = (CLONE_NEWNS if fences.mountns else 0) | (CLONE_NEWIPC if fences.ipc_per_job else 0)
+        if flags and not fences.unshare(flags):
+            raise OSError(fences.ctypes.get_errno(), f"unshare({flags:#x}) failed")
+        if fences.ipc_per_job:
+            limit_ipc(int(job["disk_mb"]))
         if fences.mountns:
-            if not fences.unshare(CLONE_NEWNS):
-                raise OSError(fences.ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
             owner = fences.uid  # unprivileged, our own uid: mapped to itself in the namespace
             disk = int(job["disk_mb"])
             fences.mount(
@@ -538,39 +774,101 @@ def run_init(
                 MS_NOSUID | MS_NODEV,
                 f"size={disk}m,nr_inodes=4096,mode=0700,uid={owner},gid={owner}",
             )
-        program = os.fork()
-        if program == 0:
-            os.close(rp_w)
-            run_program(fences, job, workdir, out_w, err_w, st_w)  # never returns
-        send(rp_w, f"program {program}")
-        for fd in (out_w, err_w, st_w):
-            os.close(fd)
-        while True:  # as pid 1 we also reap orphans, until the program itself ends
-            pid, wait_status = os.wait()
-            if pid == program:
-                break
-        if os.WIFSIGNALED(wait_status):
-            send(rp_w, f"signal {os.WTERMSIG(wait_status)}")
+        checker = None
+        if job.get("tests") is not None:
+            req_r, req_w = os.pipe()  # checker -> program: calls
+            ans_r, ans_w = os.pipe()  # program -> checker: plain-data answers
+            # The checker is born non-dumpable: the program (same uid, no capabilities) can
+            # then neither ptrace it nor open its /proc/<pid>/mem or fds.
+            fences.prctl(PR_SET_DUMPABLE, 0)
+            checker = os.fork()
+            if checker == 0:
+                for fd in (rp_w, nt_w, req_r, ans_w):
+                    os.close(fd)
+                run_program(fences, job, workdir, out_w, err_w, st_w, (ans_r, req_w), True)
+            fences.prctl(PR_SET_DUMPABLE, 1)
+            send(rp_w, f"program {checker}")
+            os.close(st_w)
+            program = os.fork()
+            if program == 0:
+                for fd in (rp_w, req_w, ans_r):
+                    os.close(fd)
+                run_program(fences, job, workdir, out_w, err_w, nt_w, (req_r, ans_w), False)
+            for fd in (req_r, req_w, ans_r, ans_w):
+                os.close(fd)
         else:
-            send(rp_w, f"exit {os.waitstatus_to_exitcode(wait_status)}")
+            os.close(st_w)
+            program = os.fork()
+            if program == 0:
+                os.close(rp_w)
+                run_program(fences, job, workdir, out_w, err_w, nt_w, None, False)
+        send(rp_w, f"program {program}")
+        for fd in (out_w, err_w, nt_w):
+            os.close(fd)
+        main_pid = checker or program  # the process whose end is the job's end
+        alive = {main_pid, program}
+        while main_pid in alive:  # as pid 1 we also reap orphans
+            pid, wait_status = os.wait()
+            if pid == main_pid:
+                ended = wait_status
+            elif pid == program:
+                how = "signal" if os.WIFSIGNALED(wait_status) else "exit"
+                code = os.WTERMSIG(wait_status) if how == "signal" else wait_status >> 8
+                send(rp_w, f"candidate {how} {code}")
+            alive.discard(pid)
+        if program in alive:
+            kill(program)  # the checker is done: the program it called has nothing left to do
+        if os.WIFSIGNALED(ended):
+            send(rp_w, f"signal {os.WTERMSIG(ended)}")
+        else:
+            send(rp_w, f"exit {os.waitstatus_to_exitcode(ended)}")
     except BaseException as exc:
         send(rp_w, f"error sandbox init failed: {exc!r}")
     finally:
         os._exit(0)
 
 
-def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w: int) -> None:
-    """The unprivileged process that runs the code; ends with os._exit."""
+def limit_ipc(disk_mb: int) -> None:
+    """In the job's own IPC namespace: System V shared memory up to `disk_mb` in all (the
+    memory cgroup, where present, bounds it anyway), and no POSIX message queues."""
+    pages = max(1, (disk_mb << 20) // os.sysconf("SC_PAGE_SIZE"))
+    for name, value in (
+        ("kernel/shmmax", disk_mb << 20),
+        ("kernel/shmall", pages),
+        ("kernel/shmmni", 64),
+        ("fs/mqueue/queues_max", 0),
+    ):
+        write_file(f"/proc/sys/{name}", str(value))
+
+
+def run_program(
+    fences: Fences,
+    job: dict,
+    workdir,
+    out_w: int,
+    err_w: int,
+    st_w: int,
+    channel: tuple[int, int] | None,
+    checker: bool,
+) -> None:
+    """An unprivileged process of the job: the program (`checker` False: runs the code and,
+    for a test job, then answers the checker's calls) or the checker (runs the tests)."""
     import resource  # preloaded by main(): no file lookups after the fork
 
-    code = job["code"]
+    code = job["tests"] if checker else job["code"]
+    if not checker:
+        for other in BATCH:  # the tests live in the checker only, not among our objects
+            other["tests"] = other["code"] = None
     try:
-        devnull = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.dup2(st_w, STATUS_FD)
-        os.closerange(STATUS_FD + 1, 1 << 20)
+        import fcntl  # preloaded by main()
+
+        # 0 stdin, 1 stdout, 2 stderr, 3 status, then (4, 5) the checker channel. Copied
+        # above the targets first: a source may sit on another one's target number.
+        sources = [os.open("/dev/null", os.O_RDONLY), out_w, err_w, st_w, *(channel or ())]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in sources]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(len(high), 1 << 20)
         if not fences.root:
             os.setpgid(0, 0)  # its own group, so that `sweep` can kill it without killing us
         if fences.mountns:
@@ -585,7 +883,7 @@ def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w
         for limit, value in (
             (resource.RLIMIT_CPU, (cpu, cpu + 1)),
             (resource.RLIMIT_AS, (memory, memory)),
-            (resource.RLIMIT_FSIZE, (disk, disk)),
+            (resource.RLIMIT_FSIZE, (disk, disk)),  # also bounds each memfd and shm file
             (resource.RLIMIT_NOFILE, (64, 64)),
             (resource.RLIMIT_CORE, (0, 0)),
         ):
@@ -602,7 +900,11 @@ def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w
             os.setuid(fences.uid)
         elif fences.userns:
             fences.drop_capabilities()
+        if checker:
+            fences.prctl(PR_SET_DUMPABLE, 0)  # again: a uid change may have reset it
         fences.prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if fences.seccomp and not fences.forbid_memfd():
+            raise OSError("the seccomp filter could not be installed")
         os.environ.clear()
         os.environ.update(ENV)
         if workdir:
@@ -612,7 +914,7 @@ def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-        if job["python_guard"]:
+        if job["python_guard"] and not checker:
             install_guard()
         del job, fences
     except BaseException as exc:
@@ -622,18 +924,28 @@ def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w
     import builtins
     import linecache
 
+    name = "<tests>" if checker else "<program>"
     builtins.exit = builtins.quit = sys.exit  # `-S` skips site, which defines them
-    linecache.cache["<program>"] = (len(code), None, code.splitlines(True), "<program>")
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     exit_code = 0
     try:
-        exec(compile(code, "<program>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
-        send(STATUS_FD, "completed")
+        if checker:
+            _checker.check(code)
+            send(STATUS_FD, "verdict passed")
+        else:
+            scope = {"__name__": "__main__", "__builtins__": builtins}
+            exec(compile(code, name, "exec"), scope)
+            send(STATUS_FD, "completed")
+            if channel is not None:
+                _checker.serve(scope)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             exit_code = exc.code or 0
         else:
             print(exc.code, file=sys.stderr)
             exit_code = 1
+        if checker and exit_code == 0:
+            exit_code = 1  # the tests themselves never exit early to pass
     except MemoryError:
         send(STATUS_FD, "memory")
         os.write(2, b"MemoryError\n")
@@ -642,7 +954,7 @@ def run_program(fences: Fences, job: dict, workdir, out_w: int, err_w: int, st_w
         try:
             import traceback
 
-            # Start at the program's own frames: ours are invisible inside the chroot anyway.
+            # Start at the code's own frames: ours are invisible inside the chroot anyway.
             traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
         except MemoryError:
             os.write(2, b"MemoryError\n")

@@ -122,6 +122,7 @@ class CodeTask(Task):
             else:
                 pending.setdefault(key, []).append(i)
         if pending:
+            sandbox.require_isolation()  # refuse to score code below the configured minimum
             keys = list(pending)
             jobs = [self._job(*key) for key in keys]
             results = sandbox.run_many(jobs, workers=self.workers)
@@ -141,6 +142,7 @@ class CodeTask(Task):
         program = self._program(problem, completion)
         if program is None:
             return None
+        sandbox.require_isolation()
         return sandbox.run_many([self._job(*_key(problem, program))], workers=1)[0]
 
     @staticmethod
@@ -158,7 +160,8 @@ class CodeTask(Task):
     def _job(self, program: str, tests: tuple[str, ...], entry_point: str, io: str):
         limits = {"timeout": self.timeout, "memory_mb": self.memory_mb}
         if io == "stdio":
-            return sandbox.tests_job(f"_TROUPE_PROGRAM = {program!r}", tests, "", **limits)
+            runner = f"_TROUPE_PROGRAM = {program!r}\n{_STDIO_RUNNER}"
+            return sandbox.tests_job(runner, tests, "", **limits)
         if io == "call":  # the check finds `entry_point` itself (it may be a Solution method)
             return sandbox.tests_job(program, tests, "", **limits)
         return sandbox.tests_job(program, tests, entry_point, **limits)
@@ -220,13 +223,34 @@ for _troupe_i, (_troupe_args, _troupe_want) in enumerate(_TROUPE_CASES):
     )
 """
 
-_STDIO_CHECK = """
+# The program's side of a stdio test: runs the program (`_TROUPE_PROGRAM`) on one input and
+# returns what it printed. It runs in the program's process; the checker only sees the text.
+_STDIO_RUNNER = """
 import io as _io
-import json as _json
 import sys as _sys
 
-_TROUPE_CASES = _json.loads({cases!r})
 _troupe_code = compile(_TROUPE_PROGRAM, "<program>", "exec")
+
+
+def _troupe_run(stdin_text):
+    real = _sys.stdin, _sys.stdout
+    out = _io.BytesIO()
+    _sys.stdin = _io.TextIOWrapper(_io.BytesIO(stdin_text.encode()), encoding="utf-8")
+    _sys.stdout = _io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    try:
+        exec(_troupe_code, {"__name__": "__main__"})
+    except SystemExit:
+        pass
+    finally:
+        _sys.stdout.flush()
+        _sys.stdin, _sys.stdout = real
+    return out.getvalue().decode("utf-8", "replace")
+"""
+
+_STDIO_CHECK = """
+import json as _json
+
+_TROUPE_CASES = _json.loads({cases!r})
 
 
 def _troupe_lines(text):
@@ -255,19 +279,9 @@ def _troupe_same(got, want):
     return True
 
 
-_troupe_real = _sys.stdin, _sys.stdout
 for _troupe_i, (_troupe_in, _troupe_want) in enumerate(_TROUPE_CASES):
-    _troupe_out = _io.BytesIO()
-    _sys.stdin = _io.TextIOWrapper(_io.BytesIO(_troupe_in.encode()), encoding="utf-8")
-    _sys.stdout = _io.TextIOWrapper(_troupe_out, encoding="utf-8", write_through=True)
-    try:
-        exec(_troupe_code, {{"__name__": "__main__"}})
-    except SystemExit:
-        pass
-    finally:
-        _sys.stdout.flush()
-        _troupe_got = _troupe_out.getvalue().decode("utf-8", "replace")
-        _sys.stdin, _sys.stdout = _troupe_real
+    _troupe_got = _troupe_run(_troupe_in)
+    assert isinstance(_troupe_got, str), f"case {{_troupe_i}}: no output text"
     assert _troupe_same(_troupe_got, _troupe_want), (
         f"case {{_troupe_i}}: expected {{_troupe_want[:200]!r}}, got {{_troupe_got[:200]!r}}"
     )

@@ -95,6 +95,13 @@ from dataclasses import dataclass
 from trainer.tasks import _supervisor
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crash")
+LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "userns")
+# What code tasks need by default: what the compose workers and a non-root host with user
+# namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
+# cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
+DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount")
+MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
+ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
 UID_BASE = _supervisor.UID_BASE
 MAX_BATCH = 32  # programs per supervisor: bounds what one crash or overrun can take down
 
@@ -128,6 +135,64 @@ class Job:
     max_processes: int = 32  # processes + threads of the sandbox uid
     require_completion: bool = False  # an exit(0) before the code's end counts as failed
     python_guard: bool = True  # False only to test that the kernel layers hold on their own
+    tests: str | None = None  # test code run by a separate checker process against `code`
+
+
+class SandboxTooWeak(RuntimeError):
+    """The sandbox on this machine lacks layers that the configured minimum requires."""
+
+
+def required_layers(environ: dict | None = None) -> tuple[str, ...]:
+    """The minimum from TROUPE_SANDBOX_MIN_ISOLATION (comma-separated layer names; "none":
+    nothing), else DEFAULT_MIN_ISOLATION."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(MIN_ISOLATION_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_MIN_ISOLATION
+    if text.strip().lower() == "none":
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in LAYERS]
+    if unknown:
+        raise ValueError(
+            f"{MIN_ISOLATION_ENV} names unknown layers {', '.join(unknown)}; "
+            f"known: {', '.join(LAYERS)}"
+        )
+    return names
+
+
+def weak_allowed(environ: dict | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return environ.get(ALLOW_WEAK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+_probed: tuple[str, ...] | None = None
+
+
+def available_layers(refresh: bool = False) -> tuple[str, ...]:
+    """The layers a sandboxed program gets on this machine (one probe run, then cached)."""
+    global _probed
+    if _probed is None or refresh:
+        result = run_program("pass", timeout=10.0)
+        if result.status != "passed":
+            raise SandboxTooWeak(f"the sandbox cannot run a program here: {result.stderr[-500:]}")
+        _probed = result.isolation
+    return _probed
+
+
+def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
+    """Raise SandboxTooWeak unless the sandbox holds the configured minimum (or
+    TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
+    layers = available_layers()
+    missing = [n for n in required_layers(environ) if n not in layers]
+    if missing and not weak_allowed(environ):
+        raise SandboxTooWeak(
+            f"the code sandbox here lacks the isolation layer(s) {', '.join(missing)} that "
+            f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}). Run the "
+            "worker as root with CAP_SYS_ADMIN (see docker-compose.yml) or with user "
+            f"namespaces, lower {MIN_ISOLATION_ENV}, or set {ALLOW_WEAK_ENV}=1 to score anyway."
+        )
+    return layers
 
 
 def run_program(
@@ -144,11 +209,11 @@ def run_program(
     return _run_batch([job])[0]
 
 
-def compose_tests(program: str, tests: str | Sequence[str], entry_point: str = "") -> str:
-    """What `run_tests` runs: the program, a check that `entry_point` exists, then the tests."""
+def compose_tests(tests: str | Sequence[str], entry_point: str = "") -> str:
+    """What the checker runs: a check that `entry_point` exists, then the tests."""
     if not isinstance(tests, str):
         tests = "\n".join(tests)
-    parts = [program.rstrip(), ""]
+    parts = []
     if entry_point:
         parts.append(
             f"if not callable(globals().get({entry_point!r})):\n"
@@ -159,18 +224,15 @@ def compose_tests(program: str, tests: str | Sequence[str], entry_point: str = "
 
 
 def tests_job(program: str, tests: str | Sequence[str], entry_point: str = "", **limits) -> Job:
-    """A Job that passes only if every test ran and none failed."""
-    return Job(compose_tests(program, tests, entry_point), require_completion=True, **limits)
+    """A Job that passes only if the checker ran every test against `program` and none failed."""
+    return Job(program, tests=compose_tests(tests, entry_point), **limits)
 
 
 def run_tests(
     program: str, tests: str | Sequence[str], entry_point: str = "", **limits
 ) -> SandboxResult:
-    """Run `program` followed by `tests` (assert lines, or a check program).
-
-    "passed" needs exit status 0 *and* the tests to have run to their end, so a program that
-    calls sys.exit(0) or os._exit(0) before the tests does not pass.
-    """
+    """Run `program`, then `tests` (assert lines, or a check program) in a checker process
+    that calls the program's functions; "passed" only on the checker's own verdict."""
     return _run_batch([tests_job(program, tests, entry_point, **limits)])[0]
 
 
@@ -233,6 +295,7 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
                     "max_processes": int(j.max_processes),
                     "require_completion": bool(j.require_completion),
                     "python_guard": bool(j.python_guard),
+                    "tests": None if j.tests is None else str(j.tests),
                 }
                 for j in jobs
             ]

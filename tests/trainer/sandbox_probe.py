@@ -1,0 +1,73 @@
+"""Run from tests/trainer/test_sandbox_modes.py in a process with fewer privileges (a non-root
+uid, or root without CAP_SYS_ADMIN): tries the sandbox's attacks and prints what happened as
+JSON, so the test can check which layers held in that mode.
+
+    python tests/trainer/sandbox_probe.py PORT    # PORT: a TCP listener on 127.0.0.1
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from trainer.tasks import sandbox
+from trainer.tasks.sandbox import Job, run_many, run_program, run_tests
+
+FORGED = "import os\nos.write(3, b'completed\\n')\nos._exit(0)\ndef f(x):\n    return 0\n"
+EQUALS_ALL = "class A:\n    def __eq__(s, o):\n        return True\ndef f(x):\n    return A()\n"
+SHM_WRITER = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "ident = libc.shmget(0x7E5702, 16 << 20, 0o1666)\n"
+    "addr = libc.shmat(ident, None, 0)\n"
+    "ctypes.memmove(addr, b'LEAK-FROM-JOB-1', 15)\n"
+    "print('made' if ident >= 0 else 'refused')\n"
+)
+SHM_READER = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "ident = libc.shmget(0x7E5702, 0, 0)\n"
+    "print('nothing' if ident < 0 else ctypes.string_at(libc.shmat(ident, None, 0), 15))\n"
+)
+MEMFD = (
+    "import os\n"
+    "try:\n    os.memfd_create('ram')\n    print('made')\n"
+    "except OSError as exc:\n    print(exc.errno)\n"
+)
+
+
+def connect(port: int) -> str:
+    return (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    report: dict = {"layers": list(run_program("pass").isolation)}
+    report["forged_pass"] = run_tests(FORGED, ["assert f(1) == 1"], "f", python_guard=False).status
+    report["equals_all"] = run_tests(EQUALS_ALL, ["assert f(1) == 1"], "f").status
+    report["solution"] = run_tests("def f(x):\n    return x\n", ["assert f(1) == 1"], "f").status
+    writer, reader = run_many(
+        [Job(SHM_WRITER, python_guard=False), Job(SHM_READER, python_guard=False)], workers=1
+    )
+    report["shm"] = [writer.stdout.strip(), reader.stdout.strip()]
+    report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
+    report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
+    try:
+        sandbox.require_isolation({})  # the default minimum
+        report["policy"] = "scores"
+    except sandbox.SandboxTooWeak as exc:
+        report["policy"] = f"refuses: {exc}"
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
