@@ -108,8 +108,8 @@ def test_the_fast_depth_check_agrees_with_walking_the_value():
 
     for value in values:
         for ascii_only in (True, False):
-            body = json.dumps(value, ensure_ascii=ascii_only).encode()
-            assert _nested_deeper_than_limit(body) == (depth_of(value) > MAX_DEPTH), body
+            text = json.dumps(value, ensure_ascii=ascii_only)
+            assert _nested_deeper_than_limit(text) == (depth_of(value) > MAX_DEPTH), text
 
 
 def test_a_nul_in_a_metric_key_is_named_and_nothing_is_stored(client, run, alice):
@@ -119,6 +119,16 @@ def test_a_nul_in_a_metric_key_is_named_and_nothing_is_stored(client, run, alice
 
     assert fields_of(response) == {"points[1].key": "must not contain NUL (\\u0000) characters"}
     assert not MetricPoint.objects.filter(run=run).exists()
+
+
+def test_a_utf16_body_is_checked_as_closely(client, run, alice):
+    points = [{"key": "a\x00b", "step": 1, "value": 1.0}]
+    body = json.dumps({"points": points}).encode("utf-16")  # json.loads reads UTF-16 too
+
+    response = client.post(f"/api/v1/runs/{run.id}/metrics", body,
+                           content_type="application/json", headers=bearer(alice))  # fmt: skip
+
+    assert fields_of(response) == {"points[0].key": "must not contain NUL (\\u0000) characters"}
 
 
 def test_a_lone_surrogate_in_a_run_name_is_named(client, experiment, alice):

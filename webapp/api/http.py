@@ -222,13 +222,8 @@ def check_tree(data: Any, *, strings: bool) -> None:
                 raise ApiError(400, "Invalid request.", {_path(path, key): problem})
 
 
-def _nested_deeper_than_limit(body: bytes) -> bool:
-    """Whether valid JSON `body` nests more than MAX_DEPTH levels (True when unsure: the caller
-    then walks the parsed value)."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:  # UTF-16 or -32, which json.loads also reads: walk instead
-        return True
+def _nested_deeper_than_limit(text: str) -> bool:
+    """Whether valid JSON `text` nests more than MAX_DEPTH levels of objects and arrays."""
     reduced = text.translate(_STRUCTURE)
     # A string without brackets or escapes is now `""`. When removing those leaves no quote
     # (and there was no backslash), no string held a bracket: what is left is the structure.
@@ -272,7 +267,12 @@ def read_json(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ApiError(400, "The body must be a JSON object.")
     # The walk names the place; ordinary bodies need neither of its checks and skip it.
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:  # UTF-16 or -32, which json.loads reads too: walk it all
+        check_tree(data, strings=True)
+        return data
     strings = _RISKY_ESCAPE.search(body) is not None
-    if strings or _nested_deeper_than_limit(body):
+    if strings or _nested_deeper_than_limit(text):
         check_tree(data, strings=strings)
     return data
