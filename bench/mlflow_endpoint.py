@@ -15,6 +15,13 @@ server in turn; Troupe's token goes in MLFLOW_TRACKING_TOKEN (MLflow's server ig
 2. history: `MlflowClient.get_metric_history` of one 10,000-step series (`--history-steps`),
    `--reads` times on each server alternately; the two answers are checked to be identical.
 
+Both are also measured on the wire, to separate the servers from the client they share: the
+same log-batch bodies, encoded by MLflow's own `message_to_json` before the clock, POSTed by
+the same threads with `requests`; the same get-history request with `requests` + `json.loads`.
+The client's own work (protobuf encoding of each batch, ~40 ms a 984-metric batch here; and
+parsing 10,000 metrics into `Metric` objects, ~0.3 s) is the same for both servers and bounds
+the client-observed ratios.
+
 Medians over `--repeats` (ABBA order) and the ratios Troupe / MLflow. MLflow lives in a venv of
 its own (bench/tracking_vs_mlflow.py's docstring says how):
 
@@ -49,8 +56,11 @@ from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer  # noqa: E402
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
 
+import requests  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 from mlflow.entities import Metric  # noqa: E402
+from mlflow.protos.service_pb2 import LogBatch  # noqa: E402
+from mlflow.utils.proto_json_utils import message_to_json  # noqa: E402
 
 BATCH_LIMIT = 1000
 ROLES = ("generator", "aggregator", "evaluator", "solver")
@@ -122,6 +132,61 @@ def ingest(side: Side, args, keys: list[str], tag: str) -> dict:
     return {"points": logged, "seconds": seconds, "points_per_s": logged / seconds}
 
 
+def ingest_wire(side: Side, args, keys: list[str], tag: str) -> dict:
+    """The same workload as `ingest`, its bodies encoded before the clock (by MLflow's own
+    encoder, as the client does) and sent with plain `requests`."""
+    client = side.client()
+    runs = [client.create_run(side.experiment, run_name=f"{tag}-wire-{i}").info.run_id
+            for i in range(args.runs)]  # fmt: skip
+    stamp = int(time.time() * 1000)
+    work = [
+        [message_to_json(LogBatch(run_id=run_id, metrics=[m.to_proto() for m in batch]))
+         for batch in run_batches(i, keys, args.steps, stamp)]
+        for i, run_id in enumerate(runs)
+    ]  # fmt: skip
+    shares = [work[i :: args.clients] for i in range(args.clients)]
+    url = f"{side.url}/api/2.0/mlflow/runs/log-batch"
+    headers = {"Content-Type": "application/json",
+               "Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}  # fmt: skip
+    errors: list[str] = []
+
+    def client_loop(items) -> None:
+        with requests.Session() as session:
+            for bodies in items:
+                for body in bodies:
+                    response = session.post(url, data=body, headers=headers, timeout=120)
+                    if response.status_code != 200:
+                        errors.append(f"{response.status_code} {response.text[:200]}")
+                        return
+
+    threads = [threading.Thread(target=client_loop, args=(share,)) for share in shares]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    assert not errors, errors[0]
+    logged = args.runs * len(keys) * args.steps
+    assert len(client.get_metric_history(runs[-1], keys[0])) == args.steps
+    return {"points": logged, "seconds": seconds, "points_per_s": logged / seconds}
+
+
+def read_history_wire(side: Side, run_id: str) -> float:
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    start = time.perf_counter()
+    response = requests.get(
+        f"{side.url}/api/2.0/mlflow/metrics/get-history",
+        params={"run_id": run_id, "metric_key": "train/loss"},
+        headers=headers,
+        timeout=120,
+    )
+    metrics = json.loads(response.content)["metrics"]
+    seconds = time.perf_counter() - start
+    assert len(metrics) > 0
+    return seconds
+
+
 def history_run(side: Side, steps: int) -> str:
     client = side.client()
     run_id = client.create_run(side.experiment, run_name="history").info.run_id
@@ -172,6 +237,8 @@ def main() -> None:
     keys = metric_keys(args.keys)
     rows: dict[str, list[dict]] = {}
     reads: dict[str, list[float]] = {}
+    wire_rows: dict[str, list[dict]] = {}
+    wire_reads: dict[str, list[float]] = {}
     with TroupeServer(args.postgres, f"troupe_mlflow_bench{suffix}", args.workers, log=log) as t:
         os.environ["MLFLOW_TRACKING_TOKEN"] = t.token  # MLflow's server ignores it
         experiment = MlflowClient(tracking_uri=t.url).create_experiment("mlflow-bench")
@@ -191,9 +258,11 @@ def main() -> None:
                 for side in sides if rep % 2 == 0 else sides[::-1]:  # ABBA
                     row = ingest(side, args, keys, f"rep{rep}")
                     rows.setdefault(side.name, []).append(row)
+                    wire = ingest_wire(side, args, keys, f"rep{rep}")
+                    wire_rows.setdefault(side.name, []).append(wire)
                     log(f"repeat {rep + 1}/{args.repeats} {side.name}: "
-                        f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), "
-                        f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+                        f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), wire "
+                        f"{wire['points_per_s']:.0f}, load {os.getloadavg()[0]:.2f}")  # fmt: skip
             history_runs = {side.name: history_run(side, args.history_steps) for side in sides}
             answers = {}
             for i in range(args.reads):
@@ -201,6 +270,9 @@ def main() -> None:
                     seconds, answer = read_history(side, history_runs[side.name])
                     reads.setdefault(side.name, []).append(seconds)
                     answers[side.name] = answer
+                    wire_reads.setdefault(side.name, []).append(
+                        read_history_wire(side, history_runs[side.name])
+                    )
             assert len(answers["troupe"]) == args.history_steps
             if with_mlflow:
                 assert [a[:2] for a in answers["troupe"]] == [a[:2] for a in answers["mlflow"]]
@@ -231,6 +303,12 @@ def main() -> None:
             "points_per_s_each": [round(r["points_per_s"]) for r in rows[name]],
             "history_s_median": round(statistics.median(reads[name]), 4),
             "history_s_each": [round(s, 4) for s in reads[name]],
+            "wire_points_per_s_median": round(
+                statistics.median(r["points_per_s"] for r in wire_rows[name])
+            ),
+            "wire_points_per_s_each": [round(r["points_per_s"]) for r in wire_rows[name]],
+            "wire_history_s_median": round(statistics.median(wire_reads[name]), 4),
+            "wire_history_s_each": [round(s, 4) for s in wire_reads[name]],
         }
     if "mlflow" in summary:
         summary["ratio_points_per_s"] = round(
@@ -238,6 +316,15 @@ def main() -> None:
         )
         summary["ratio_history"] = round(
             summary["mlflow"]["history_s_median"] / summary["troupe"]["history_s_median"], 2
+        )
+        summary["ratio_wire_points_per_s"] = round(
+            summary["troupe"]["wire_points_per_s_median"]
+            / summary["mlflow"]["wire_points_per_s_median"],
+            2,
+        )
+        summary["ratio_wire_history"] = round(
+            summary["mlflow"]["wire_history_s_median"] / summary["troupe"]["wire_history_s_median"],
+            2,
         )
     print(json.dumps(summary, indent=2))
 
