@@ -290,3 +290,21 @@ def test_verl_params_carry_the_cell_and_a_named_accuracy_key_maps_to_eval_accura
     run = Run.objects.get()
     assert (run.workflow, run.seed, run.total_steps) == ("eval_opt", 2, 500)
     assert MetricPoint.objects.get(key="eval/accuracy").value == 0.4
+
+
+def test_an_mlflow_run_has_a_run_page_and_an_experiment_page(client, alice):
+    run_id = new_run(client, alice, run_name="hf tiny")["info"]["run_id"]
+    body = {
+        "run_id": run_id,
+        "params": [{"key": "learning_rate", "value": "0.001"}],
+        "metrics": metrics(5, key="loss"),
+    }
+    assert post(client, alice, "runs/log-batch", body).status_code == 200
+    run = Run.objects.get()
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{run.id}/")
+    assert page.status_code == 200
+    assert b"hf tiny" in page.content and b"learning_rate" in page.content
+    assert b"train/loss" in page.content  # the alias of HF's `loss`
+    assert client.get(f"/experiments/{run.experiment_id}/").status_code == 200
