@@ -86,16 +86,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from trainer.rollout import Codec, FrozenPolicies, make_prompts
     from trainer.tasks import load_task
 
-    config = _config(args)
+    checkpoint = None
+    if args.out:
+        # A run directory: its own config (flags would not match its checkpoints' hash).
+        given = [n for n in ("preset", *FIELDS) if getattr(args, n) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ValueError(f"{flag}: with --out the config is the run's own config.json")
+        from trainer.config import config_from_dict
+
+        config = config_from_dict(json.loads((Path(args.out) / "config.json").read_text()))
+    else:
+        config = _config(args)
+    if args.checkpoint:
+        from trainer.checkpoint import resolve_checkpoint
+
+        checkpoint = resolve_checkpoint(args.out, args.checkpoint)
     torch.manual_seed(config.seed)
     loaded = load_model(config.model, resolve_device(config.device))
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
-    if args.checkpoint:
+    if checkpoint is not None:
         from trainer.checkpoint import load_checkpoint
         from trainer.policies import PolicySet, policy_names
 
         policies = PolicySet(loaded.model, config, policy_names(config))
-        load_checkpoint(args.checkpoint, policies, config.hash())
+        step = load_checkpoint(checkpoint, policies, config.hash())
     else:
         policies = FrozenPolicies(loaded.model)
     result = evaluate(
@@ -106,6 +121,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         task=task,
         problems=held_out(task, args.problems or config.eval_problems),
     )
+    if checkpoint is not None:
+        result = {**result, "checkpoint": str(checkpoint), "checkpoint_step": step}
     print(json.dumps(result))
     return 0
 
@@ -138,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_flags(ev)
     ev.add_argument("--problems", type=int, help="held-out problems (default eval_problems)")
-    ev.add_argument("--checkpoint", help="a checkpoint directory (runs/x/checkpoints/step-000030)")
+    ev.add_argument(
+        "--checkpoint",
+        help="best or latest (of the run in --out), or a checkpoint directory "
+        "(runs/x/checkpoints/step-000030)",
+    )
+    ev.add_argument("--out", help="a run directory: evaluate with its config.json")
     ev.set_defaults(func=cmd_eval)
     an = sub.add_parser("analyze", help="peaks, cliffs and gradient amplification of run dirs")
     an.add_argument("dirs", nargs="+")

@@ -159,13 +159,25 @@ class Config:
         0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0
     )
     checkpoint_every: int = _f(50, "Checkpoint every N steps", "eval", minimum=1)
+    stop_after_cliff: int = _f(
+        0,
+        "Stop N evaluations after the live radar confirms a cliff (0 = never); ends succeeded",
+        "eval",
+        minimum=0,
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def hash(self) -> str:
         """Stable short hash of the whole config (the key a run is stored and cached under)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        values = self.to_dict()
+        # Fields added after runs were stored count only when set, so the runs (and their
+        # checkpoints) from before keep their hash and can resume.
+        for name, default in _LATER_FIELDS.items():
+            if values[name] == default:
+                del values[name]
+        blob = json.dumps(values, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -180,6 +192,8 @@ class Config:
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
+# name -> default of fields added after the first runs were stored (see Config.hash)
+_LATER_FIELDS = {"stop_after_cliff": 0}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.

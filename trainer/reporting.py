@@ -1,12 +1,13 @@
 """How training code talks to the outside world: a small reporter interface.
 
-The loop calls `log`, `should_stop`, `on_checkpoint`, `on_progress` and `on_status`; it never
-knows whether the numbers go to a list (tests), a JSONL file (the CLI) or the database (the
-Celery worker, which implements the same five methods in `workers/`).
+The loop calls `log`, `should_stop`, `on_checkpoint`, `on_progress`, `on_status` and `line`; it
+never knows whether the numbers go to a list (tests), a JSONL file (the CLI) or the database
+(the Celery worker, which implements the same six methods in `workers/`).
 
 `on_status(text)` says what the run is doing outside its training steps, for a person watching
 it: loading its model, warm-starting a tiny model on first use (minutes, with the percentage:
 "Preparing model tiny-s: warm start 40%"), evaluating the base model; "" once the steps begin.
+`line(text)` is one line for the run's log (why a run stopped early, `stop_after_cliff`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Reporter(Protocol):
 
     def on_status(self, text: str) -> None: ...
 
+    def line(self, text: str) -> None: ...
+
 
 class NullReporter:
     """Discards everything; never asks to stop."""
@@ -47,6 +50,9 @@ class NullReporter:
     def on_status(self, text: str) -> None:
         pass
 
+    def line(self, text: str) -> None:
+        pass
+
 
 class ListReporter(NullReporter):
     """Keeps every point in memory (tests); `stop_after` simulates a cancel at a step."""
@@ -56,6 +62,7 @@ class ListReporter(NullReporter):
         self.checkpoints: list[tuple[int, str]] = []
         self.progress: list[tuple[int, int, dict]] = []
         self.statuses: list[str] = []
+        self.lines: list[str] = []
         self.stop_after = stop_after
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -73,6 +80,9 @@ class ListReporter(NullReporter):
 
     def on_status(self, text: str) -> None:
         self.statuses.append(text)
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         pairs = sorted((s, v) for s, k, v in self.points if k == key)

@@ -13,6 +13,10 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
 - The gradient each role and each agent puts on each policy is measured exactly, under every
   sharing mode, from snapshots between micro-batch segments (`trainer/gradients.py`).
 - Evaluation at step 0 is the base model; then every `eval_every` steps and at the end.
+  After each, the best policies so far by `eval/accuracy` are kept as the `best` checkpoint
+  (`trainer/checkpoint.py`; logged as `ckpt/best_step` and `ckpt/best_accuracy`), and with
+  `stop_after_cliff` N the run ends N evaluations after a confirmed cliff
+  (`trainer/stop_policy.py`).
 - Before the first step the reporter hears what is happening (`on_status`): a tiny model's
   warm start on first use takes minutes, and a run page shows its percentage.
 
@@ -31,13 +35,20 @@ from pathlib import Path
 import torch
 
 from trainer.advantages import compute_advantages
-from trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainer.checkpoint import (
+    keep_best,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_meta,
+    save_checkpoint,
+)
 from trainer.config import Config, config_from_dict
 from trainer.evaluate import evaluate, held_out
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet, policy_names
 from trainer.reporting import NullReporter, Reporter
 from trainer.rollout import Codec, make_prompts, rollout
+from trainer.stop_policy import cliff_stop_reason
 from trainer.tasks import load_task
 from trainer.update import update_policies
 
@@ -76,6 +87,10 @@ def _eval_metrics(result: dict) -> dict[str, float]:
     return metrics
 
 
+def _best_metrics(best: dict) -> dict[str, float]:
+    return {"ckpt/best_step": best["step"], "ckpt/best_accuracy": best["accuracy"]}
+
+
 def warm_start_status(reporter: Reporter, model: str) -> Callable[[int, int], None]:
     """A warm-start progress callback that tells `reporter` each new whole percent."""
     shown = -1
@@ -109,11 +124,23 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     done = 0
     if (ckpt := latest_checkpoint(out)) is not None:
         done = load_checkpoint(ckpt, policies, config.hash())
+    # The best checkpoint and the evaluations as the checkpoint resumed from knew them.
+    known = restore_meta(out, ckpt)
+    best, evals = known["best"], known["evals"]
     if done == 0:
         reporter.on_status("Evaluating the base model (step 0)")
         t0 = time.perf_counter()
         result = evaluate(config, problems=eval_set, **env)
-        reporter.log(0, {**_eval_metrics(result), "sys/eval_seconds": time.perf_counter() - t0})
+        best = keep_best(out, best, 0, result["accuracy"], policies, config.hash())
+        evals.append((0, result["accuracy"]))
+        reporter.log(
+            0,
+            {
+                **_eval_metrics(result),
+                **_best_metrics(best),
+                "sys/eval_seconds": time.perf_counter() - t0,
+            },
+        )
     reporter.on_status("")
     reporter.on_progress(done, config.steps, {})
 
@@ -141,6 +168,9 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         if step % config.eval_every == 0 or step == config.steps:
             result = evaluate(config, problems=eval_set, **env)
             metrics.update(_eval_metrics(result))
+            best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
+            metrics.update(_best_metrics(best))
+            evals.append((step, result["accuracy"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed
@@ -149,8 +179,14 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         reporter.log(step, metrics)
 
         stopping = reporter.should_stop()
-        if step % config.checkpoint_every == 0 or step == config.steps or stopping:
-            path = save_checkpoint(out, step, policies, config.hash())
+        early = (
+            cliff_stop_reason(evals, config.stop_after_cliff)
+            if "eval/accuracy" in metrics
+            else None
+        )
+        if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
+            meta = {"best": best, "evals": evals}
+            path = save_checkpoint(out, step, policies, config.hash(), meta=meta)
             reporter.on_checkpoint(step, str(path))
         reporter.on_progress(
             step,
@@ -163,4 +199,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         )
         if stopping:
             return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}
+        if early:
+            reporter.line(early)
+            seconds = time.perf_counter() - started
+            return {"status": "succeeded", "step": step, "seconds": seconds, "stopped": early}
     return {"status": "succeeded", "step": config.steps, "seconds": time.perf_counter() - started}

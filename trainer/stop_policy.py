@@ -1,0 +1,35 @@
+"""When a run stops early by its own policy: `stop_after_cliff` (DESIGN.md §3 extension).
+
+A run with `stop_after_cliff` N > 0 ends, as succeeded, N evaluations after the live radar
+(`trainer/radar.py`, the same code the web pages run) confirms a terminal-accuracy cliff on
+its `eval/accuracy` so far: past a confirmed cliff, further steps mostly spend compute on a
+policy that has already collapsed, and the best checkpoint is kept anyway. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trainer.analysis import ACCURACY_KEY
+from trainer.radar import radar
+
+
+def cliff_stop_reason(evals: Sequence[tuple[int, float]], after: int) -> str | None:
+    """Why the run should stop now, or None. `evals`: (step, accuracy) so far, in order."""
+    if after <= 0 or not evals:
+        return None
+    steps = [s for s, _ in evals]
+    values = [a for _, a in evals]
+    found = radar({ACCURACY_KEY: (steps, values)}, running=True)["events"]
+    confirmed = [e for e in found if e["kind"] == "cliff" and not e["provisional"]]
+    if not confirmed:
+        return None
+    cliff = confirmed[0]
+    since = sum(1 for s in steps if s > cliff["seen_at"])
+    if since < after:
+        return None
+    return (
+        f"Stopping early (stop_after_cliff={after}): the accuracy cliff at step {cliff['step']} "
+        f"was confirmed at step {cliff['seen_at']}, {since} evaluation"
+        f"{'s' if since != 1 else ''} ago."
+    )
