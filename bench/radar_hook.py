@@ -76,9 +76,9 @@ def main() -> int:
         user = get_user_model().objects.create_user("bench")
         experiment = Experiment.objects.create(owner=user, name="bench")
         run = Run.objects.create(
-            experiment=experiment, status=Run.RUNNING, total_steps=2 * args.steps, sharing="shared"
+            experiment=experiment, status=Run.RUNNING, total_steps=args.steps, sharing="shared"
         )
-        total = 2 * args.steps
+        total = args.steps
         batch = []
         for step in range(args.steps):
             batch += step_points(step, total)
