@@ -22,6 +22,8 @@ RUN SECRET_KEY=collectstatic-only TROUPE_DATA_DIR=/tmp/troupe-build \
     && rm -rf /tmp/troupe-build
 
 RUN useradd --create-home --uid 1000 troupe && mkdir -p /data && chown troupe /data
+# The web server runs as this user. The workers run as root with CAP_SYS_ADMIN instead
+# (docker-compose.yml): the code sandbox needs both for its uid and namespace layers.
 USER troupe
 
 EXPOSE 8000

@@ -15,21 +15,17 @@ from trainer.tasks.sandbox import Job, run_many, run_program, run_tests
 
 FORGED = "import os\nos.write(3, b'completed\\n')\nos._exit(0)\ndef f(x):\n    return 0\n"
 EQUALS_ALL = "class A:\n    def __eq__(s, o):\n        return True\ndef f(x):\n    return A()\n"
-SHM_WRITER = (
+SEM_WRITER = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "libc.shmat.restype = ctypes.c_void_p\n"
-    "ident = libc.shmget(0x7E5702, 16 << 20, 0o1666)\n"
-    "addr = libc.shmat(ident, None, 0)\n"
-    "ctypes.memmove(addr, b'LEAK-FROM-JOB-1', 15)\n"
-    "print('made' if ident >= 0 else 'refused')\n"
+    "ident = libc.semget(0x7E5702, 1, 0o1666)\n"
+    "print('made' if ident >= 0 and libc.semctl(ident, 0, 16, 4242) == 0 else 'refused')\n"
 )
-SHM_READER = (
+SEM_READER = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "libc.shmat.restype = ctypes.c_void_p\n"
-    "ident = libc.shmget(0x7E5702, 0, 0)\n"
-    "print('nothing' if ident < 0 else ctypes.string_at(libc.shmat(ident, None, 0), 15))\n"
+    "ident = libc.semget(0x7E5702, 1, 0)\n"
+    "print('nothing' if ident < 0 else libc.semctl(ident, 0, 12))\n"
 )
 MEMFD = (
     "import os\n"
@@ -56,9 +52,9 @@ def main() -> None:
     report["equals_all"] = run_tests(EQUALS_ALL, ["assert f(1) == 1"], "f").status
     report["solution"] = run_tests("def f(x):\n    return x\n", ["assert f(1) == 1"], "f").status
     writer, reader = run_many(
-        [Job(SHM_WRITER, python_guard=False), Job(SHM_READER, python_guard=False)], workers=1
+        [Job(SEM_WRITER, python_guard=False), Job(SEM_READER, python_guard=False)], workers=1
     )
-    report["shm"] = [writer.stdout.strip(), reader.stdout.strip()]
+    report["ipc"] = [writer.stdout.strip(), reader.stdout.strip()]
     report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
     try:

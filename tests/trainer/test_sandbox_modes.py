@@ -87,7 +87,7 @@ def test_as_a_non_root_user(port):
     assert report["memfd"] == "1"  # EPERM
     if user_namespaces_for(NOBODY):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
-        assert report["shm"] == ["made", "nothing"]
+        assert report["ipc"] == ["made", "nothing"]
         assert report["network"] != "connected"
         assert report["policy"] == "scores"
     else:
@@ -104,7 +104,7 @@ def test_as_root_without_cap_sys_admin(port):
     assert report["solution"] == "passed"
     assert report["memfd"] == "1"
     # No IPC namespace: the supervisor removes what the sandbox uid made after each job.
-    assert report["shm"] == ["made", "nothing"]
+    assert report["ipc"] == ["made", "nothing"]
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]

@@ -9,8 +9,11 @@ start-up is paid once per batch, and every program is forked from it.
 
 Process tree of one job (full mode, running as root with CAP_SYS_ADMIN):
 
-    supervisor ── init (pid 1 of a fresh pid namespace; own mount namespace, private /tmp)
-                   └── program (uid UID_BASE + supervisor pid, rlimits, chroot, no caps)
+    supervisor ── init (pid 1 of a fresh pid namespace; own mount and IPC namespaces,
+                   │    private /tmp, own memory cgroup)
+                   ├── checker (test jobs only: runs the tests, calls the program; see
+                   │            _checker.py; its verdict goes on a pipe only it holds)
+                   └── program (uid UID_BASE + supervisor pid, rlimits, chroot, seccomp)
 """
 
 from __future__ import annotations
@@ -175,7 +178,7 @@ class Fences:
         pid = os.fork()
         if pid == 0:
             self.prctl(PR_SET_NO_NEW_PRIVS, 1)
-            os._exit(0 if self.forbid_memfd() else 1)
+            os._exit(0 if self.install_seccomp() else 1)
         return os.waitpid(pid, 0)[1] == 0
 
     def _map_ids(self) -> None:
@@ -247,25 +250,13 @@ class Fences:
         os.makedirs(ROOT + "/tmp", mode=0o755)
         self.mount(None, ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
-    def forbid_memfd(self) -> bool:
-        """A seccomp filter refusing memfd_create (EPERM): anonymous files in RAM that no
-        mount's size limit bounds. Needs PR_SET_NO_NEW_PRIVS first; False if unsupported."""
-        numbers = {"x86_64": (0xC000003E, 319), "aarch64": (0xC00000B7, 279)}
-        arch = numbers.get(os.uname().machine)
-        if arch is None:
+    def install_seccomp(self) -> bool:
+        """The seccomp filter (see `seccomp_filter`). Needs PR_SET_NO_NEW_PRIVS first; False
+        where the architecture or the kernel does not support it."""
+        program = seccomp_filter(os.uname().machine)
+        if program is None:
             return False
         ctypes = self.ctypes
-        audit_arch, memfd = arch
-        # (code, jump if true, jump if false, k); BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K.
-        program = [
-            (0x20, 0, 0, 4),  # A = seccomp_data.arch
-            (0x15, 0, 4, audit_arch),  # another ABI (i386): allow, it has its own numbers
-            (0x20, 0, 0, 0),  # A = seccomp_data.nr
-            (0x15, 2, 0, memfd),
-            (0x15, 1, 0, memfd | 0x40000000),  # the x32 ABI's number for it
-            (0x06, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
-            (0x06, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
-        ]
 
         class Filter(ctypes.Structure):
             _fields_ = [
@@ -295,6 +286,85 @@ class Fences:
         self.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT)
         if self.libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()) != 0:
             raise OSError(ctypes.get_errno(), "capset failed")
+
+
+# Per architecture: (AUDIT_ARCH_*, syscall numbers). aarch64 has no fork or vfork call.
+SECCOMP_ARCHES = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "memfd_create": 319,
+            "shmget": 29,
+            "msgget": 68,
+            "fork": 57,
+            "vfork": 58,
+            "clone": 56,
+            "clone3": 435,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {"memfd_create": 279, "shmget": 194, "msgget": 186, "clone": 220, "clone3": 435},
+    ),
+}
+CLONE_THREAD = 0x00010000
+RET_ALLOW, RET_EPERM, RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+
+
+def seccomp_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """A classic-BPF seccomp program that bounds what a program can hold outside RLIMIT_AS:
+
+    - memfd_create, shmget, msgget: EPERM (RAM no mount's size bounds; /tmp is bounded);
+    - fork, vfork, and clone without CLONE_THREAD: EPERM; clone3: ENOSYS, so that libc falls
+      back to clone. Threads share one address space (one RLIMIT_AS); new processes would
+      each get their own;
+    - any other ABI (i386 or x32 calls on x86_64): EPERM, so numbers cannot be dodged.
+    """
+    if machine not in SECCOMP_ARCHES:
+        return None
+    audit_arch, numbers = SECCOMP_ARCHES[machine]
+    deny = [
+        numbers[n] for n in ("memfd_create", "shmget", "msgget", "fork", "vfork") if n in numbers
+    ]
+    # Symbolic program: ("ld", offset) | ("jeq"/"jset", k, label_true, label_false) |
+    # ("ret", value) | label strings; jumps are resolved to offsets below.
+    code: list = [("ld", 4), ("jeq", audit_arch, None, "deny"), ("ld", 0)]
+    if machine == "x86_64":
+        code.append(("jset", 0x40000000, "deny", None))  # the x32 ABI's bit
+    code += [("jeq", n, "deny", None) for n in deny]
+    code += [
+        ("jeq", numbers["clone3"], "nosys", None),
+        ("jeq", numbers["clone"], None, "allow"),
+        ("ld", 16),  # the low word of args[0]: clone's flags
+        ("jset", CLONE_THREAD, "allow", "deny"),
+        "allow",
+        ("ret", RET_ALLOW),
+        "deny",
+        ("ret", RET_EPERM),
+        "nosys",
+        ("ret", RET_ENOSYS),
+    ]
+    labels, at = {}, 0
+    for item in code:
+        if isinstance(item, str):
+            labels[item] = at
+        else:
+            at += 1
+    program, at = [], 0
+    for item in code:
+        if isinstance(item, str):
+            continue
+        if item[0] == "ld":
+            program.append((0x20, 0, 0, item[1]))  # BPF_LD | BPF_W | BPF_ABS
+        elif item[0] == "ret":
+            program.append((0x06, 0, 0, item[1]))  # BPF_RET | BPF_K
+        else:
+            op, k, yes, no = item
+            jt = 0 if yes is None else labels[yes] - at - 1
+            jf = 0 if no is None else labels[no] - at - 1
+            program.append((0x15 if op == "jeq" else 0x45, jt, jf, k))  # BPF_JMP|JEQ/JSET|K
+        at += 1
+    return program
 
 
 def find_memory_cgroup() -> tuple[str, str] | None:
@@ -903,7 +973,7 @@ def run_program(
         if checker:
             fences.prctl(PR_SET_DUMPABLE, 0)  # again: a uid change may have reset it
         fences.prctl(PR_SET_NO_NEW_PRIVS, 1)
-        if fences.seccomp and not fences.forbid_memfd():
+        if fences.seccomp and not fences.install_seccomp():
             raise OSError("the seccomp filter could not be installed")
         os.environ.clear()
         os.environ.update(ENV)

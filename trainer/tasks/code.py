@@ -243,8 +243,9 @@ def _troupe_run(stdin_text):
         pass
     finally:
         _sys.stdout.flush()
+        text = out.getvalue().decode("utf-8", "replace")  # before the wrapper closes `out`
         _sys.stdin, _sys.stdout = real
-    return out.getvalue().decode("utf-8", "replace")
+    return text
 """
 
 _STDIO_CHECK = """

@@ -4,85 +4,116 @@ How a program runs
 ------------------
 The host starts one *supervisor* (`python -I -S`, a scrubbed environment, its own session and
 process group; the code is `trainer/tasks/_supervisor.py`) per batch of programs — a batch of
-one is `run_program`. The supervisor sets up its fences once, then forks two processes per
-program:
+one is `run_program`. The supervisor sets up its fences once, then, per job, forks an init
+that forks the program — and, for a test job, a *checker* first (`trainer/tasks/_checker.py`):
 
     host ── supervisor (root, host pid namespace)
-              └── init (pid 1 of a fresh pid namespace, its own mount namespace)
-                    └── program (an unprivileged uid of its own, rlimits, chroot)
+              └── init (pid 1 of a fresh pid namespace; own mount and IPC namespaces, own
+                  │     memory cgroup)
+                  ├── checker (test jobs: runs the tests; non-dumpable; holds the verdict pipe)
+                  └── program (an unprivileged uid of its own, rlimits, chroot, seccomp)
 
 Forking from a warm supervisor costs a few milliseconds per program instead of a new
-interpreter each, and no `preexec_fn` ever runs in the (multi-threaded) host: every
-privileged step happens in single-threaded processes of our own.
+interpreter each, and no `preexec_fn` ever runs in the (multi-threaded) host.
 
-What holds (kernel-enforced; `SandboxResult.isolation` lists the layers in force for a run,
-and all of them are when the host runs as root with CAP_SYS_ADMIN, as here and in the
-compose workers):
+Who decides "passed"
+--------------------
+A test job (`run_tests`, `tests_job`) passes only on the checker's verdict. The checker runs
+the trusted test code; each top-level name of the program is there a stand-in that calls the
+program over a pipe pair and accepts only plain data back (None, bool, int, float, complex,
+str, bytes, and lists, tuples, dicts, sets, frozensets of them; exact types, nested at most
+100 deep). So these do not pass: an early `exit(0)`/`os._exit(0)`, writing "completed" (or
+anything) to fd 3, returning an object whose `__eq__` always agrees or that is always true,
+patching `assert`/AssertionError/builtins in the program. The program cannot reach the
+checker: the verdict pipe is never open in it, the checker is non-dumpable (no ptrace,
+/proc/<pid>/mem or fd access for a same-uid process without capabilities), and the tests are
+scrubbed from the program's copy of the job list. What still holds for the program: it sees
+the arguments the tests call it with, one call at a time; it may kill the checker (the job
+then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
+plain value, as in plain Python. Objects other than plain data and instances of the
+program's own classes (e.g. a returned generator or a custom node class) are refused, and an
+argument mutated in place comes back only for top-level list/dict/set arguments.
+`run_program` jobs (no tests) pass on exit status 0; `require_completion` there relies on the
+program's own, forgeable "completed" note.
 
+What holds (kernel-enforced; `SandboxResult.isolation` lists the layers in force, and the
+worker logs them when it starts: workers/sandbox_report.py)
+------------------------------------------------------------------------------------------
 - `uid`: the program runs as uid `UID_BASE + supervisor pid`, with no supplementary groups,
   no capabilities and PR_SET_NO_NEW_PRIVS. It cannot signal, ptrace, or read the memory or
-  environment of the host, the supervisor or any other process (they belong to other uids),
-  and RLIMIT_NPROC — which the kernel ignores for root — is enforced and counts this
-  sandbox's processes only.
-- `rlimits`: RLIMIT_CPU (CPU seconds), RLIMIT_AS (address space: memory bombs hit
-  MemoryError), RLIMIT_NPROC (processes + threads: fork bombs stall), RLIMIT_FSIZE,
-  RLIMIT_NOFILE, RLIMIT_CORE = 0.
-- `pid`: init is pid 1 of a fresh pid namespace per program. When it exits or is killed, the
-  kernel kills every process left in the namespace, whatever session or process group it
-  moved to; host pids are invisible to the program.
-- `net`: a network namespace with only a downed loopback device: no connection leaves the
-  sandbox, not even to 127.0.0.1 of the host.
+  environment of the host or the supervisor, and RLIMIT_NPROC is enforced for its uid only.
+- `rlimits`: RLIMIT_CPU, RLIMIT_AS (`memory_mb` of address space per process: memory bombs
+  hit MemoryError), RLIMIT_NPROC, RLIMIT_FSIZE (`disk_mb`: also the largest file, memfd or
+  shared-memory file), RLIMIT_NOFILE = 64, RLIMIT_CORE = 0.
+- `seccomp`: a filter refuses memfd_create, shmget and msgget (RAM that no size limit of a
+  mount bounds), fork, vfork and clone without CLONE_THREAD (each process would get its own
+  address-space cap; threads share one) and every other ABI (i386/x32 numbers). So without a
+  memory cgroup, a program's RAM is still bounded: its address space (`memory_mb`) plus its
+  /tmp (`disk_mb`), plus pipe and socket buffers of at most 64 descriptors.
+- `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
+  cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
+  `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
+  and the status is "memory".
+- `pid`: init is pid 1 of a fresh pid namespace per job. When it exits or is killed, the
+  kernel kills every process left in the namespace; host pids are invisible.
+- `net`: a network namespace with only a downed loopback device: no connection leaves.
+- `ipc`: a fresh IPC namespace per job (System V objects and POSIX message queues), gone
+  with the job's last process; the next job of the batch sees nothing of it.
 - `mount`: the program is chrooted into a read-only skeleton holding only /usr, the
   interpreter's prefix, /dev/{null,zero,urandom} and a fresh size-limited tmpfs at /tmp — its
-  working directory, which vanishes with the run. The repository, .env files, /etc, home
-  directories and other runs' files are not visible; nothing outside /tmp is writable.
-- `ipc`: private System V IPC and hostname.
+  working directory, which vanishes with the job. The repository, .env files, /etc, /dev/shm,
+  home directories and other jobs' files are not visible; nothing outside /tmp is writable.
+- `userns`: (non-root hosts) the namespaces above come from a user namespace.
 - always: stdin is /dev/null; only PATH, LANG, LC_ALL, HOME, TMPDIR and PYTHONHASHSEED reach
-  the program (never the parent's secrets, e.g. DATABASE_URL); `-I -S` (no site-packages,
-  no PYTHON* variables); stdout and stderr are each capped at `max_output` bytes (beyond it
-  the run is stopped: `truncated`); the wall-clock timeout SIGKILLs init and so the whole
-  pid namespace; the host kills the supervisor's process group if it overruns, and init has
-  PR_SET_PDEATHSIG=SIGKILL, so nothing outlives a killed supervisor.
+  the program (never the parent's secrets); `-I -S`; stdout and stderr are each capped at
+  `max_output` bytes (beyond it the run is stopped: `truncated`); the wall-clock timeout
+  SIGKILLs init and so the whole pid namespace; init has PR_SET_PDEATHSIG=SIGKILL.
 - Python guard (defence in depth, *not* a boundary): os.fork/exec/spawn/system/kill are
   replaced and an audit hook refuses sockets, subprocess, fork, exec and ctypes. Programs can
-  get around a Python-level guard; the layers above are what hold.
+  get around it; the layers above are what hold.
 
-What does NOT hold:
-- Not a boundary against kernel exploits: no seccomp filter, no cgroups, no VM; the program
-  can make any system call an unprivileged user can.
-- Memory is capped as address space, not resident memory; tmpfs pages count against the
-  host's RAM (at most `disk_mb` per run). CPU is not shared fairly (no cgroup).
+What does NOT hold
+------------------
+- Not a boundary against kernel exploits: the seccomp filter is a deny list, not an allow
+  list, and there is no VM. CPU is not shared fairly (no cpu cgroup).
 - World-readable files under /usr and the interpreter prefix are readable.
-- A program can read its own hidden tests from memory, or fake the harness' "tests ran to
-  the end" message on its status pipe. The sandbox protects the host from a program, not
-  the reward from a program written against this harness.
-- Fallbacks (check `isolation`; tests/trainer/test_sandbox.py was run under each):
-  - root without CAP_SYS_ADMIN (e.g. a default Docker container): `uid` and `rlimits` only.
-    No network isolation beyond the Python guard; the working directory is a host temporary
-    directory (deleted after) and world-writable host places (/tmp, /dev/shm) are writable;
-    world-readable host files are visible; processes left behind are killed by uid (the
-    supervisor is their subreaper and reaps them). If the interpreter lives where the
-    sandbox uid cannot read (pyenv under /root), its library directories are opened before
-    dropping root and imported through /proc/self/fd.
-  - non-root with unprivileged user namespaces: `pid`, `net`, `ipc`, `mount`, `rlimits`
-    (plus `userns`) as above, but no `uid`: the program keeps the host user's uid (without
-    any capability), so RLIMIT_NPROC counts inside the namespace only.
-  - non-root without them: `rlimits` (RLIMIT_NPROC then counts all the host user's
-    processes, which usually forbids forking at all) and the Python guard; only the
-    program's process group is killed afterwards.
+- The test inputs a program is called with are visible to it (the expected values are not).
+
+Modes (check `isolation`; tests/trainer/test_sandbox_modes.py runs the sandbox in each):
+- root with CAP_SYS_ADMIN (CI here; the compose workers, which add that capability): all of
+  uid, rlimits, pid, net, ipc, mount, seccomp, plus memcg where the cgroup tree is writable
+  (here yes; in a Docker container, whose /sys/fs/cgroup is read-only, no).
+- root without CAP_SYS_ADMIN (a default Docker container): uid, rlimits, seccomp (+ memcg
+  where writable). No network isolation beyond the Python guard; the working directory is a
+  host temporary directory (deleted after); world-writable host places (/tmp, /dev/shm) are
+  writable and world-readable files visible; after each job the supervisor kills what is
+  left of the sandbox uid and removes its System V objects and /dev/shm files. Below the
+  default minimum: code tasks refuse to score.
+- non-root with unprivileged user namespaces: rlimits, pid, net, ipc, mount, seccomp,
+  userns; no uid (the program keeps the host user's uid, without any capability) and no
+  memcg.
+- non-root without them: rlimits and seccomp only; below the default minimum.
+
+Minimum isolation for scoring
+-----------------------------
+`CodeTask` calls `require_isolation()` before it runs programs: unless every layer named in
+TROUPE_SANDBOX_MIN_ISOLATION (comma-separated; default `DEFAULT_MIN_ISOLATION`: rlimits,
+pid, net, ipc, mount, seccomp; "none" for nothing) is in force, it raises `SandboxTooWeak`
+naming the missing layers — unless TROUPE_SANDBOX_ALLOW_WEAK=1.
 
 API
 ---
 `run_program(code, timeout=5.0, memory_mb=512, max_output=64_000, cpu_seconds=None)`,
 `run_tests(program, tests, entry_point, **limits)` and `run_many(jobs, workers=2)` return
-`SandboxResult`s whose status is one of: "passed" (exit 0 — and, for tests, the test code ran
-to its end), "failed" (non-zero exit, e.g. an AssertionError), "timeout" (wall clock or CPU),
-"memory" (MemoryError under the address-space cap) or "crash" (killed by a signal, over the
-output cap, or the sandbox could not run it).
+`SandboxResult`s whose status is one of: "passed" (exit 0 — for test jobs: the checker's
+verdict), "failed" (non-zero exit, a failed test, or no verdict), "timeout" (wall clock or
+CPU), "memory" (MemoryError under the address-space cap, or the memory cgroup's OOM killer)
+or "crash" (killed by a signal, over the output cap, or the sandbox could not run it).
 """
 
 from __future__ import annotations
 
+import logging
 import marshal
 import os
 import signal
@@ -99,7 +130,7 @@ LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "u
 # What code tasks need by default: what the compose workers and a non-root host with user
 # namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
 # cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
-DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount")
+DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
 MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
 ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
 UID_BASE = _supervisor.UID_BASE
@@ -167,6 +198,7 @@ def weak_allowed(environ: dict | None = None) -> bool:
 
 
 _probed: tuple[str, ...] | None = None
+_warned: set[tuple[str, ...]] = set()
 
 
 def available_layers(refresh: bool = False) -> tuple[str, ...]:
@@ -185,7 +217,15 @@ def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
     TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
     layers = available_layers()
     missing = [n for n in required_layers(environ) if n not in layers]
-    if missing and not weak_allowed(environ):
+    if missing and weak_allowed(environ):
+        if tuple(missing) not in _warned:
+            _warned.add(tuple(missing))
+            logging.getLogger(__name__).warning(
+                "code sandbox below its minimum (missing %s); scoring anyway: %s=1",
+                ", ".join(missing),
+                ALLOW_WEAK_ENV,
+            )
+    elif missing:
         raise SandboxTooWeak(
             f"the code sandbox here lacks the isolation layer(s) {', '.join(missing)} that "
             f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}). Run the "

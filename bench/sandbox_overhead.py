@@ -1,0 +1,79 @@
+"""What the checker process costs per scored program: test jobs as they run now (the program
+and a separate checker talking over pipes) against the single-process way they ran before
+(program and tests as one script, "passed" taken from the program's own status message,
+which a program could forge). Both run under the same sandbox layers in one invocation.
+
+    .venv/bin/python bench/sandbox_overhead.py            # 256 programs x 7 repeats
+    .venv/bin/python bench/sandbox_overhead.py --smoke    # a tiny run, for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from trainer.tasks import sandbox  # noqa: E402
+from trainer.tasks.code import synthetic_code  # noqa: E402
+
+
+def workloads(n: int) -> tuple[list[sandbox.Job], list[sandbox.Job]]:
+    task = synthetic_code(seed=0, train_size=n)
+    problems = task.problems("train")[:n]
+    checked = [sandbox.tests_job(p.answer, p.tests, p.entry_point) for p in problems]
+    # The previous design: one script, program then tests, "completed" from the program.
+    inline = [
+        sandbox.Job(p.answer + "\n" + "\n".join(p.tests) + "\n", require_completion=True)
+        for p in problems
+    ]
+    return checked, inline
+
+
+def timed(jobs: list[sandbox.Job], workers: int) -> float:
+    started = time.perf_counter()
+    results = sandbox.run_many(jobs, workers=workers)
+    seconds = time.perf_counter() - started
+    bad = [r for r in results if not r.passed]
+    if bad:
+        raise SystemExit(f"{len(bad)} reference programs did not pass: {bad[0].stderr[-300:]}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="8 programs, 1 repeat")
+    args = parser.parse_args()
+    if args.smoke:
+        args.programs, args.repeats = 8, 1
+    checked, inline = workloads(args.programs)
+    layers = sandbox.available_layers()
+    times: dict[str, list[float]] = {"checker": [], "single process": []}
+    timed(checked[:4], args.workers)  # warm the page cache
+    for _ in range(args.repeats):  # interleaved, so drift hits both alike
+        times["checker"].append(timed(checked, args.workers))
+        times["single process"].append(timed(inline, args.workers))
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    print(f"sandbox layers: {', '.join(layers)}")
+    print(f"{args.programs} programs, run_many(workers={args.workers}), {args.repeats} repeats")
+    print("| design | median ms per program | median s per batch |")
+    print("|---|---|---|")
+    medians = {}
+    for name, values in times.items():
+        medians[name] = statistics.median(values)
+        per = medians[name] / args.programs * 1000
+        print(f"| {name} | {per:.2f} | {medians[name]:.3f} |")
+    print(f"ratio checker / single process: {medians['checker'] / medians['single process']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
