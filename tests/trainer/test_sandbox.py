@@ -420,6 +420,33 @@ def test_patching_the_programs_own_assert_machinery_changes_nothing():
     assert run_tests(program, ["assert f(1) == 1"], "f").status == "failed"
 
 
+def test_the_program_cannot_replace_the_builtins_or_modules_the_tests_compare_with():
+    program = (
+        "def abs(x):\n    return 0\n"
+        "def len(x):\n    return 3\n"
+        "class math:\n    def isclose(*args, **kwargs):\n        return True\n"
+        "def f(x):\n    return [0]\n"
+    )
+    for test in (
+        "assert abs(f(1)[0] - 2.5) < 1e-6",
+        "assert len(f(1)) == 3",
+        "import builtins\nassert math.isclose(f(1)[0], 2.5)",
+    ):
+        assert run_tests(program, [test], "f").status == "failed", test
+    # The same tests pass a real solution that relies on its own `import math`.
+    real = "import math\ndef f(x):\n    return [2.5, 0, 0]\n"
+    tests = ["assert abs(f(1)[0] - 2.5) < 1e-6", "assert len(f(1)) == 3"]
+    assert run_tests(real, [*tests, "assert math.isclose(f(1)[0], 2.5)"], "f").passed
+
+
+def test_a_stop_iteration_from_the_program_does_not_end_the_tests_early():
+    program = "def f(x):\n    raise StopIteration\n"
+    test = "assert all(map(lambda case: f(case[0]) == case[1], [(1, 2), (2, 3)]))"
+    result = run_tests(program, [test], "f")
+    assert result.status == "failed"
+    assert "StopIteration" in result.stderr
+
+
 def test_the_hidden_tests_are_not_among_the_programs_objects():
     # Walks every frame's variables (the supervisor's job list included) for the expected
     # value; the needle is computed, so the program's own source does not contain it.

@@ -24,10 +24,13 @@ program over a pipe pair and accepts only plain data back (None, bool, int, floa
 str, bytes, and lists, tuples, dicts, sets, frozensets of them; exact types, nested at most
 100 deep). So these do not pass: an early `exit(0)`/`os._exit(0)`, writing "completed" (or
 anything) to fd 3, returning an object whose `__eq__` always agrees or that is always true,
-patching `assert`/AssertionError/builtins in the program. The program cannot reach the
-checker: the verdict pipe is never open in it, the checker is non-dumpable (no ptrace,
-/proc/<pid>/mem or fd access for a same-uid process without capabilities), and the tests are
-scrubbed from the program's copy of the job list. What still holds for the program: it sees
+patching `assert`/AssertionError/builtins in the program, defining its own `abs`, `len` or
+`math` for the tests to compare with (names that shadow a builtin are not handed to the
+tests; standard-library module names are the checker's own imports), or raising
+StopIteration into a test's loop (it reaches the tests as RuntimeError). The program cannot
+reach the checker: the verdict pipe is never open in it, the checker is non-dumpable (no
+ptrace, /proc/<pid>/mem or fd access for a same-uid process without capabilities), and the
+tests are scrubbed from the program's copy of the job list. What still holds for the program: it sees
 the arguments the tests call it with, one call at a time; it may kill the checker (the job
 then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
 plain value, as in plain Python. Objects other than plain data and instances of the
@@ -49,7 +52,8 @@ worker logs them when it starts: workers/sandbox_report.py)
   mount bounds), fork, vfork and clone without CLONE_THREAD (each process would get its own
   address-space cap; threads share one) and every other ABI (i386/x32 numbers). So without a
   memory cgroup, a program's RAM is still bounded: its address space (`memory_mb`) plus its
-  /tmp (`disk_mb`), plus pipe and socket buffers of at most 64 descriptors.
+  private /tmp (`disk_mb`, with `mount`), plus pipe and socket buffers of at most 64
+  descriptors.
 - `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
   cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
   `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
@@ -78,6 +82,10 @@ What does NOT hold
   list, and there is no VM. CPU is not shared fairly (no cpu cgroup).
 - World-readable files under /usr and the interpreter prefix are readable.
 - The test inputs a program is called with are visible to it (the expected values are not).
+- The checker decodes the program's answers with marshal before checking their types; a
+  crafted answer that crashes the (sandboxed) checker only fails the job.
+- A program whose entry point is named like a builtin (`def sum(...)`) fails its tests: the
+  tests call the builtin.
 
 Modes (check `isolation`; tests/trainer/test_sandbox_modes.py runs the sandbox in each):
 - root with CAP_SYS_ADMIN (CI here; the compose workers, which add that capability): all of
