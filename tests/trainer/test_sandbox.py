@@ -575,6 +575,21 @@ def test_tmp_files_count_against_the_memory_cgroup(layers):
     assert result.status == "memory"
 
 
+def test_job_cgroups_of_a_killed_supervisor_are_removed_by_the_next(layers):
+    need(layers, "memcg")
+    from trainer.tasks import _supervisor
+
+    _, parent = _supervisor.find_memory_cgroup()
+    stale = os.path.join(parent, f"{_supervisor.CGROUP_PREFIX}4999999-0")  # > any pid_max
+    os.mkdir(stale)
+    try:
+        assert run_program("pass").passed
+        assert not os.path.exists(stale)
+    finally:
+        if os.path.exists(stale):
+            os.rmdir(stale)
+
+
 # --- the minimum isolation setting ------------------------------------------------------------
 
 

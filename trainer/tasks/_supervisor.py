@@ -130,7 +130,7 @@ class Fences:
         others = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
         if self.root:
             if self.unshare(CLONE_NEWNS | others):
-                self.netns = True
+                self.netns = self.ipc_per_job = True
                 self.mountns = self._try_build_root()
                 self.pidns = self._enable_pidns()
             elif self.unshare(CLONE_NEWNET):
@@ -140,14 +140,13 @@ class Fences:
             # namespaces; the program keeps our uid but loses every capability.
             for flags in (CLONE_NEWNS | CLONE_NEWPID | others, CLONE_NEWNS | others, others):
                 if self.unshare(CLONE_NEWUSER | flags):
-                    self.userns = self.netns = True
+                    self.userns = self.netns = self.ipc_per_job = True
                     self._map_ids()
                     self.mountns = bool(flags & CLONE_NEWNS) and self._try_build_root()
                     # Our pid namespace starts with our first child: `main` forks into it.
                     self.outer_pidns = bool(flags & CLONE_NEWPID)
                     break
-        # Whoever could unshare IPC once can do it again in each job's init (same privilege).
-        self.ipc_per_job = self.netns
+        # ipc_per_job: whoever could unshare IPC once can do it again in each job's init.
         if self.root:
             self.cgroup = find_memory_cgroup()
         if not self.pidns:
@@ -387,6 +386,7 @@ def find_memory_cgroup() -> tuple[str, str] | None:
         if controllers == "" and path != "/":
             candidates.append(("v2", os.path.dirname("/sys/fs/cgroup" + path.rstrip("/"))))
     for kind, parent in candidates:
+        remove_stale_cgroups(parent)
         limit = "memory.limit_in_bytes" if kind == "v1" else "memory.max"
         probe = f"{parent}/{CGROUP_PREFIX}probe-{os.getpid()}"
         try:
@@ -403,6 +403,24 @@ def find_memory_cgroup() -> tuple[str, str] | None:
         if ok:
             return kind, parent
     return None
+
+
+def remove_stale_cgroups(parent: str) -> None:
+    """Job cgroups of supervisors that were killed before they could remove them (empty by
+    now: their processes died with their init)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(CGROUP_PREFIX):
+            continue
+        owner = name[len(CGROUP_PREFIX) :].split("-")[0]  # "<supervisor pid>-<job index>"
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                os.rmdir(f"{parent}/{name}")
+            except OSError:
+                pass
 
 
 def write_file(path: str, text: str) -> bool:
