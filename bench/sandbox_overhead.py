@@ -44,6 +44,36 @@ def timed(jobs: list[sandbox.Job], workers: int) -> float:
     return seconds
 
 
+def layer_costs(repeats: int) -> dict[str, float]:
+    """Median ms of what the new layers add per job: a memory cgroup made, joined and removed
+    (where this process may), and a seccomp filter installed in a forked child."""
+    from trainer.tasks import _supervisor
+
+    fences = _supervisor.Fences()
+    fences.seccomp = fences._probe_seccomp()  # as the supervisor does: the filter built once
+    costs: dict[str, list[float]] = {"fork + exit (reference)": [], "seccomp filter": []}
+    for name, install in (("fork + exit (reference)", False), ("seccomp filter", True)):
+        for _ in range(repeats):
+            started = time.perf_counter()
+            pid = os.fork()
+            if pid == 0:
+                if install:
+                    fences.prctl(_supervisor.PR_SET_NO_NEW_PRIVS, 1)
+                    fences.install_seccomp()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            costs[name].append(time.perf_counter() - started)
+    fences.cgroup = _supervisor.find_memory_cgroup() if os.geteuid() == 0 else None
+    if fences.cgroup is not None:
+        costs["memory cgroup"] = []
+        for i in range(repeats):
+            started = time.perf_counter()
+            path = _supervisor.make_job_cgroup(fences, i, 512)
+            _supervisor.remove_cgroup(path)
+            costs["memory cgroup"].append(time.perf_counter() - started)
+    return {name: statistics.median(values) * 1000 for name, values in costs.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=256)
@@ -73,6 +103,10 @@ def main() -> None:
         per = medians[name] / args.programs * 1000
         print(f"| {name} | {per:.2f} | {medians[name]:.3f} |")
     print(f"ratio checker / single process: {medians['checker'] / medians['single process']:.2f}")
+    print("| layer | median ms per job |")
+    print("|---|---|")
+    for name, ms in layer_costs(10 if args.smoke else 200).items():
+        print(f"| {name} | {ms:.3f} |")
 
 
 if __name__ == "__main__":

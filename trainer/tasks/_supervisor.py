@@ -107,7 +107,8 @@ class Fences:
         self.pid_reset_fd: int | None = None
         self.cgroup: tuple[str, str] | None = None  # ("v1" or "v2", parent directory)
         self.ipc_per_job = False  # each job's init enters a fresh IPC namespace
-        self.seccomp = False  # programs get a filter refusing memfd_create
+        self.seccomp = False  # programs get the seccomp filter (see `seccomp_filter`)
+        self._seccomp_program: tuple | None = None
         self.layers: list[str] = []
 
     def unshare(self, flags: int) -> bool:
@@ -174,6 +175,7 @@ class Fences:
 
     def _probe_seccomp(self) -> bool:
         """Whether the kernel takes our filter: installed once in a throwaway child."""
+        self._seccomp_program = self._build_seccomp()
         pid = os.fork()
         if pid == 0:
             self.prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -252,9 +254,19 @@ class Fences:
     def install_seccomp(self) -> bool:
         """The seccomp filter (see `seccomp_filter`). Needs PR_SET_NO_NEW_PRIVS first; False
         where the architecture or the kernel does not support it."""
+        if self._seccomp_program is None:
+            self._seccomp_program = self._build_seccomp()
+        if not self._seccomp_program:
+            return False
+        fprog = self._seccomp_program[0]
+        return self.libc.prctl(22, 2, self.ctypes.byref(fprog), 0, 0) == 0  # MODE_FILTER
+
+    def _build_seccomp(self) -> tuple:
+        """The filter as ctypes structures, built once in the supervisor so that each forked
+        process only makes the prctl call. () where the architecture is not supported."""
         program = seccomp_filter(os.uname().machine)
         if program is None:
-            return False
+            return ()
         ctypes = self.ctypes
 
         class Filter(ctypes.Structure):
@@ -269,8 +281,7 @@ class Fences:
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
 
         filters = (Filter * len(program))(*[Filter(*f) for f in program])
-        fprog = Program(len(program), filters)
-        return self.libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # SECCOMP_MODE_FILTER
+        return (Program(len(program), filters), filters)  # the array must outlive the struct
 
     def drop_capabilities(self) -> None:
         """In a user namespace: keep the uid, lose every capability, for good."""
