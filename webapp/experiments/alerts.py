@@ -104,7 +104,9 @@ def _throttled(run_id: int, window: float) -> bool:
         if run_id not in _pending:
             _pending.add(run_id)
             timer = threading.Timer(window - (now - last), _trailing, args=(run_id,))
-            timer.daemon = True  # a process that exits does not wait for a trailing call
+            # Not a daemon: a process that ends right after its last batch (`import_runs`, a
+            # worker's last flush) waits for it, at most one window, so it is still judged.
+            timer.daemon = False
             timer.start()
         return True
 
