@@ -72,3 +72,23 @@ def test_the_radar_panel_shows_a_cliff_as_it_is_confirmed(served, chromium_path)
         )
         expect(panel.locator("[data-radar-empty]")).to_be_hidden()
         screenshot(page, "run-radar.png")
+
+
+def test_the_experiment_page_shows_a_runs_worst_event_as_it_happens(served, chromium_path):
+    base, token, run_id = served
+    with chromium(chromium_path) as browser:
+        page = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
+        page.goto(f"{base}/runs/{run_id}/")  # the login page, then the run's page
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("#login-form button[type=submit]")
+        page.click(".crumbs a >> nth=1")  # its experiment
+        cell = page.locator(f'tr[data-run-id="{run_id}"] [data-radar]')
+        expect(cell).to_have_text("—")
+
+        post_points(base, token, run_id, accuracy_points(upto=70))
+
+        expect(cell).to_have_text("cliff @50 1", timeout=20_000)
+        expect(cell.locator(".badge")).to_have_class("badge status-queued")  # provisional
+        post_points(base, token, run_id, accuracy_points()[8:])
+        expect(cell.locator(".badge")).to_have_class("badge status-failed", timeout=20_000)
