@@ -30,8 +30,8 @@ tests; standard-library module names are the checker's own imports), or raising
 StopIteration into a test's loop (it reaches the tests as RuntimeError). The program cannot
 reach the checker: the verdict pipe is never open in it, the checker is non-dumpable (no
 ptrace, /proc/<pid>/mem or fd access for a same-uid process without capabilities), and the
-tests are scrubbed from the program's copy of the job list. What still holds for the program: it sees
-the arguments the tests call it with, one call at a time; it may kill the checker (the job
+tests are scrubbed from the program's copy of the job list. What still holds for the program:
+it sees the arguments the tests call it with, one call at a time; it may kill the checker (the job
 then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
 plain value, as in plain Python. Objects other than plain data and instances of the
 program's own classes (e.g. a returned generator or a custom node class) are refused, and an
