@@ -39,7 +39,7 @@ P_ADD = 0.9  # adding worker results correctly
 P_AGGREGATE = 0.85
 P_VERDICT = 0.8
 P_BOX_ONE = 0.9  # a one-value math answer ends in \boxed{}
-P_BOX_MANY = 0.4  # a summed math answer ends in \boxed{} (else a bare `=54`)
+P_BOX_MANY = 0.45  # a summed math answer ends in \boxed{} (else a bare `=54`)
 AGGREGATE_EXAMPLES = 3
 P_PLAN = 0.9
 _MATH_SLIPS = (-2, -1, 1, 2, 10, -10)
