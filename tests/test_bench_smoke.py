@@ -145,3 +145,13 @@ def test_matrix_view_times_every_size_cold_and_warm(postgres_url):
     assert [row["runs"] for row in summary["sizes"]] == [2, 4]
     for row in summary["sizes"]:
         assert 0 < row["warm_s"] and 0 < row["cold_s"] and row["cells"] >= 1
+
+
+@pytest.mark.timeout(300)
+def test_demo_learning_tabulates_held_out_accuracy_over_seeds():
+    (summary,) = run_smoke("demo_learning.py", timeout=280)
+    assert summary["label"] == "single"
+    assert [row["step"] for row in summary["table"]] == [0, 1, 2]
+    assert 0 <= summary["band"] < 1
+    (run,) = summary["runs"]
+    assert run["seed"] == 0 and run["cliff_status"] in ("none", "cliff", "insufficient")
