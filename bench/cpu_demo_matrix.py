@@ -7,7 +7,8 @@ borrows the prebuilt `tiny-s` model. Then:
 
 1. `POST /api/v1/experiments` queues preset `cpu-demo` with the matrix 3 workflows (voting,
    eval_opt, orch_workers) × 2 tasks (math, code) × 2 sharing modes (shared, per_role):
-   12 runs of 30 GRPO steps × 16 prompts × 8 rollouts, evaluated every 5 steps on 64 problems.
+   12 runs of 30 GRPO steps × 16 prompts × 8 rollouts, evaluated every 5 steps on the
+   preset's held-out problems (64 until the demo-learning change, 256 since).
 2. The runs list is polled until every run has finished.
 3. Where the time went comes from what the runs logged, per run and in all:
    - rollout, update, evaluation: the sums of `sys/rollout_seconds`, `sys/update_seconds`

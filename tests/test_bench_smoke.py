@@ -154,3 +154,13 @@ def test_login_throttle_times_the_api_with_and_without_the_throttle(postgres_url
         assert row[side]["quiet_ms"] > 0 and row[side]["attacked_ms"] > 0
         assert row[side]["attempts"] > 0  # the wrong-password loop ran
     assert row["off"]["refused"] == 0  # with the limits out of reach, nothing is refused
+
+
+@pytest.mark.timeout(300)
+def test_demo_learning_tabulates_held_out_accuracy_over_seeds():
+    (summary,) = run_smoke("demo_learning.py", timeout=280)
+    assert summary["label"] == "single"
+    assert [row["step"] for row in summary["table"]] == [0, 1, 2]
+    assert 0 <= summary["band"] < 1
+    (run,) = summary["runs"]
+    assert run["seed"] == 0 and run["cliff_status"] in ("none", "cliff", "insufficient")

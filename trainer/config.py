@@ -238,7 +238,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "schedule": "cosine",
         "max_new_tokens": 24,
         "eval_every": 5,
-        "eval_problems": 64,
+        # 256 distinct problems: one evaluation's 95% binomial band is about ±0.05 at the
+        # base model's accuracy; 64 gave ±0.11, wider than any move the demo makes
+        # (BENCHMARKS.md, "Does the cpu-demo learn?").
+        "eval_problems": 256,
         "eval_temperature": 0.0,
         "checkpoint_every": 5,
         "micro_batch_size": 64,
