@@ -73,7 +73,6 @@ RECIPE = dict(
     problems_per_task=3000,
     sft_steps={"tiny-s": 1500, "tiny-m": 1200, "tiny-l": 1000},
     batch_size=64,
-    chunk=16,  # rows per forward pass (memory/speed only: the loss is the batch's mean)
     lr=3e-3,
     warmup=50,
     seed=1234,
@@ -241,18 +240,17 @@ def _sft(
     )
     for step in bar:
         batch = rng.sample(rows, RECIPE["batch_size"])
-        # The batch's mean token loss, computed over length-sorted chunks that are each padded
-        # only to their own longest row: the same gradient as one padded batch, for about
-        # half the arithmetic (rows run from ~10 to ~50 tokens).
-        batch.sort(key=lambda row: len(row[0]))
-        n_tokens = sum(len(ids) - plen for ids, plen in batch)
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, (ids, plen) in enumerate(batch):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            labels[i, plen : len(ids)] = torch.tensor(ids[plen:])
+            mask[i, : len(ids)] = 1
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for start in range(0, len(batch), RECIPE["chunk"]):
-            chunk_loss = _token_loss_sum(model, batch[start : start + RECIPE["chunk"]], pad_id)
-            (chunk_loss / n_tokens).backward()
-            total += chunk_loss.item()
-        loss = torch.tensor(total / n_tokens)
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -260,22 +258,3 @@ def _sft(
         if progress is not None:
             progress(step + 1, steps)
     model.eval()
-
-
-def _token_loss_sum(model, rows, pad_id: int) -> torch.Tensor:
-    """Summed next-token cross-entropy over the completion tokens of `rows`."""
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (ids, plen) in enumerate(rows):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        labels[i, plen : len(ids)] = torch.tensor(ids[plen:])
-        mask[i, : len(ids)] = 1
-    logits = model(input_ids=input_ids, attention_mask=mask).logits  # (B, T, V)
-    return torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-        labels[:, 1:].reshape(-1),
-        ignore_index=-100,
-        reduction="sum",
-    )

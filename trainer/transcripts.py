@@ -7,17 +7,7 @@ rollouts use, and its completion is right only with some probability:
 - arithmetic/program steps are right with probability `P_EASY`, but only `P_HARD` on a
   learnable "misconception" feature (a 7 in a math term; `mod`/`square` in code), so the base
   model is systematically wrong on a predictable slice that RL can find and fix;
-- a math answer that sums several values (solver, generator, reviser, synthesizer) ends in
-  `\\boxed{}` only with probability `P_BOX_MANY` (else as a bare `=54`, which scores 0), a
-  one-value answer with `P_BOX_ONE`: a half-learned format habit. Greedy decoding follows the
-  majority, so the base model's greedy held-out accuracy is mediocre; sampling boxes often
-  enough for GRPO to find the reward; and the habit belongs to the shape of the answer, not to
-  any one problem, so what RL learns on training problems raises held-out accuracy (the
-  cpu-demo's learning signal, BENCHMARKS.md);
-- aggregators follow the majority of the boxed candidates (or pick a correct program) most of
-  the time, and answer the problem themselves when no candidate is boxed; they get
-  `AGGREGATE_EXAMPLES` examples per problem, since copying the majority out of a candidate
-  list is the format the tiny models learn worst;
+- aggregators follow the majority (or pick a correct program) most of the time;
 - evaluators judge correctly most of the time and sometimes misjudge;
 - orchestrators usually decompose faithfully and sometimes drop a part or babble.
 
@@ -38,9 +28,6 @@ P_HARD = 0.3
 P_ADD = 0.9  # adding worker results correctly
 P_AGGREGATE = 0.85
 P_VERDICT = 0.8
-P_BOX_ONE = 0.9  # a one-value math answer ends in \boxed{}
-P_BOX_MANY = 0.45  # a summed math answer ends in \boxed{} (else a bare `=54`)
-AGGREGATE_EXAMPLES = 3
 P_PLAN = 0.9
 _MATH_SLIPS = (-2, -1, 1, 2, 10, -10)
 _CODE_OPS = ("add", "sub", "times", "mod")
@@ -58,21 +45,14 @@ def _boxed(value) -> str:
     return f"\\boxed{{{value}}}"
 
 
-def _final(rng: random.Random, values: list[int], total: int) -> str:
-    """`12+7=\\boxed{19}` (one value: `\\boxed{19}`), the box left out now and then."""
-    if len(values) == 1:
-        return _boxed(total) if rng.random() < P_BOX_ONE else str(total)
-    shown = _boxed(total) if rng.random() < P_BOX_MANY else str(total)
-    return f"{'+'.join(map(str, values))}={shown}"
-
-
 def math_solution(rng: random.Random, problem: Problem) -> str:
     """A worked answer `12+7=\\boxed{19}` whose steps are right only with some probability."""
     values = [
         _noisy_value(rng, int(s.answer), _math_term_p(s.compact)) for s in problem.subproblems
     ]
-    total = values[0] if len(values) == 1 else _noisy_value(rng, sum(values), P_ADD)
-    return _final(rng, values, total)
+    if len(values) == 1:
+        return _boxed(values[0])
+    return f"{'+'.join(map(str, values))}={_boxed(_noisy_value(rng, sum(values), P_ADD))}"
 
 
 def _code_stmt(rng: random.Random, sub) -> str:
@@ -111,11 +91,10 @@ def role_examples(rng: random.Random, problem: Problem, task: str) -> list[tuple
     first = solve(rng, problem)
     examples.append((prompts.revise(problem, first, "no"), solve(rng, problem)))
     # aggregator
-    for _ in range(AGGREGATE_EXAMPLES):
-        candidates = [solve(rng, problem) for _ in range(rng.choice((2, 3, 3, 4)))]
-        examples.append(
-            (prompts.aggregate(problem, candidates), _aggregate(rng, task, candidates, problem))
-        )
+    candidates = [solve(rng, problem) for _ in range(rng.choice((2, 3, 3, 4)))]
+    examples.append(
+        (prompts.aggregate(problem, candidates), _aggregate(rng, task, candidates, clean))
+    )
     # evaluator
     candidate = solve(rng, problem) if rng.random() < 0.7 else clean
     good = _same(task, candidate, clean)
@@ -140,14 +119,11 @@ def _same(task: str, candidate: str, clean: str) -> bool:
     return candidate.endswith(clean) if task == "math" else candidate == clean
 
 
-def _aggregate(rng: random.Random, task: str, candidates: list[str], problem: Problem) -> str:
+def _aggregate(rng: random.Random, task: str, candidates: list[str], clean: str) -> str:
     from trainer.workflows.prompts import candidate_view
 
-    clean = _clean(problem, task)
     if task == "math":
-        views = [v for v in (candidate_view(task, c) for c in candidates) if v != "?"]
-        if not views:  # no candidate boxed an answer: answer the problem itself
-            return _boxed(_noisy_value(rng, int(problem.answer), P_EASY))
+        views = [candidate_view(task, c) for c in candidates]
         majority = Counter(views).most_common(1)[0][0]
         pick = majority if rng.random() < P_AGGREGATE else rng.choice(views)
         return _boxed(pick)
@@ -171,8 +147,10 @@ def _synthesis(rng: random.Random, task: str, results: list[str]) -> str:
         from trainer.tasks.answers import extract_boxed
 
         values = [int(extract_boxed(r) or 0) for r in results]
-        total = values[0] if len(values) == 1 else _noisy_value(rng, sum(values), P_ADD)
-        return _final(rng, values, total)
+        if len(values) == 1:
+            return _boxed(values[0])
+        total = sum(values) if rng.random() < P_ADD else sum(values) + rng.choice(_MATH_SLIPS)
+        return f"{'+'.join(map(str, values))}={_boxed(total)}"
     return program(results)
 
 
