@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import sys
 
 CALL_IN_FD, CALL_OUT_FD = 4, 5  # as in _supervisor: inbound and outbound message pipes
 MAX_FRAME = 64 << 20  # the largest message either end accepts
@@ -103,7 +104,17 @@ def serve(scope: dict) -> None:
         request = receive(CALL_IN_FD)
         if request is None:
             return
-        send(CALL_OUT_FD, _answer(request, handles, handle))
+        answer = _answer(request, handles, handle)
+        flush_output()  # a call's prints are out before the checker can finish with them
+        send(CALL_OUT_FD, answer)
+
+
+def flush_output() -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # the program may have replaced or closed its own streams
+        pass
 
 
 def _answer(request: dict, handles: list, handle) -> dict:

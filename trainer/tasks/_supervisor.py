@@ -1036,6 +1036,9 @@ def run_program(
             exec(compile(code, name, "exec"), scope)
             send(STATUS_FD, "completed")
             if channel is not None:
+                # Once the checker's verdict is in, this process may be killed before it exits:
+                # what the program printed must already be out of its buffers by then.
+                _checker.flush_output()
                 _checker.serve(scope)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
