@@ -5,22 +5,16 @@ marker, open its gradient dynamics, export a figure and a table, see the capture
 policy. Screenshots go to artifacts/.
 """
 
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from tests.e2e.browser import chromium, screenshot
-from tests.helpers import ROOT, database_url, free_port, service_env
+from tests.live_server import live_troupe
 from webapp.dashboards.fixtures import LEAD, build_demo_experiment
 from webapp.experiments.models import MetricPoint, Run
 
@@ -62,33 +56,8 @@ def demo(alice):
 @pytest.fixture
 def server(demo, tmp_path):
     """`gunicorn webapp.wsgi` on a free port, on the test database; its base URL."""
-    port = free_port()
-    env = service_env(
-        DATABASE_URL=database_url(settings.DATABASES["default"]),
-        TROUPE_DATA_DIR=str(settings.DATA_DIR),
-    )
-    log = tmp_path / "gunicorn.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", "1", "--threads", "4", "--timeout", "60"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                urllib.request.urlopen(f"{base}/accounts/login/", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+    with live_troupe(tmp_path) as base:
         yield base
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
 
 
 @pytest.fixture
