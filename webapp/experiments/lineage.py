@@ -146,3 +146,32 @@ def from_branch_step(series: dict[str, list], branch_step: int | None) -> dict[s
         else values
         for name, values in series.items()
     }
+
+
+@dataclass(frozen=True)
+class Branching:
+    """Where a branch leaves its parent, and what it changed ('lr 0.01 → 0.001')."""
+
+    parent_id: int
+    step: int
+    change: str
+
+
+def branchings(runs: list[Run]) -> dict[int, Branching]:
+    """For each of `runs` that is a branch of another of `runs`: its Branching. One query (the
+    parents' configs, which a compare view's runs are read without)."""
+    ids = {run.id for run in runs}
+    children = [run for run in runs if run.branch_step is not None and run.parent_id in ids]
+    if not children:
+        return {}
+    configs = dict(
+        Run.objects.filter(id__in={c.parent_id for c in children}).values_list("id", "config")
+    )
+    return {
+        child.id: Branching(
+            child.parent_id,
+            child.branch_step,
+            change_text(child.intervention, configs.get(child.parent_id) or {}),
+        )
+        for child in children
+    }
