@@ -362,30 +362,34 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     for p in points:
         times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
     _write_times(run_id, times)
-    last = max(times)
-    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
     return written
 
 
+# The steps' times and the run's step in one statement (one round trip a batch).
 _TIMES_UPSERT = """
-INSERT INTO {table} (run_id, step, timestamp)
-SELECT %b, s, t FROM unnest(%b::integer[], %b::bigint[]) AS p(s, t)
-ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
-WHERE {table}.timestamp < EXCLUDED.timestamp
+WITH times AS (
+    INSERT INTO {table} (run_id, step, timestamp)
+    SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
+    ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
+    WHERE {table}.timestamp < EXCLUDED.timestamp
+)
+UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 """
 
 
 def _write_times(run_id: int, times: dict[int, int]) -> None:
-    """Each step's newest timestamp, in step order (one lock order for every writer)."""
+    """Each step's newest timestamp, in step order (one lock order for every writer), and
+    the run's step moved on to the last one."""
     ordered = sorted(times.items())
+    last = ordered[-1][0]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(
-                _TIMES_UPSERT.format(table=StepTime._meta.db_table),
-                [run_id, [s for s, _ in ordered], [t for _, t in ordered]],
-            )
+            sql = _TIMES_UPSERT.format(table=StepTime._meta.db_table, runs=Run._meta.db_table)
+            steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
+            cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
         return
+    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
     existing = dict(
         StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
     )
