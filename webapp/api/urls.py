@@ -4,6 +4,7 @@ and any other path under /api/v1/ answers a JSON 404 rather than an HTML page.""
 from django.urls import path, re_path
 
 from webapp.api import views
+from webapp.experiments import branch_views
 
 
 def route(pattern: str, view, name: str) -> list:
@@ -20,5 +21,6 @@ urlpatterns = [
     *route("runs/<int:run_id>/cancel", views.cancel, "api_cancel"),
     *route("runs/<int:run_id>/resume", views.resume, "api_resume"),
     *route("runs/<int:run_id>/finish", views.finish, "api_finish"),
+    *route("runs/<int:run_id>/branch", branch_views.branch_api, "api_branch"),
     re_path(r"^(?P<rest>.*)$", views.not_found),
 ]

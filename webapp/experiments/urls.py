@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.experiments import alert_views, token_views, views
+from webapp.experiments import alert_views, branch_views, token_views, views
 
 urlpatterns = [
     path("experiments/", views.experiment_list, name="experiment_list"),
@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/<int:run_id>/live.json", views.run_live, name="run_live"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
+    path("runs/<int:run_id>/branch/", branch_views.run_branch, name="run_branch"),
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("accounts/tokens/", token_views.token_create, name="token_create"),
     path("accounts/tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token_revoke"),
