@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.experiments import alert_views, branch_views, token_views, views
+from webapp.experiments import alert_views, branch_views, stats_views, token_views, views
 
 urlpatterns = [
     path("experiments/", views.experiment_list, name="experiment_list"),
@@ -16,6 +16,16 @@ urlpatterns = [
     ),
     path(
         "experiments/<int:experiment_id>/delete/", views.experiment_delete, name="experiment_delete"
+    ),
+    path(
+        "experiments/<int:experiment_id>/stats/",
+        stats_views.experiment_stats_page,
+        name="experiment_stats",
+    ),
+    path(
+        "experiments/<int:experiment_id>/stats/queue/",
+        stats_views.experiment_stats_queue,
+        name="experiment_stats_queue",
     ),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/live.json", views.run_live, name="run_live"),
