@@ -10,6 +10,7 @@ from tests.stats_runs import amplified, cliff, flat, sharing_pairs, stored_run
 from webapp.experiments import stats_page
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.summaries import clear_cache
+from webapp.experiments.templatetags.stats_format import signed
 
 pytestmark = pytest.mark.django_db
 
@@ -133,9 +134,9 @@ def test_no_effect_leaves_the_cell_undecided_with_the_seeds_it_needs(client, no_
     assert escape(stats["verdicts"]["sharing"]) in html
     assert stats["verdicts"]["sharing"] == (
         "Over 4 pairs in 1 cell, per_role − shared: peak accuracy +0.030 "
-        f"[{cell['peak']['low']:+.3f}, {cell['peak']['high']:+.3f}] (undecided: interval "
-        f"straddles 0); final accuracy +0.030 [{cell['final']['low']:+.3f}, "
-        f"{cell['final']['high']:+.3f}] (undecided: interval straddles 0); cliff rate +0.000 "
+        f"[{signed(cell['peak']['low'])}, {signed(cell['peak']['high'])}] (undecided: interval "
+        f"straddles 0); final accuracy +0.030 [{signed(cell['final']['low'])}, "
+        f"{signed(cell['final']['high'])}] (undecided: interval straddles 0); cliff rate +0.000 "
         "[+0.000, +0.000] (undecided: interval straddles 0). Undecided in 1 of 1 cell: "
         "resolving them takes about 16 more seeds (32 runs)."
     )
@@ -161,7 +162,7 @@ def test_the_button_queues_the_missing_seeds_of_both_modes_once(
     assert {**new.config, "seed": 0} == template.config and new.config["seed"] == 7
     assert (new.workflow, new.task, new.model, new.queue) == ("voting", "math", "tiny-s", "cpu")
     html = response.content.decode()
-    assert "Queued 32 runs (both sharing modes) — voting × math × tiny-s: seeds 4, 5," in html
+    assert "Queued 32 runs (both sharing modes) — voting × math × tiny-s: seeds 4–19." in html
 
     # The queued seeds are on the way: pressing again queues nothing.
     response = client.post(f"/experiments/{no_effect.id}/stats/queue/", follow=True)
@@ -254,7 +255,7 @@ def test_amplification_after_the_cliff_is_not_distinguishable_from_chance(client
 
     assert stats["lead"]["decision"] == "not_shown" and stats["lead"]["leads"] == [-20] * 3
     assert stats["verdicts"]["lead"] == (
-        "Among 3 runs with a cliff, amplification preceded it in 0 (median lead -20 steps); "
+        "Among 3 runs with a cliff, amplification preceded it in 0 (median lead −20 steps); "
         "placing onsets at random steps gives this or more 100% of the time: not "
         "distinguishable from chance with these runs. 1 more run with a cliff showed no "
         "amplification and is left out."

@@ -301,7 +301,22 @@ def _queue_more_seeds(experiment: Experiment) -> dict[str, Any]:
 
 def _number(x: float) -> str:
     """A step count as a whole number when it is one."""
-    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+    text = str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+    return text.replace("-", "−")
+
+
+def _signed(x: float) -> str:
+    """+0.041 / −0.012, with a true minus sign as on the page's tables."""
+    return f"{x:+.3f}".replace("-", "−")
+
+
+def seed_list(seeds: Sequence[int]) -> str:
+    """ "seed 4", "seeds 4–19" for a run of consecutive seeds, else "seeds 4, 7, 9"."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
 
 
 def _percent(p: float) -> str:
@@ -363,9 +378,9 @@ def sharing_sentence(stats: dict) -> str:
         effect = sharing["overall"][m]
         if effect["mean"] is None:
             continue
-        text = f"{METRIC_NAMES[m]} {effect['mean']:+.3f}"
+        text = f"{METRIC_NAMES[m]} {_signed(effect['mean'])}"
         if effect["low"] is not None:
-            text += f" [{effect['low']:+.3f}, {effect['high']:+.3f}]"
+            text += f" [{_signed(effect['low'])}, {_signed(effect['high'])}]"
         text += f" ({effect['verdict']})"
         parts.append(text)
     cells = sharing["cells"]

@@ -22,6 +22,7 @@ from webapp.experiments.stats_page import (
     PAIR_AXES,
     experiment_stats,
     queue_more_seeds,
+    seed_list,
 )
 
 
@@ -45,6 +46,7 @@ def experiment_stats_page(request: HttpRequest, experiment_id: int) -> HttpRespo
         for axis, by_metric in stats["main_effects"].items()
     ]
     lead = stats["lead"]
+    lead["n_perm_text"] = f"{lead['n_perm']:,}"
     top = max((b["count"] for b in lead["histogram"]), default=0)
     for b in lead["histogram"]:
         b["percent"] = round(100 * b["count"] / top) if top else 0
@@ -74,8 +76,7 @@ def experiment_stats_queue(request: HttpRequest, experiment_id: int) -> HttpResp
         messages.error(request, f"Nothing queued for {where}: {skipped['reason']}.")
     if n:
         cells = "; ".join(
-            f"{' × '.join(str(c[a]) for a in PAIR_AXES)}: seed{'s' if len(c['seeds']) > 1 else ''} "
-            + ", ".join(map(str, c["seeds"]))
+            f"{' × '.join(str(c[a]) for a in PAIR_AXES)}: {seed_list(c['seeds'])}"
             for c in result["cells"]
         )
         message = f"Queued {n} run{'s' if n != 1 else ''} (both sharing modes) — {cells}."
