@@ -91,6 +91,13 @@ def test_queueing_takes_a_post_with_the_csrf_token(no_effect, alice):
     assert no_effect.runs.count() == 8
 
 
+def test_the_api_only_reads(client, no_effect, alice):
+    response = client.post(f"/api/v1/experiments/{no_effect.id}/stats", **bearer(alice))
+
+    assert response.status_code == 405 and response["Allow"] == "GET"
+    assert client.get(f"/api/v1/experiments/{no_effect.id}/stats/", **bearer(alice)).json()
+
+
 def test_an_unknown_experiment_is_a_404(client, bob):
     client.force_login(bob)
 
@@ -341,3 +348,16 @@ def test_the_numbers_are_the_same_on_every_request(client, no_effect, bob):
     second = client.get(f"/api/v1/experiments/{no_effect.id}/stats", **bearer(bob)).json()
 
     assert first == second
+
+
+def test_cells_of_external_runs_get_no_seeds_and_say_why(client, no_effect, alice):
+    no_effect.runs.update(external=True)  # logged from elsewhere: Troupe cannot train more
+    client.force_login(alice)
+
+    response = client.post(f"/experiments/{no_effect.id}/stats/queue/", follow=True)
+
+    assert no_effect.runs.count() == 8
+    assert (
+        "Nothing queued for voting × math × tiny-s: no run of this cell was trained here."
+        in response.content.decode()
+    )

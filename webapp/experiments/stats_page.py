@@ -203,7 +203,9 @@ def _cell_plan(cell: dict, pending: Sequence[Run]) -> dict[str, Any]:
     undecided = [m for m in METRICS if cell[m]["decision"] == "undecided"]
     estimates = [cell[m]["more_needed"] for m in undecided if cell[m]["more_needed"] is not None]
     on_the_way = {
-        r.seed for r in pending if all(getattr(r, a) == cell[a] for a in PAIR_AXES)
+        r.seed
+        for r in pending
+        if r.sharing in (FIRST, SECOND) and all(getattr(r, a) == cell[a] for a in PAIR_AXES)
     } - set(cell["seeds"])
     plan: dict[str, Any] = {"wanted": None, "pending": len(on_the_way), "to_queue": 0}
     if not undecided:
