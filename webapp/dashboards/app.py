@@ -57,4 +57,4 @@ def _frame() -> html.Div:
 app.layout = _frame
 
 # Each page registers itself and its callbacks on import; register_page needs `app` to exist.
-from webapp.dashboards.pages import curves, gradients, home, matrix  # noqa: E402, F401
+from webapp.dashboards.pages import compare, gradients, home, matrix  # noqa: E402, F401

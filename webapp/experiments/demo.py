@@ -133,7 +133,7 @@ def build_demo_experiment(
         experiment = Experiment.objects.create(
             owner=owner,
             name=name or f"Demo: workflows × tasks × models × sharing ({len(members)} runs)",
-            description="Synthetic metric series (webapp/dashboards/fixtures.py); nothing trained.",
+            description="Synthetic metric series (webapp/experiments/demo.py); nothing trained.",
             preset="cpu-demo",
             base_config={"steps": steps, "eval_every": eval_every},
             matrix={axis: sorted({m[axis] for m in members}, key=str) for axis in DEMO_MATRIX},

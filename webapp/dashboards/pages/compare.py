@@ -89,7 +89,7 @@ def key_options(run_ids) -> list[dict]:
     return [{"label": k, "value": k} for k in keys]
 
 
-def update_curves(run_ids, key, smooth, colour, _tick):
+def update_compare(run_ids, key, smooth, colour, _tick):
     """Query → analysis → figure: (figure, runs table, status, timer disabled, links). Only
     the first MAX_CURVES runs are drawn; the table has them all."""
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
@@ -161,7 +161,7 @@ callback(
     Input("curves-smooth", "value"),
     Input("curves-colour", "value"),
     Input("curves-tick", "n_intervals"),
-)(update_curves)
+)(update_compare)
 callback(
     Output("curves-download", "data"),
     Input("curves-csv", "n_clicks"),
