@@ -72,8 +72,8 @@ def measure(n: int, owner, args) -> dict:
 
     from webapp.dashboards import figures
     from webapp.dashboards.data import viewing_as
-    from webapp.experiments.demo import build_demo_experiment
     from webapp.dashboards.pages.matrix import update_matrix
+    from webapp.experiments.demo import build_demo_experiment
     from webapp.experiments.models import MetricPoint
     from webapp.experiments.summaries import cell_summaries, clear_cache
 

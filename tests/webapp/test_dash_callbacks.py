@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from webapp.dashboards import data, state, tables
-from webapp.experiments.demo import LEAD, build_demo_experiment
 from webapp.dashboards.pages import compare, gradients, home, matrix
+from webapp.experiments.demo import LEAD, build_demo_experiment
 from webapp.experiments.models import Run
 from webapp.experiments.summaries import clear_cache
 
@@ -243,7 +243,8 @@ def test_curves_mirror_their_controls_in_the_url(demo, viewer):
         "?runs=3,7&key=eval/accuracy"
     )
     assert (
-        compare.sync_url([3], "train/kl", "5", "seed") == "?runs=3&key=train/kl&smooth=5&colour=seed"
+        compare.sync_url([3], "train/kl", "5", "seed")
+        == "?runs=3&key=train/kl&smooth=5&colour=seed"
     )
 
 

@@ -5,8 +5,8 @@ training anything."""
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.experiments.demo import build_demo_experiment
 from webapp.dashboards.state import matrix_url
+from webapp.experiments.demo import build_demo_experiment
 
 
 class Command(BaseCommand):
