@@ -6,7 +6,9 @@ import plotly.graph_objects as go
 import pytest
 
 from trainer.config import make_config
-from webapp.dashboards import lineage_overlay
+from webapp.dashboards import data, lineage_overlay
+from webapp.dashboards.pages import compare
+from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run
 from webapp.experiments.queueing import new_run
 
@@ -69,3 +71,32 @@ def test_each_branch_step_gets_one_dashed_line(family):
     (line,) = figure.layout.shapes
     assert line.x0 == 4 and line.line.dash == "dash"
     assert figure.layout.annotations[0].text == f"branch of run {parent.id} @4"
+
+
+def test_the_compare_page_draws_a_family_from_the_lineage_url(family, bob):
+    parent, cut, control = family
+    write_points(parent.id, [("eval/accuracy", s, 0.2) for s in (0, 2, 4, 6)])
+    for child in (cut, control):
+        write_points(child.id, [("eval/accuracy", s, 0.3) for s in (4, 5, 6)])
+
+    with data.viewing_as(bob):
+        page = compare.layout(run=str(cut.id), lineage="1")
+        figure, *_ = compare.update_compare(
+            [parent.id, control.id, cut.id], "eval/accuracy", "0", "sharing", 0
+        )
+
+    picker = next(c for c in _walk(page) if getattr(c, "id", None) == "curves-runs")
+    assert picker.value == [parent.id, control.id, cut.id]
+    lines = {t.name: list(t.x) for t in figure.data if t.name}
+    assert lines[f"run {cut.id} · lr 0.003 → 0.0003 (from run {parent.id} @4)"] == [4, 5, 6]
+    assert lines[f"run {control.id} · control (no change) (from run {parent.id} @4)"] == [4, 5, 6]
+    assert [0, 2, 4, 6] in lines.values()  # the parent, whole
+    assert [(s.x0, s.line.dash) for s in figure.layout.shapes] == [(4, "dash")]
+
+
+def _walk(component):
+    yield component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children]:
+        if child is not None and not isinstance(child, str):
+            yield from _walk(child)

@@ -1,7 +1,9 @@
 """The compare view, /dash/compare?runs=3,7,9&key=eval/accuracy: one metric of several runs
 overlaid, with each run's accuracy peak (★) and cliff onset (✕, dotted line), optional display
 smoothing, and runs coloured by sharing mode or by seed. The table gives each run's key
-results; both the table and the plotted series download as CSV.
+results; both the table and the plotted series download as CSV. `?run=<id>&lineage=1` selects
+a run and its branches; a branch of a drawn parent starts at its branch step, is named by its
+change, and the branch step gets a dashed line (`lineage_overlay.py`).
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
-from webapp.dashboards import components, data, figures, state, tables
+from webapp.dashboards import components, data, figures, lineage_overlay, state, tables
 from webapp.experiments.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
 COLOUR_BY = {"sharing": "Sharing mode", "seed": "Seed"}
 
 
-def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Div:
-    run_ids = state.parse_ids(runs)
+def layout(
+    runs=None, key=None, smooth=None, colour=None, run=None, lineage=None, **_ignored
+) -> html.Div:
+    # ?run=<id>&lineage=1: the run and its branches (lineage_overlay.py)
+    run_ids = lineage_overlay.lineage_ids(run, lineage) or state.parse_ids(runs)
     key = _last(key) or state.DEFAULT_KEY
     return html.Div(
         className="panel-page",
@@ -96,11 +101,14 @@ def update_compare(run_ids, key, smooth, colour, _tick):
     drawn = runs[: figures.MAX_CURVES]
     key = key or state.DEFAULT_KEY
     series = data.series([r.id for r in drawn], [key])
+    branches = lineage_overlay.apply(drawn, series)  # branches of a drawn parent: from their step
     summaries = run_summaries(runs, gradients=False)
     live = data.any_live(runs)
     figure = figures.curves_figure(
         drawn, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
     )
+    if branches and figure.data:
+        lineage_overlay.mark(figure, branches)
     extra = components.drawn_note(drawn, runs)
     gradients = state.gradients_url([r.id for r in runs])
     return (
