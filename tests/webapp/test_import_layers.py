@@ -42,6 +42,10 @@ def test_the_celery_app_is_the_django_projects():
     assert "webapp.celery" in imported_modules(ROOT / "workers" / "tasks.py")
 
 
+def test_the_panel_pages_never_import_its_entry_module():
+    assert offenders("webapp/dashboards/pages", "webapp.dashboards.app") == {}
+
+
 def test_the_scan_sees_an_import_inside_a_function(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from workers.tasks import ping\n")

@@ -8,10 +8,8 @@ change, and the branch step gets a dashed line (`lineage_overlay.py`).
 
 from __future__ import annotations
 
-import dash
 from dash import Input, Output, State, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, figures, lineage_overlay, state, tables
 from webapp.experiments.summaries import run_summaries
 
@@ -193,6 +191,5 @@ callback(
 )(sync_url)
 components.connect_format_switch("curves", image_format)
 
-dash.register_page(
-    __name__, path="/compare", name="Compare", title="Compare runs · Troupe", layout=layout
-)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/compare", "name": "Compare", "title": "Compare runs · Troupe"}

@@ -3,10 +3,8 @@ a link to each one's matrix."""
 
 from __future__ import annotations
 
-import dash
 from dash import Input, Output, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, state
 
 VIEWS = [
@@ -80,4 +78,5 @@ callback(
     Input("home-tick", "n_intervals"),
 )(list_experiments)
 
-dash.register_page(__name__, path="/", name="Panel", title="Panel · Troupe", layout=layout)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/", "name": "Panel", "title": "Panel · Troupe"}

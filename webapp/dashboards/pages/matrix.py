@@ -12,7 +12,6 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.experiments.summaries import cell_summaries
 
@@ -163,4 +162,5 @@ callback(
 )(sync_url)
 components.connect_format_switch("matrix", image_format)
 
-dash.register_page(__name__, path="/matrix", name="Matrix", title="Matrix · Troupe", layout=layout)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/matrix", "name": "Matrix", "title": "Matrix · Troupe"}
