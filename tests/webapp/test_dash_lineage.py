@@ -92,6 +92,15 @@ def test_the_compare_page_draws_a_family_from_the_lineage_url(family, bob):
     assert lines[f"run {control.id} · control (no change) (from run {parent.id} @4)"] == [4, 5, 6]
     assert [0, 2, 4, 6] in lines.values()  # the parent, whole
     assert [(s.x0, s.line.dash) for s in figure.layout.shapes] == [(4, "dash")]
+    ids = {str(parent.id), str(control.id), str(cut.id)}
+    styles = {
+        t.legendgroup: (t.line.color, t.line.dash)
+        for t in figure.data
+        if t.name and t.legendgroup in ids
+    }
+    assert len({colour for colour, _ in styles.values()}) == 3  # each run its own colour
+    assert styles[str(control.id)] == lineage_overlay.CONTROL_STYLE
+    assert styles[str(cut.id)][1] == "solid"
 
 
 def _walk(component):

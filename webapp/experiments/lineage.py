@@ -155,6 +155,7 @@ class Branching:
     parent_id: int
     step: int
     change: str
+    control: bool  # a control continuation: it changes nothing
 
 
 def branchings(runs: list[Run]) -> dict[int, Branching]:
@@ -172,6 +173,7 @@ def branchings(runs: list[Run]) -> dict[int, Branching]:
             child.parent_id,
             child.branch_step,
             change_text(child.intervention, configs.get(child.parent_id) or {}),
+            not child.intervention,
         )
         for child in children
     }
