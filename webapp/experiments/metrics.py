@@ -77,7 +77,7 @@ def write_points(run_id: int, points: Iterable[Point], *, radar: bool = True) ->
     if connection.vendor == "postgresql":
         keys = [key for (key, _), _ in order]
         steps = [step for (_, step), _ in order]
-        _insert_or_upsert(run_id, [run_id, keys, steps, values])
+        _insert_or_upsert([run_id, keys, steps, values])
     else:
         with transaction.atomic():
             MetricPoint.objects.bulk_create(
@@ -95,7 +95,7 @@ def write_points(run_id: int, points: Iterable[Point], *, radar: bool = True) ->
     return len(latest)
 
 
-def _insert_or_upsert(run_id: int, params: list) -> None:
+def _insert_or_upsert(params: list) -> None:
     """The batch as a plain INSERT in a savepoint, or, when a point of it is already stored,
     as the upsert. A plain psycopg cursor on Django's connection (and transaction): it binds
     the three arrays in binary, where Django's client-side cursor would quote 1,000 strings."""
