@@ -112,6 +112,14 @@ def view_links(runs: Sequence, text: str, href: str, primary: bool = False) -> l
     return links
 
 
+def bands_link(runs: Sequence) -> list:
+    """A link to the seed bands of these runs (none for no runs)."""
+    if not runs:
+        return []
+    href = state.bands_url(run_ids=[r.id for r in runs])
+    return [html.A("Seed bands →", href=href, className="button secondary")]
+
+
 def live_timer(id_: str) -> dcc.Interval:
     """Starts disabled; the page's main callback enables it while a run is unfinished."""
     return dcc.Interval(id=id_, interval=REFRESH_MS, disabled=True)

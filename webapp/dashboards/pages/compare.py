@@ -114,7 +114,8 @@ def update_compare(run_ids, key, smooth, colour, _tick):
         components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
         components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
-        components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True),
+        components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True)
+        + components.bands_link(runs),
     )
 
 

@@ -15,6 +15,11 @@ VIEWS = [
     ),
     ("Compare", "any metric of chosen runs overlaid, with each run's peak and cliff onset."),
     (
+        "Seed bands",
+        "runs grouped by any config field, each group's mean with a 95% interval or min … max "
+        "band; a run table sortable by config, peak, final and cliff.",
+    ),
+    (
         "Gradient dynamics",
         "per-role gradient norms, shares and cosines, and whether a role's "
         "gradient amplified before the cliff or captured a shared policy.",
