@@ -107,12 +107,10 @@ def test_a_bad_request_gets_400_naming_the_field(client, parent, alice, body, fi
 
 
 def test_a_trainer_config_error_names_the_config_field(client, parent, alice):
-    response = post(client, alice, parent.id, {"branches": [{"kl_beta_per_role": {"x": 1}}]})
+    response = post(client, alice, parent.id, {"branches": [{"kl_beta": -2}]})
 
     assert response.status_code == 400
-    assert response.json()["fields"]["branches[0]"].startswith(
-        "kl_beta_per_role: x not a role of single"
-    )
+    assert response.json()["fields"] == {"branches[0]": "kl_beta: -2.0 must be at least 0.0"}
 
 
 def test_an_external_run_gets_409(client, parent, alice):

@@ -142,13 +142,20 @@ def test_a_bad_change_is_refused_under_its_name(parent, request_, message):
 
 
 def test_the_trainers_validation_names_the_config_field(parent):
-    requests = [("kl", {"kl_beta": -1}), ("roles", {"kl_beta_per_role": {"judge": 0.1}})]
+    requests = [("kl", {"kl_beta": -1}), ("anchor", {"kl_beta_per_role": {"solver": -0.5}})]
 
     with pytest.raises(ConfigError) as caught:
         plan_branches(parent, "best", requests, control=True)
 
-    assert caught.value.errors["kl"].startswith("kl_beta: ")
-    assert "judge not a role of single" in caught.value.errors["roles"]
+    assert caught.value.errors["kl"] == "kl_beta: -1.0 must be at least 0.0"
+    assert caught.value.errors["anchor"].startswith("kl_beta_per_role: ")
+
+
+def test_a_kl_anchor_for_a_role_the_workflow_lacks_is_refused(parent):
+    with pytest.raises(ConfigError) as caught:
+        plan_branches(parent, "best", [("kl", {"kl_beta_per_role": {"judge": 0}})], False)
+
+    assert caught.value.errors["kl"] == "'judge' is not a role of this run; its roles: solver"
 
 
 def test_asking_for_nothing_is_refused(parent):

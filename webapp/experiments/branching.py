@@ -43,7 +43,7 @@ from django.conf import settings
 from django.db import transaction
 
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
-from trainer.config import ConfigError, config_from_dict
+from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
 from webapp.experiments.lineage import change_text
 from webapp.experiments.models import MetricPoint, Run, RunLog
 from webapp.experiments.queueing import new_run, send_runs
@@ -161,6 +161,9 @@ def intervention_for(config: dict[str, Any], request: Any) -> dict[str, Any]:
         if not isinstance(value, dict) or len(value) != 1:
             raise ValueError('give one role and its coefficient, e.g. {"generator": 0.05}')
         (role, beta), = value.items()  # fmt: skip
+        roles = WORKFLOW_ROLES.get(config.get("workflow"), ())
+        if role not in roles:
+            raise ValueError(f"{role!r} is not a role of this run; its roles: {', '.join(roles)}")
         beta = _number(beta)
         anchors = config.get("kl_beta_per_role") or {}
         if beta == anchors.get(role, config.get("kl_beta", 0.0)):
