@@ -16,10 +16,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# The workflows, their roles and the sharing modes are defined once, in trainer/routing.py.
+# The workflows, their roles and the sharing modes are defined once, in trainer/routing.py;
+# the tasks in trainer/tasks (each its own Task subclass).
 from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
+from trainer.tasks import TASK_CLASSES, task_class
 
-TASKS = ("math", "code")
+TASKS = tuple(TASK_CLASSES)
 FINETUNE = ("lora", "full")
 SCHEDULES = ("cosine", "linear", "constant")
 LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -403,11 +405,11 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
     if errors:
         raise ConfigError(errors)
 
-    task = merged.get("task", FIELDS["task"].default)
+    task = task_class(merged.get("task", FIELDS["task"].default))
     if merged.get("dataset") == "paper":
-        merged["dataset"] = "dapo_math" if task == "math" else "deepcoder"
+        merged["dataset"] = task.paper_dataset
     if merged.get("max_rounds") is None:
-        merged["max_rounds"] = 3 if task == "math" else 2
+        merged["max_rounds"] = task.max_rounds
     config = Config(**merged)
 
     if problem := _check_model(config.model):

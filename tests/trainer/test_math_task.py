@@ -155,7 +155,7 @@ def test_problems_are_hashable_and_compare_by_content(task):
 
 
 def test_load_task_refuses_bad_arguments():
-    with pytest.raises(ValueError, match="math' or 'code"):
+    with pytest.raises(ValueError, match="task must be one of math, code, not 'poetry'"):
         load_task("poetry")
     with pytest.raises(ValueError, match="not one of"):
         load_task("math", "mnist")

@@ -21,11 +21,28 @@ only keep the seed.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from trainer.tasks.base import Problem, Subproblem, Task
 
-__all__ = ["Problem", "Subproblem", "Task", "load_task", "DATASETS"]
+__all__ = ["Problem", "Subproblem", "Task", "load_task", "task_class", "DATASETS", "TASK_CLASSES"]
+
+# task name -> "module:Task subclass" (imported on first use: the web process reads the names
+# and defaults without loading the code sandbox unless it needs one)
+TASK_CLASSES = {
+    "math": "trainer.tasks.math:MathTask",
+    "code": "trainer.tasks.code:CodeTask",
+}
+
+
+def task_class(task: str) -> type[Task]:
+    """The Task subclass of `task`: everything specific to it (see `Task`)."""
+    if task not in TASK_CLASSES:
+        raise ValueError(f"task must be one of {', '.join(TASK_CLASSES)}, not {task!r}")
+    module, name = TASK_CLASSES[task].split(":")
+    return getattr(importlib.import_module(module), name)
+
 
 # dataset -> the task it serves (None: either)
 DATASETS = {
@@ -38,9 +55,9 @@ DATASETS = {
 
 
 def load_task(task: str, dataset: str = "synthetic", seed: int = 0, **knobs: Any) -> Task:
-    """The Task for `task` ("math" | "code") on `dataset` (a name in DATASETS or a .jsonl path)."""
-    if task not in ("math", "code"):
-        raise ValueError(f"task must be 'math' or 'code', not {task!r}")
+    """The Task for `task` (a name in TASK_CLASSES) on `dataset` (a name in DATASETS or a
+    .jsonl path)."""
+    task_class(task)  # a known task
     wanted = DATASETS.get(dataset, "path" if str(dataset).endswith(".jsonl") else "unknown")
     if wanted == "unknown":
         raise ValueError(
@@ -58,16 +75,7 @@ def _load(task: str, dataset: str, seed: int, knobs: dict[str, Any]) -> Task:
     from trainer.tasks import datasets
 
     if dataset == "synthetic":
-        if task == "math":
-            from trainer.tasks.math import synthetic_math
-
-            return synthetic_math(seed, **knobs)
-        from trainer.tasks.code import synthetic_code
-
-        for alias, name in (("min_terms", "min_ops"), ("max_terms", "max_ops")):
-            if alias in knobs:
-                knobs.setdefault(name, knobs.pop(alias))
-        return synthetic_code(seed, **knobs)
+        return task_class(task).synthetic(seed, **knobs)
     if dataset == "humaneval":
         return datasets.load_humaneval(seed, **knobs)
     if dataset == "gsm_symbolic":

@@ -42,9 +42,82 @@ class Problem:
 
 
 class Task:
-    """Base class: subclasses fill `_splits` and implement `extract` and `score`."""
+    """Base class: subclasses fill `_splits` and implement `extract` and `score`.
+
+    A subclass is also the one place for what else is specific to its kind of task: the class
+    attributes and class-level methods below say how a workflow shows and aggregates its
+    candidates, how prompts ask for an answer, the config defaults, the built-in synthetic
+    dataset and the warm-start transcripts of the tiny models. A new task is one module with
+    one subclass, named in `trainer.tasks.TASK_CLASSES`.
+    """
 
     name: str = ""
+    # --- what the config, the workflows and the prompts need to know ------------------------
+    max_rounds: int = 2  # Eval-Opt's default rounds
+    paper_dataset: str = ""  # the dataset the `paper` preset resolves to
+    # The aggregator names a candidate by number (its program is the final answer) instead of
+    # writing the final answer itself.
+    picks_candidate: bool = False
+    answer_rule: str = ""  # how a chat model is asked for its final answer
+    aggregate_rule: str = ""  # how a chat aggregator is asked to decide
+
+    @classmethod
+    def candidate_view(cls, completion: str) -> str:
+        """What other agents (aggregator, evaluator) see of a completion."""
+        raise NotImplementedError
+
+    @classmethod
+    def result_view(cls, completion: str) -> str:
+        """What the tiny synthesizer sees of a worker's result."""
+        return completion.strip()
+
+    @classmethod
+    def tiny_candidates(cls, views: list[str]) -> str:
+        """The candidates' lines of the tiny aggregator prompt."""
+        return "".join(f"\nC{i + 1}:{v}" for i, v in enumerate(views))
+
+    @classmethod
+    def from_row(
+        cls, row: dict[str, Any], problem_id: str, question: str, where: str, source: str
+    ) -> Problem:
+        """A problem from one row of a JSONL dataset (ValueError naming `where` if bad)."""
+        raise NotImplementedError
+
+    @classmethod
+    def synthetic(cls, seed: int, **knobs: Any) -> Task:
+        """The built-in synthetic dataset of this task."""
+        raise NotImplementedError
+
+    # --- the tiny models' warm start (`trainer/transcripts.py` draws the noise) ---------------
+    @classmethod
+    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
+        """A worked answer whose steps are right only with some probability."""
+        raise NotImplementedError
+
+    @classmethod
+    def warm_clean(cls, problem: Problem) -> str:
+        """The correct completion."""
+        raise NotImplementedError
+
+    @classmethod
+    def warm_same(cls, candidate: str, clean: str) -> bool:
+        """Whether a candidate is as good as the correct completion."""
+        return candidate == clean
+
+    @classmethod
+    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
+        """An aggregator's completion over `candidates`."""
+        raise NotImplementedError
+
+    @classmethod
+    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
+        """A worker's completion for one subproblem."""
+        raise NotImplementedError
+
+    @classmethod
+    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
+        """A synthesizer's completion from the workers' results."""
+        raise NotImplementedError
 
     def __init__(self, dataset: str, splits: dict[str, list[Problem]], seed: int = 0):
         self.dataset = dataset

@@ -33,12 +33,14 @@ import random
 import re
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
-from trainer.tasks import sandbox
 from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 CACHE_SIZE = 100_000  # (program, tests) results kept per task
+_VIEW_BLOCK = re.compile(r"```(?:python)?\s*\n(.*?)```", re.DOTALL)
+_SLIP_OPS = ("add", "sub", "times", "mod")  # the wrong statements a warm-start worker writes
 
 # name -> (natural-language step, statement); N is filled in.
 OPERATIONS = {
@@ -50,6 +52,9 @@ OPERATIONS = {
     "square": ("square x", "x=x*x"),
 }
 _OP_NAMES = tuple(OPERATIONS)
+
+if TYPE_CHECKING:
+    from trainer.tasks import sandbox
 
 
 def extract_program(completion: str | None, entry_point: str = "") -> str | None:
@@ -99,10 +104,91 @@ class CodeTask(Task):
     def extract(self, completion: str) -> str | None:
         return extract_program(completion)
 
+    # --- how workflows and prompts treat programs --------------------------------------------
+    max_rounds = 2
+    paper_dataset = "deepcoder"
+    picks_candidate = True
+    answer_rule = "Write the complete Python function in a single ```python code block."
+    aggregate_rule = "Reply with the number of the best solution in \\boxed{}, e.g. \\boxed{2}."
+
+    @classmethod
+    def candidate_view(cls, completion: str) -> str:
+        """The last fenced block, else everything from the first `def `, else the text."""
+        blocks = _VIEW_BLOCK.findall(completion)
+        if blocks:
+            return blocks[-1].strip()
+        start = completion.find("def ")
+        return completion[start:].strip() if start >= 0 else completion.strip()
+
+    @classmethod
+    def from_row(cls, row: dict, problem_id: str, question: str, where: str, source: str):
+        tests = row.get("tests")
+        if isinstance(tests, str):
+            tests = (tests,)
+        if not tests or not all(isinstance(t, str) for t in tests):
+            raise ValueError(f"{where}: a code row needs 'tests' (a string or strings)")
+        meta = {"source": source, "io": row.get("io", "assert")}
+        if row.get("prefix"):
+            meta["prefix"] = row["prefix"]
+        return Problem(
+            problem_id,
+            question,
+            question,
+            str(row.get("answer", "")),
+            tests=tuple(tests),
+            entry_point=str(row.get("entry_point", "")),
+            meta=meta,
+        )
+
+    @classmethod
+    def synthetic(cls, seed: int, **knobs) -> CodeTask:
+        for alias, name in (("min_terms", "min_ops"), ("max_terms", "max_ops")):
+            if alias in knobs:
+                knobs.setdefault(name, knobs.pop(alias))
+        return synthetic_code(seed, **knobs)
+
+    # --- the tiny models' warm start: `mod` and `square` are the learnable "misconception" ----
+    @classmethod
+    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
+        return tiny_program([cls.warm_worker(rng, s) for s in problem.subproblems])
+
+    @classmethod
+    def warm_clean(cls, problem: Problem) -> str:
+        return tiny_program([s.answer for s in problem.subproblems])
+
+    @classmethod
+    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
+        """The number of a correct candidate with probability P_AGGREGATE, else any number."""
+        from trainer import transcripts as w
+
+        correct = [i for i, c in enumerate(candidates) if c == clean]
+        if correct and rng.random() < w.P_AGGREGATE:
+            return f"\\boxed{{{correct[0] + 1}}}"
+        return f"\\boxed{{{rng.randrange(len(candidates)) + 1}}}"
+
+    @classmethod
+    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
+        """One statement: right with P_EASY (P_HARD for mod/square), else a wrong one."""
+        from trainer import transcripts as w
+
+        p = w.P_HARD if sub.compact.split()[0] in ("mod", "square") else w.P_EASY
+        if rng.random() < p:
+            return sub.answer
+        op = rng.choice(_SLIP_OPS)
+        n = rng.randint(2, 9)
+        return {"add": f"x=x+{n}", "sub": f"x=x-{n}", "times": f"x=x*{n}", "mod": f"x=x%{n}"}[op]
+
+    @classmethod
+    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
+        return tiny_program(results)
+
     def score(self, problem: Problem, completion: str) -> float:
         return self.score_many([problem], [completion])[0]
 
     def score_many(self, problems: list[Problem], completions: list[str]) -> list[float]:
+        # imported here: the web process reads this class's defaults, never runs programs
+        from trainer.tasks import sandbox
+
         if len(problems) != len(completions):
             raise ValueError(f"{len(problems)} problems but {len(completions)} completions")
         scores: list[float | None] = [None] * len(problems)
@@ -139,6 +225,8 @@ class CodeTask(Task):
 
     def run(self, problem: Problem, completion: str) -> sandbox.SandboxResult | None:
         """The full sandbox result for one completion (for debugging and examples)."""
+        from trainer.tasks import sandbox
+
         program = self._program(problem, completion)
         if program is None:
             return None
@@ -158,6 +246,8 @@ class CodeTask(Task):
         return extract_program(completion, problem.entry_point)
 
     def _job(self, program: str, tests: tuple[str, ...], entry_point: str, io: str):
+        from trainer.tasks import sandbox
+
         limits = {"timeout": self.timeout, "memory_mb": self.memory_mb}
         if io == "stdio":
             runner = f"_TROUPE_PROGRAM = {program!r}\n{_STDIO_RUNNER}"
@@ -165,6 +255,11 @@ class CodeTask(Task):
         if io == "call":  # the check finds `entry_point` itself (it may be a Solution method)
             return sandbox.tests_job(program, tests, "", **limits)
         return sandbox.tests_job(program, tests, entry_point, **limits)
+
+
+def tiny_program(stmts: list[str]) -> str:
+    """The one-line program format the tiny models write."""
+    return f"def f(x): {'; '.join(stmts)}; return x"
 
 
 def _key(problem: Problem, program: str) -> tuple:

@@ -143,6 +143,9 @@ def load_jsonl(path: str | os.PathLike, task: str, seed: int = 0, **task_options
             '{"question", "answer"} (math) or {"question", "tests", "entry_point"} (code) '
             "object per line"
         )
+    from trainer.tasks import task_class
+
+    kind = task_class(task)
     rows = list(_read_jsonl(path))
     has_split = any("split" in row for _, row in rows)
     splits: dict[str, list[Problem]] = {"train": [], "test": []}
@@ -158,34 +161,9 @@ def load_jsonl(path: str | os.PathLike, task: str, seed: int = 0, **task_options
         else:
             split = split_of(question, JSONL_TEST_FRACTION)
         problem_id = str(row.get("id", f"{path.stem}-{line}"))
-        if task == "math":
-            if "answer" not in row:
-                raise ValueError(f"{where}: a math row needs an 'answer'")
-            problem = Problem(
-                problem_id, question, question, str(row["answer"]), meta={"source": str(path)}
-            )
-        else:
-            tests = row.get("tests")
-            if isinstance(tests, str):
-                tests = (tests,)
-            if not tests or not all(isinstance(t, str) for t in tests):
-                raise ValueError(f"{where}: a code row needs 'tests' (a string or strings)")
-            meta = {"source": str(path), "io": row.get("io", "assert")}
-            if row.get("prefix"):
-                meta["prefix"] = row["prefix"]
-            problem = Problem(
-                problem_id,
-                question,
-                question,
-                str(row.get("answer", "")),
-                tests=tuple(tests),
-                entry_point=str(row.get("entry_point", "")),
-                meta=meta,
-            )
+        problem = kind.from_row(row, problem_id, question, where, str(path))
         splits[split].append(problem)
-    if task == "math":
-        return MathTask(str(path), splits, seed)
-    return CodeTask(str(path), splits, seed, **task_options)
+    return kind(str(path), splits, seed, **task_options)
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:

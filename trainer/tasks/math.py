@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections import Counter
 
 from trainer.tasks.answers import answers_match, extract_boxed
 from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
@@ -31,12 +32,95 @@ class MathTask(Task):
     \\boxed{} matches it (`answers_match`)."""
 
     name = "math"
+    max_rounds = 3
+    paper_dataset = "dapo_math"
+    answer_rule = "Put the final answer in \\boxed{}."
+    aggregate_rule = "Decide which final answer is correct and put it in \\boxed{}."
 
     def extract(self, completion: str) -> str | None:
         return extract_boxed(completion)
 
     def score(self, problem: Problem, completion: str) -> float:
         return 1.0 if answers_match(self.extract(completion), problem.answer) else 0.0
+
+    @classmethod
+    def candidate_view(cls, completion: str) -> str:
+        return extract_boxed(completion) or "?"  # the boxed answer is all that matters
+
+    @classmethod
+    def result_view(cls, completion: str) -> str:
+        return extract_boxed(completion) or "?"
+
+    @classmethod
+    def tiny_candidates(cls, views: list[str]) -> str:
+        return f"\nC:{'|'.join(views)}"
+
+    @classmethod
+    def from_row(cls, row: dict, problem_id: str, question: str, where: str, source: str):
+        if "answer" not in row:
+            raise ValueError(f"{where}: a math row needs an 'answer'")
+        return Problem(problem_id, question, question, str(row["answer"]), meta={"source": source})
+
+    @classmethod
+    def synthetic(cls, seed: int, **knobs) -> MathTask:
+        return synthetic_math(seed, **knobs)
+
+    # --- the tiny models' warm start: a 7 in a term is the learnable "misconception" --------
+    @classmethod
+    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
+        """`12+7=\\boxed{19}`: each term right with P_EASY (P_HARD with a 7), the sum P_ADD."""
+        from trainer import transcripts as w
+
+        values = [
+            w.noisy_value(rng, int(s.answer), _term_p(s.compact)) for s in problem.subproblems
+        ]
+        if len(values) == 1:
+            return _boxed(values[0])
+        return f"{'+'.join(map(str, values))}={_boxed(w.noisy_value(rng, sum(values), w.P_ADD))}"
+
+    @classmethod
+    def warm_clean(cls, problem: Problem) -> str:
+        return _boxed(problem.answer)
+
+    @classmethod
+    def warm_same(cls, candidate: str, clean: str) -> bool:
+        return candidate.endswith(clean)
+
+    @classmethod
+    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
+        """The majority answer with probability P_AGGREGATE, else any candidate's."""
+        from trainer import transcripts as w
+
+        views = [cls.candidate_view(c) for c in candidates]
+        majority = Counter(views).most_common(1)[0][0]
+        pick = majority if rng.random() < w.P_AGGREGATE else rng.choice(views)
+        return _boxed(pick)
+
+    @classmethod
+    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
+        from trainer import transcripts as w
+
+        return _boxed(w.noisy_value(rng, int(sub.answer), _term_p(sub.compact)))
+
+    @classmethod
+    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
+        from trainer import transcripts as w
+
+        values = [int(extract_boxed(r) or 0) for r in results]
+        if len(values) == 1:
+            return _boxed(values[0])
+        total = sum(values) if rng.random() < w.P_ADD else sum(values) + rng.choice(w.SLIPS)
+        return f"{'+'.join(map(str, values))}={_boxed(total)}"
+
+
+def _boxed(value) -> str:
+    return f"\\boxed{{{value}}}"
+
+
+def _term_p(term: str) -> float:
+    from trainer import transcripts as w
+
+    return w.P_HARD if "7" in term else w.P_EASY
 
 
 def synthetic_math(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from trainer.tasks import task_class
 from trainer.tasks.answers import extract_boxed
 from trainer.tasks.base import Problem
 
@@ -23,7 +24,6 @@ _VERDICT_NO = re.compile(r"\b(no|reject(?:ed)?|incorrect|wrong)\b", re.IGNORECAS
 _VERDICT_LINE = re.compile(r"VERDICT:\s*(ACCEPT|REJECT)", re.IGNORECASE)
 _SUBTASK_LINE = re.compile(r"^\s*SUBTASK\s*\d*\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _CHOICE = re.compile(r"\d+")
-_CODE_BLOCK = re.compile(r"```(?:python)?\s*\n(.*?)```", re.DOTALL)
 
 # Paraphrases for parallel same-role agents when `distinct_prompts` is on.
 TINY_PREFIXES = ("Q:", "Solve:", "Task:", "Find:")
@@ -36,14 +36,9 @@ CHAT_OPENERS = (
 
 
 def candidate_view(task: str, completion: str) -> str:
-    """What other agents see of a completion: its boxed answer (math) or its program (code)."""
-    if task == "math":
-        return extract_boxed(completion) or "?"
-    blocks = _CODE_BLOCK.findall(completion)
-    if blocks:
-        return blocks[-1].strip()
-    start = completion.find("def ")
-    return completion[start:].strip() if start >= 0 else completion.strip()
+    """What other agents see of a completion (the task's `candidate_view`: the boxed answer of
+    math, the program of code)."""
+    return task_class(task).candidate_view(completion)
 
 
 class TinyPrompts:
@@ -53,22 +48,20 @@ class TinyPrompts:
 
     def __init__(self, task: str):
         self.task = task
+        self.kind = task_class(task)  # what is specific to the task: views, rules
 
     def solve(self, problem: Problem, variant: int = 0) -> str:
         return f"{TINY_PREFIXES[variant % len(TINY_PREFIXES)]}{problem.compact}\nA:"
 
     def aggregate(self, problem: Problem, candidates: list[str]) -> str:
-        views = [candidate_view(self.task, c) for c in candidates]
-        if self.task == "math":
-            return f"Q:{problem.compact}\nC:{'|'.join(views)}\nA:"
-        listed = "".join(f"\nC{i + 1}:{v}" for i, v in enumerate(views))
-        return f"Q:{problem.compact}{listed}\nA:"
+        views = [self.kind.candidate_view(c) for c in candidates]
+        return f"Q:{problem.compact}{self.kind.tiny_candidates(views)}\nA:"
 
     def evaluate(self, problem: Problem, candidate: str) -> str:
-        return f"Q:{problem.compact}\nS:{candidate_view(self.task, candidate)}\nV:"
+        return f"Q:{problem.compact}\nS:{self.kind.candidate_view(candidate)}\nV:"
 
     def revise(self, problem: Problem, candidate: str, feedback: str, variant: int = 0) -> str:
-        return f"Q:{problem.compact}\nS:{candidate_view(self.task, candidate)}\nV:no\nA:"
+        return f"Q:{problem.compact}\nS:{self.kind.candidate_view(candidate)}\nV:no\nA:"
 
     def orchestrate(self, problem: Problem, max_subtasks: int) -> str:
         return f"Q:{problem.compact}\nP:"
@@ -81,9 +74,7 @@ class TinyPrompts:
         return f"Q:{problem.compact}\nR:{';'.join(views)}\nA:"
 
     def result_view(self, completion: str) -> str:
-        if self.task == "math":
-            return extract_boxed(completion) or "?"
-        return completion.strip()
+        return self.kind.result_view(completion)
 
     def parse_subtasks(self, text: str, limit: int) -> list[str]:
         parts = [p.strip() for p in text.split(";")]
@@ -108,6 +99,7 @@ class ChatPrompts:
 
     def __init__(self, task: str, tokenizer):
         self.task = task
+        self.kind = task_class(task)  # what is specific to the task: views, rules
         self.tokenizer = tokenizer
 
     def _chat(self, system: str, user: str) -> str:
@@ -117,9 +109,7 @@ class ChatPrompts:
         )
 
     def _answer_rule(self) -> str:
-        if self.task == "math":
-            return "Put the final answer in \\boxed{}."
-        return "Write the complete Python function in a single ```python code block."
+        return self.kind.answer_rule
 
     def solve(self, problem: Problem, variant: int = 0) -> str:
         opener = CHAT_OPENERS[variant % len(CHAT_OPENERS)]
@@ -130,12 +120,9 @@ class ChatPrompts:
 
     def aggregate(self, problem: Problem, candidates: list[str]) -> str:
         listed = "\n\n".join(
-            f"Solution {i + 1}:\n{candidate_view(self.task, c)}" for i, c in enumerate(candidates)
+            f"Solution {i + 1}:\n{self.kind.candidate_view(c)}" for i, c in enumerate(candidates)
         )
-        if self.task == "math":
-            rule = "Decide which final answer is correct and put it in \\boxed{}."
-        else:
-            rule = "Reply with the number of the best solution in \\boxed{}, e.g. \\boxed{2}."
+        rule = self.kind.aggregate_rule
         return self._chat(
             "You aggregate the answers of several solvers into one final answer.",
             f"Problem:\n{problem.question}\n\nCandidate solutions:\n\n{listed}\n\n{rule}",

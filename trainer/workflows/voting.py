@@ -2,12 +2,13 @@
 
 With `distinct_prompts` off (the study's setting) every generator gets the same prompt, so
 the only difference between them is sampling noise; on, each gets a paraphrase — the ablation
-that separates the topology from prompt overlap. For code the aggregator picks a candidate by
-number and that candidate's program is the final answer.
+that separates the topology from prompt overlap. Where the task says so (`picks_candidate`,
+code) the aggregator picks a candidate by number and that candidate is the final answer.
 """
 
 from __future__ import annotations
 
+from trainer.tasks import task_class
 from trainer.tasks.base import Problem
 from trainer.workflows import Context, Judgement, Outcome, Request, WorkflowRun
 
@@ -34,8 +35,8 @@ def run(problem: Problem, ctx: Context) -> WorkflowRun:
         )
     ]
     malformed: dict[str, int] = {}
-    if ctx.task_name == "math":
-        final = aggregator.text
+    if not task_class(ctx.task_name).picks_candidate:
+        final = aggregator.text  # the aggregator writes the final answer itself
     else:
         choice = prompts.parse_choice(aggregator.text, len(candidates))
         if choice is None:
