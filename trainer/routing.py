@@ -2,10 +2,10 @@
 only: the web process reads it through `trainer.config`.
 
 `WORKFLOW_TABLE` is the one place a workflow's shape is written down: its roles (in the order
-their turns first appear), which roles act as several parallel agents and which config field
-says how many, and the module whose `run` coroutine plays it. The config's choices, the roles
-a per-role setting may name, the agents of a run, its policies and the demo data all derive
-from it.
+their turns first appear), the module whose `run` coroutine plays it, its title, and which
+roles act as several parallel agents (and which config field says how many). The config's
+choices, the roles a per-role setting may name, the agents of a run, its policies, the demo
+data and the pages' workflow names all derive from it.
 
 An agent is one instance of a role: a role in `parallel` has agents `<role>0…<role>{n-1}`,
 any other role one agent named after it. `SHARING_ROUTES` says which policy an agent's turns
@@ -25,6 +25,7 @@ from typing import Any
 class Workflow:
     roles: tuple[str, ...]  # in the order their turns first appear
     module: str  # the module whose `run(problem, ctx)` coroutine plays one episode
+    title: str  # how pages and figures name it
     parallel: dict[str, str] = field(default_factory=dict)  # role -> config field: how many
 
     def agents(self, config: Any) -> list[str]:
@@ -40,19 +41,23 @@ class Workflow:
 
 WORKFLOW_TABLE: dict[str, Workflow] = {
     # the single-agent baseline every workflow is compared with
-    "single": Workflow(roles=("solver",), module="trainer.workflows.single"),
+    "single": Workflow(roles=("solver",), module="trainer.workflows.single", title="Single agent"),
     # n_voters generators answer in parallel, an aggregator decides
     "voting": Workflow(
         roles=("generator", "aggregator"),
         module="trainer.workflows.voting",
+        title="Voting",
         parallel={"generator": "n_voters"},
     ),
     # a generator proposes, an evaluator accepts or sends it back (max_rounds)
-    "eval_opt": Workflow(roles=("generator", "evaluator"), module="trainer.workflows.eval_opt"),
+    "eval_opt": Workflow(
+        roles=("generator", "evaluator"), module="trainer.workflows.eval_opt", title="Eval-Opt"
+    ),
     # an orchestrator plans, workers solve the parts in parallel, a synthesizer composes
     "orch_workers": Workflow(
         roles=("orchestrator", "worker", "synthesizer"),
         module="trainer.workflows.orch_workers",
+        title="Orch-Workers",
         parallel={"worker": "max_subtasks"},
     ),
 }

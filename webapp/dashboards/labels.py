@@ -11,6 +11,7 @@ import html
 from typing import Any
 
 from trainer.config import SHARING, TASKS, WORKFLOWS
+from trainer.routing import WORKFLOW_TABLE
 
 SHARING_NAMES = {
     "shared": "Shared policy",
@@ -18,12 +19,7 @@ SHARING_NAMES = {
     "per_agent": "One policy per agent",
 }
 SHARING_SHORT = {"shared": "shared", "per_role": "per-role", "per_agent": "per-agent"}
-WORKFLOW_NAMES = {
-    "single": "Single agent",
-    "voting": "Voting",
-    "eval_opt": "Eval-Opt",
-    "orch_workers": "Orch-Workers",
-}
+WORKFLOW_NAMES = {name: spec.title for name, spec in WORKFLOW_TABLE.items()}
 MODEL_ORDER = ("tiny-s", "tiny-m", "tiny-l", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
 KEY_NAMES = {
     "eval/accuracy": "held-out accuracy (pass@1)",
