@@ -158,6 +158,9 @@ class Config:
     eval_temperature: float = _f(
         0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0
     )
+    eval_samples: int = _f(
+        1, "Samples per held-out problem; accuracy is their mean (avg@k)", "eval", minimum=1
+    )
     checkpoint_every: int = _f(50, "Checkpoint every N steps", "eval", minimum=1)
     stop_after_cliff: int = _f(
         0,
@@ -193,7 +196,7 @@ class Config:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
 # name -> default of fields added after the first runs were stored (see Config.hash)
-_LATER_FIELDS = {"stop_after_cliff": 0}
+_LATER_FIELDS = {"stop_after_cliff": 0, "eval_samples": 1}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.

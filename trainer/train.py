@@ -43,7 +43,7 @@ from trainer.checkpoint import (
     save_checkpoint,
 )
 from trainer.config import Config, config_from_dict
-from trainer.evaluate import evaluate, held_out
+from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet, policy_names
 from trainer.reporting import NullReporter, Reporter
@@ -82,7 +82,7 @@ def _peak_memory_mb(device: str) -> float:
 
 
 def _eval_metrics(result: dict) -> dict[str, float]:
-    metrics = {"eval/accuracy": result["accuracy"]}
+    metrics = {"eval/accuracy": result["accuracy"], "eval/accuracy_se": result["accuracy_se"]}
     metrics.update({f"eval/accuracy/{role}": acc for role, acc in result["roles"].items()})
     return metrics
 
@@ -131,6 +131,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         reporter.on_status("Evaluating the base model (step 0)")
         t0 = time.perf_counter()
         result = evaluate(config, problems=eval_set, **env)
+        record_per_problem(out, 0, result)
         best = keep_best(out, best, 0, result["accuracy"], policies, config.hash())
         evals.append((0, result["accuracy"]))
         reporter.log(
@@ -167,6 +168,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         metrics["sys/update_seconds"] = t2 - t1
         if step % config.eval_every == 0 or step == config.steps:
             result = evaluate(config, problems=eval_set, **env)
+            record_per_problem(out, step, result)
             metrics.update(_eval_metrics(result))
             best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
             metrics.update(_best_metrics(best))

@@ -33,7 +33,7 @@ def scripted(monkeypatch, curve: dict[int, float], crash_at: int | None = None) 
         if step == crash_at:
             raise RuntimeError(f"worker died at step {step}")
         seen.append(step)
-        return {"accuracy": curve[step], "roles": {}}
+        return {"accuracy": curve[step], "accuracy_se": 0.0, "per_problem": [], "roles": {}}
 
     monkeypatch.setattr(trainer.train, "evaluate", evaluate)
     return seen
@@ -171,8 +171,10 @@ def test_stop_after_cliff_is_validated_and_left_out_of_the_hash_when_off():
     with pytest.raises(ConfigError) as error:
         make_config("cpu-demo", stop_after_cliff=-1)
     assert error.value.errors == {"stop_after_cliff": "-1 must be at least 0"}
-    off = make_config("cpu-demo")
-    before = {k: v for k, v in off.to_dict().items() if k != "stop_after_cliff"}
+    off = make_config("cpu-demo", eval_samples=1)  # eval_samples: a later field too, off
+    before = {
+        k: v for k, v in off.to_dict().items() if k not in ("stop_after_cliff", "eval_samples")
+    }
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert off.hash() == hashlib.sha256(blob).hexdigest()[:16]  # as before the field existed
     assert make_config("cpu-demo", stop_after_cliff=2).hash() != off.hash()
