@@ -241,11 +241,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "schedule": "cosine",
         "max_new_tokens": 24,
         "eval_every": 5,
-        # 256 distinct problems: one evaluation's 95% binomial band is about ±0.05 at the
-        # base model's accuracy; 64 gave ±0.11, wider than any move the demo makes
-        # (BENCHMARKS.md, "Does the cpu-demo learn?").
+        # 256 distinct problems, each sampled 4 times at the rollout temperature (avg@4):
+        # greedy decoding shows only the warm start's mode, which GRPO here seldom moves; a
+        # gain is judged against its paired per-problem band, about ±0.02 (BENCHMARKS.md,
+        # "Does the cpu-demo learn?"). An evaluation costs about two training steps.
         "eval_problems": 256,
-        "eval_temperature": 0.0,
+        "eval_temperature": 0.7,
+        "eval_samples": 4,
         "checkpoint_every": 5,
         "micro_batch_size": 64,
         "device": "cpu",

@@ -111,7 +111,7 @@ def test_cli_eval_evaluates_the_best_checkpoint_of_a_run_dir(tmp_path, monkeypat
     result = json.loads(done.stdout)
     assert result["checkpoint_step"] == 1
     assert result["checkpoint"].endswith("checkpoints/best-000001")
-    assert result["episodes"] == 4
+    assert result["episodes"] == 4 * make_config("cpu-demo").eval_samples
 
 
 def test_cli_eval_says_what_is_missing(tmp_path):
