@@ -39,12 +39,12 @@ import os
 import platform
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from bench.client_threads import timed_clients  # noqa: E402
 from bench.tracking_vs_mlflow import (  # noqa: E402
     DEFAULT_MLFLOW_PYTHON,
     MlflowServer,
@@ -103,26 +103,14 @@ def ingest(side: Side, args, keys: list[str], tag: str) -> dict:
     stamp = int(time.time() * 1000)
     work = [(run_id, run_batches(i, keys, args.steps, stamp)) for i, run_id in enumerate(runs)]
     shares = [work[i :: args.clients] for i in range(args.clients)]
-    errors: list[BaseException] = []
 
     def client_loop(items) -> None:
         own = side.client()
-        try:
-            for run_id, batches in items:
-                for batch in batches:
-                    own.log_batch(run_id, metrics=batch, synchronous=True)
-        except BaseException as exc:  # reported after the join
-            errors.append(exc)
+        for run_id, batches in items:
+            for batch in batches:
+                own.log_batch(run_id, metrics=batch, synchronous=True)
 
-    threads = [threading.Thread(target=client_loop, args=(share,)) for share in shares]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - start
-    if errors:
-        raise errors[0]
+    seconds = timed_clients(shares, client_loop)
     logged = args.runs * len(keys) * args.steps
     stored = len(client.get_metric_history(runs[-1], keys[0]))
     assert stored == args.steps, f"{side.name}: {stored} of {args.steps} points came back"
@@ -148,7 +136,6 @@ def ingest_wire(side: Side, args, keys: list[str], tag: str) -> dict:
     url = f"{side.url}/api/2.0/mlflow/runs/log-batch"
     headers = {"Content-Type": "application/json",
                "Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}  # fmt: skip
-    errors: list[str] = []
 
     def client_loop(items) -> None:
         with requests.Session() as session:
@@ -156,17 +143,9 @@ def ingest_wire(side: Side, args, keys: list[str], tag: str) -> dict:
                 for body in bodies:
                     response = session.post(url, data=body, headers=headers, timeout=120)
                     if response.status_code != 200:
-                        errors.append(f"{response.status_code} {response.text[:200]}")
-                        return
+                        raise RuntimeError(f"{response.status_code} {response.text[:200]}")
 
-    threads = [threading.Thread(target=client_loop, args=(share,)) for share in shares]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - start
-    assert not errors, errors[0]
+    seconds = timed_clients(shares, client_loop)
     logged = args.runs * len(keys) * args.steps
     assert len(client.get_metric_history(runs[-1], keys[0])) == args.steps
     return {"points": logged, "seconds": seconds, "points_per_s": logged / seconds}
@@ -235,6 +214,7 @@ def main() -> None:
         log(f"MLflow is not available (--mlflow-python {args.mlflow_python!r})")
         sys.exit(2)
     keys = metric_keys(args.keys)
+    load_before = round(os.getloadavg()[0], 2)
     rows: dict[str, list[dict]] = {}
     reads: dict[str, list[float]] = {}
     wire_rows: dict[str, list[dict]] = {}
@@ -282,6 +262,7 @@ def main() -> None:
 
     summary: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
         "workload": {
             k: getattr(args, k)
@@ -326,7 +307,23 @@ def main() -> None:
             summary["mlflow"]["wire_history_s_median"] / summary["troupe"]["wire_history_s_median"],
             2,
         )
+        summary["summary"] = summary_line(summary)
     print(json.dumps(summary, indent=2))
+    if "summary" in summary:
+        log(summary["summary"])
+
+
+def summary_line(summary: dict) -> str:
+    """One line with both targets' ratios, through the client and on the wire, and the load."""
+    t, m = summary["troupe"], summary["mlflow"]
+    return (
+        f"issue 12 (target >= 5x both): MlflowClient.log_batch {t['points_per_s_median']:,} vs "
+        f"{m['points_per_s_median']:,} points/s = {summary['ratio_points_per_s']}x; "
+        f"get_metric_history {t['history_s_median']} vs {m['history_s_median']} s = "
+        f"{summary['ratio_history']}x | servers only (wire): log-batch "
+        f"{summary['ratio_wire_points_per_s']}x, get-history {summary['ratio_wire_history']}x | "
+        f"load average {summary['load_before']} before, {summary['load_after']} after"
+    )
 
 
 if __name__ == "__main__":

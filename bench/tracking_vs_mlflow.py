@@ -51,7 +51,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -61,6 +60,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from bench.client_threads import timed_clients  # noqa: E402
 from bench.troupe_server import (  # noqa: E402
     DEFAULT_POSTGRES,
     TroupeServer,
@@ -330,25 +330,13 @@ def ingest(side: Side, args, keys: list[str], tag: str) -> tuple[list, float, by
             for batch in batches(run_points(r, keys, args.steps), args.batch):
                 mine.append((runs[r], side.encode(runs[r], batch)))
         work.append(mine)
-    errors: list[BaseException] = []
 
     def client_loop(items) -> None:
-        try:
-            client = side.client()
-            for run, body in items:
-                side.send(client, run, body)
-        except BaseException as exc:  # noqa: BLE001 - reported after the join
-            errors.append(exc)
+        client = side.client()
+        for run, body in items:
+            side.send(client, run, body)
 
-    threads = [threading.Thread(target=client_loop, args=(items,)) for items in work]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
-    if errors:
-        raise errors[0]
+    seconds = timed_clients(work, client_loop)
     total = args.runs * len(keys) * args.steps
     return runs, total / seconds, work[0][0][1]
 

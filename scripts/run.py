@@ -181,7 +181,7 @@ def main() -> int:
         children["The worker"] = start(
             # No gossip, mingle or heartbeat: they only matter between several workers, and on
             # the embedded broker every heartbeat would be a file.
-            ["celery", "-A", "workers.celery_app", "worker", "--queues", "cpu,gpu",
+            ["celery", "-A", "webapp", "worker", "--queues", "cpu,gpu",
              "--concurrency", "1", "--hostname", "troupe@%h", "--loglevel", "INFO",
              "--without-gossip", "--without-mingle", "--without-heartbeat"]
         )  # fmt: skip

@@ -30,7 +30,7 @@ def broker_prefix() -> Iterator[str]:
     prefix = f"troupe-test-{os.getpid()}:"
     os.environ["TROUPE_BROKER_PREFIX"] = prefix
     if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        from workers.celery_app import app
+        from webapp.celery import app
 
         app.conf.broker_transport_options = {
             **app.conf.broker_transport_options,

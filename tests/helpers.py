@@ -119,7 +119,7 @@ class Worker:
         """Whether the worker's main process answers Celery's remote-control ping; it does
         even while its pool process runs a task."""
         result = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "inspect", "ping",
+            [sys.executable, "-m", "celery", "-A", "webapp", "inspect", "ping",
              "--destination", self.name, "--timeout", str(timeout)],
             cwd=ROOT,
             env=self.env,
@@ -180,7 +180,7 @@ class Worker:
 def start_worker(
     env: dict[str, str], queues: str = "cpu,gpu", ready_timeout: float = 60
 ) -> Iterator[Worker]:
-    """Start `celery -A workers.celery_app worker` with `env`, wait until it answers Celery's
+    """Start `celery -A webapp worker` with `env`, wait until it answers Celery's
     remote-control ping through its broker, hand it over, and stop it on exit.
 
     Readiness uses the control ping, answered by the worker's main process, rather than the
@@ -193,7 +193,7 @@ def start_worker(
     log = Path(log_name)
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+            [sys.executable, "-m", "celery", "-A", "webapp", "worker",
              "--pool", "prefork", "--concurrency", "1", "--queues", queues,
              "--hostname", name, "--loglevel", "INFO",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],

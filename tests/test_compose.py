@@ -53,7 +53,7 @@ def test_the_gpu_worker_owns_one_gpu_runs_one_task_and_listens_only_on_gpu(confi
     worker = config["services"]["worker-gpu"]
     command = worker["command"]
 
-    assert command[:4] == ["celery", "-A", "workers.celery_app", "worker"]
+    assert command[:4] == ["celery", "-A", "webapp", "worker"]
     assert command[command.index("--queues") + 1] == "gpu"
     assert command[command.index("--concurrency") + 1] == "1"
     (device,) = worker["deploy"]["resources"]["reservations"]["devices"]

@@ -25,7 +25,7 @@ def test_workers_run_as_root_with_cap_sys_admin_for_the_sandbox(services, name):
     assert "seccomp=unconfined" not in worker["security_opt"]  # Docker's profile stays on
     # The merge with the sandbox's settings kept everything else.
     assert worker["environment"]["TROUPE_DATA_DIR"] == "/data"
-    assert worker["command"][:4] == ["celery", "-A", "workers.celery_app", "worker"]
+    assert worker["command"][:4] == ["celery", "-A", "webapp", "worker"]
 
 
 def test_the_web_server_gets_no_extra_privilege(services):

@@ -1,4 +1,7 @@
-"""Checkpoints of a run directory: save atomically, find the latest, restore.
+"""Checkpoints of a run directory: save atomically, restore, branch from another run's.
+
+Which checkpoints a run holds and where it resumes from is `trainer/checkpoint_index.py`
+(paths only, torch-free); this module writes and reads their contents.
 
 A checkpoint holds everything that determines the rest of the run: every policy's weights
 (adapters or full copies), optimizer and scheduler states, the coherence regulariser's EMA,
@@ -22,33 +25,31 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-_STEP_DIR = re.compile(r"^step-(\d+)$")
-_BEST_DIR = re.compile(r"^best-(\d+)$")
+from trainer.checkpoint_index import (
+    STATE_FILE,
+    CheckpointRef,
+    checkpoint_dir_name,
+    checkpoint_root,
+    latest_step_checkpoint,
+    parse_checkpoint,
+)
+
 BEST_FILE = "best.json"
 META_FILE = "meta.json"
+# What a branched run (`init_from`) may not change: the policies it loads would not fit.
+LAYOUT_FIELDS = ("workflow", "sharing", "model", "finetune", "lora_r", "lora_alpha", "lora_targets")
 
 
-def checkpoint_root(out_dir: str | Path) -> Path:
-    return Path(out_dir) / "checkpoints"
-
-
-def latest_checkpoint(out_dir: str | Path) -> Path | None:
-    root = checkpoint_root(out_dir)
-    if not root.is_dir():
-        return None
-    steps = sorted(
-        (int(m.group(1)), p)
-        for p in root.iterdir()
-        if (m := _STEP_DIR.match(p.name)) and (p / "state.pt").exists()
-    )
-    return steps[-1][1] if steps else None
+def _kind_dirs(root: Path, kind: str) -> list[Path]:
+    """Directories under `root` named like `kind` checkpoints (complete or not), by step."""
+    refs = [ref for p in root.iterdir() if (ref := parse_checkpoint(p)) and ref.kind == kind]
+    return [ref.path for ref in sorted(refs)]
 
 
 def save_checkpoint(
@@ -62,7 +63,7 @@ def save_checkpoint(
     """Save the step's state; `meta` (the best so far, the evaluations) goes in meta.json."""
     root = checkpoint_root(out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    target = root / f"step-{step:06d}"
+    target = root / checkpoint_dir_name("step", step)
     staging = root / f".tmp-step-{step:06d}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -72,13 +73,12 @@ def save_checkpoint(
         "policies": policies.state_dict(),
         "torch_rng": torch.get_rng_state(),
     }
-    torch.save(state, staging / "state.pt")
+    torch.save(state, staging / STATE_FILE)
     (staging / META_FILE).write_text(json.dumps({"step": step, **(meta or {})}))
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)  # atomic: a crash leaves either the old or the new checkpoint
-    old = sorted(p for p in root.iterdir() if _STEP_DIR.match(p.name))
-    for stale in old[:-keep]:
+    for stale in _kind_dirs(root, "step")[:-keep]:
         shutil.rmtree(stale, ignore_errors=True)
     _prune_best(root)
     return target
@@ -86,13 +86,62 @@ def save_checkpoint(
 
 def load_checkpoint(path: str | Path, policies, config_hash: str) -> int:
     """Restore policies in place; return the step the checkpoint was taken after."""
-    state = torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=False)
+    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
     if state["config_hash"] != config_hash:
         raise ValueError(
             f"checkpoint {path} belongs to a run with a different config "
             f"({state['config_hash']} != {config_hash}); use a fresh output directory"
         )
     policies.load_state_dict(state["policies"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["step"])
+
+
+def check_branch(ref: CheckpointRef, config) -> None:
+    """Refuse to branch `config` from `ref` when the parent's config (the `config.json` of the
+    run directory holding the checkpoint) differs in a field that shapes the policies.
+    Raises ConfigError naming the field, FileNotFoundError when the parent config is missing."""
+    from trainer.config import ConfigError, config_from_dict
+
+    parent_file = ref.path.parent.parent / "config.json"
+    try:
+        parent = config_from_dict(json.loads(parent_file.read_text()))
+    except (OSError, ValueError) as exc:
+        raise FileNotFoundError(
+            f"init_from: cannot read the parent run's config {parent_file}: {exc}"
+        ) from exc
+    errors = {
+        name: (
+            f"{getattr(config, name)!r} differs from {getattr(parent, name)!r} in the checkpoint "
+            f"{ref.path} it branches from; a branch keeps the parent's policy layout"
+        )
+        for name in LAYOUT_FIELDS
+        if getattr(config, name) != getattr(parent, name)
+    }
+    if errors:
+        raise ConfigError(errors)
+
+
+def load_branch(ref: CheckpointRef, policies, config) -> int:
+    """Start a branched run from another run's checkpoint: every policy's weights, optimizer,
+    scheduler and coherence EMA, and torch's RNG, whatever the parent's config hash. The
+    optimizers' learning rates are then re-derived from this run's `lr` and schedule, so a
+    branch that changes them uses its own from its first step (a control continuation gets
+    the very values the parent had). Returns the step the checkpoint was taken after."""
+    check_branch(ref, config)
+    try:
+        state = torch.load(ref.path / STATE_FILE, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise FileNotFoundError(f"init_from: cannot read {ref.path / STATE_FILE}: {exc}") from exc
+    policies.load_state_dict(state["policies"])
+    for name in policies.names:
+        scheduler = policies.scheduler(name)
+        scheduler.base_lrs = [config.lr for _ in scheduler.base_lrs]
+        for group, factor in zip(scheduler.optimizer.param_groups, scheduler.lr_lambdas):
+            group["initial_lr"] = config.lr
+            group["lr"] = config.lr * factor(scheduler.last_epoch)
+        # what get_last_lr() reports (logged as policy/<name>/lr) until the next step
+        scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
     torch.set_rng_state(state["torch_rng"])
     return int(state["step"])
 
@@ -123,7 +172,7 @@ def keep_best(
         return best
     root = checkpoint_root(out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    name = f"best-{step:06d}"
+    name = checkpoint_dir_name("best", step)
     staging = root / f".tmp-{name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -134,7 +183,7 @@ def keep_best(
         "policies": policies.state_dict(),
         "torch_rng": torch.get_rng_state(),
     }
-    torch.save(state, staging / "state.pt")
+    torch.save(state, staging / STATE_FILE)
     if (root / name).exists():
         shutil.rmtree(root / name)
     staging.rename(root / name)
@@ -166,12 +215,12 @@ def _prune_best(root: Path) -> None:
     wanted = set()
     if (root / BEST_FILE).exists():
         wanted.add(json.loads((root / BEST_FILE).read_text())["path"])
-    newest = latest_checkpoint(root.parent)
-    if newest is not None and (newest / META_FILE).exists():
-        if best := json.loads((newest / META_FILE).read_text()).get("best"):
+    newest = latest_step_checkpoint(root.parent)
+    if newest is not None and (newest.path / META_FILE).exists():
+        if best := json.loads((newest.path / META_FILE).read_text()).get("best"):
             wanted.add(best["path"])
-    for path in root.iterdir():
-        if _BEST_DIR.match(path.name) and path.name not in wanted:
+    for path in _kind_dirs(root, "best"):
+        if path.name not in wanted:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -180,17 +229,17 @@ def resolve_checkpoint(out_dir: str | Path | None, which: str) -> Path:
     or a path. Raises FileNotFoundError saying what is missing."""
     if which not in ("best", "latest"):
         path = Path(which)
-        if not (path / "state.pt").exists():
-            raise FileNotFoundError(f"{path} is not a checkpoint directory (no state.pt)")
+        if not (path / STATE_FILE).exists():
+            raise FileNotFoundError(f"{path} is not a checkpoint directory (no {STATE_FILE})")
         return path
     if out_dir is None:
         raise ValueError(f"--checkpoint {which} needs --out DIR, the run's directory")
     if which == "latest":
-        found = latest_checkpoint(out_dir)
+        found = latest_step_checkpoint(out_dir)
         if found is None:
             raise FileNotFoundError(f"{out_dir} holds no checkpoint yet")
-        return found
+        return found.path
     best = read_best(out_dir)
-    if best is None or not (checkpoint_root(out_dir) / best["path"] / "state.pt").exists():
+    if best is None or not (checkpoint_root(out_dir) / best["path"] / STATE_FILE).exists():
         raise FileNotFoundError(f"{out_dir} holds no best checkpoint yet (saved at evaluations)")
     return checkpoint_root(out_dir) / best["path"]

@@ -63,15 +63,14 @@ class ProgressReporter(NullReporter):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from trainer.checkpoint import latest_checkpoint
+    from trainer.checkpoint_index import first_logged_step
     from trainer.train import train
 
     config = _config(args)
     out = Path(args.out)
     reporter = ProgressReporter(out, config.steps)
-    ckpt = latest_checkpoint(out)
-    # Points logged after the checkpoint we resume from will be logged again: drop them.
-    reporter.jsonl.truncate_after(int(ckpt.name.split("-")[1]) if ckpt else -1)
+    # Points from the step the run logs first on will be logged again: drop them.
+    reporter.jsonl.truncate_after(first_logged_step(out, config.init_from) - 1)
     result = train(config, out, reporter)
     reporter.bar.close()
     print(json.dumps({**result, "out": str(out)}))
@@ -107,7 +106,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     if checkpoint is not None:
         from trainer.checkpoint import load_checkpoint
-        from trainer.policies import PolicySet, policy_names
+        from trainer.policies import PolicySet
+        from trainer.routing import policy_names
 
         policies = PolicySet(loaded.model, config, policy_names(config))
         step = load_checkpoint(checkpoint, policies, config.hash())
@@ -128,7 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from trainer.analyze_cli import analyze_dirs, format_report
+    from trainer.run_report import analyze_dirs, format_report
 
     results = analyze_dirs(args.dirs)
     print(format_report(results, as_json=args.json))
@@ -163,8 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="a run directory: evaluate with its config.json")
     ev.set_defaults(func=cmd_eval)
     an = sub.add_parser("analyze", help="peaks, cliffs and gradient amplification of run dirs")
-    an.add_argument("dirs", nargs="+")
-    an.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    an.add_argument(
+        "dirs", nargs="+", metavar="DIR", help="run directories (config.json + metrics.jsonl)"
+    )
+    an.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     an.set_defaults(func=cmd_analyze)
     bm = sub.add_parser("build-model", help="warm-start and cache built-in tiny models now")
     bm.add_argument("names", nargs="+", choices=["tiny-s", "tiny-m", "tiny-l"])

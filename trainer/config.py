@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-WORKFLOWS = ("single", "voting", "eval_opt", "orch_workers")
+# The workflows, their roles and the sharing modes are defined once, in trainer/routing.py.
+from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
+
 TASKS = ("math", "code")
-SHARING = ("shared", "per_role", "per_agent")
 FINETUNE = ("lora", "full")
 SCHEDULES = ("cosine", "linear", "constant")
 LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -41,14 +42,6 @@ MATRIX_AXES = ("workflow", "task", "model", "sharing", "seed")
 INT_MAX = 2**31 - 1
 MAX_TEXT = 200
 MAX_RUNS_PER_EXPERIMENT = 1000
-
-# Roles of each workflow, in the order their turns first appear (DESIGN.md §4).
-WORKFLOW_ROLES = {
-    "single": ("solver",),
-    "voting": ("generator", "aggregator"),
-    "eval_opt": ("generator", "evaluator"),
-    "orch_workers": ("orchestrator", "worker", "synthesizer"),
-}
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -168,6 +161,12 @@ class Config:
         "eval",
         minimum=0,
     )
+    init_from: str = _f(
+        "",
+        "Branch: start from this checkpoint directory of another run (…/checkpoints/step-NNNNNN "
+        "or best-NNNNNN) when the run has none of its own; empty = from the base model",
+        "eval",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -196,7 +195,7 @@ class Config:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
 # name -> default of fields added after the first runs were stored (see Config.hash)
-_LATER_FIELDS = {"stop_after_cliff": 0, "eval_samples": 1}
+_LATER_FIELDS = {"stop_after_cliff": 0, "init_from": "", "eval_samples": 1}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.
@@ -431,8 +430,6 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         errors["kl_beta_per_role"] = "KL coefficients must be at least 0"
     if any(v < 1 or v != int(v) for v in config.max_new_tokens_per_role.values()):
         errors["max_new_tokens_per_role"] = "token limits must be whole numbers of at least 1"
-    if config.group_key == "problem_agent" and config.workflow == "single":
-        pass  # one agent per role: identical to problem_role, allowed
     if config.lora_targets != "all-linear" and not all(
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):

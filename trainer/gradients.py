@@ -3,7 +3,7 @@
 The update (trainer/update.py) runs a policy's turns in segments — ordered by role, then by
 agent within the role — and accumulates every micro-batch's gradient in `.grad`. Because the
 loss is a sum of per-sequence contributions over a normaliser fixed for the whole optimizer
-batch (trainer/grpo.py), the gradient a segment adds to `.grad` is exactly the gradient of its
+batch (trainer/loss.py), the gradient a segment adds to `.grad` is exactly the gradient of its
 own share of the loss. `GradientTracker.end_segment` snapshots the accumulated `.grad` (as one
 flat fp32 vector) after each agent segment; the difference of consecutive snapshots is that
 agent's gradient, and a role's gradient is the sum of its agents'. From these vectors come the

@@ -1,9 +1,7 @@
-"""The trainable policies of a run and the routing from agents to them (DESIGN.md §4).
+"""The trainable policies of a run (DESIGN.md §4).
 
-`sharing` decides how many policies there are and which one an agent's turns use:
-`shared` → one policy called "shared"; `per_role` → one per role, named after it; `per_agent`
-→ one per agent instance, named after it. The routing is plain data (`agent_policy`), so the
-rollout, the update and the metrics all agree on it.
+Which policies a run has and which one an agent's turns use is `trainer/routing.py` (plain
+data, torch-free; re-exported here), so the rollout, the update and the metrics all agree.
 
 A `PolicySet` owns those policies on top of ONE base model:
 
@@ -30,8 +28,7 @@ from __future__ import annotations
 
 import copy
 import math
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,55 +36,7 @@ import torch
 from torch import nn
 
 from trainer.config import Config
-
-# ---------------------------------------------------------------------------------------------
-# Routing: agent -> policy
-# ---------------------------------------------------------------------------------------------
-
-
-def workflow_agents(config: Config) -> list[str]:
-    """The agents of `config.workflow`, in the order they first act (DESIGN.md §4)."""
-    if config.workflow == "single":
-        return ["solver"]
-    if config.workflow == "voting":
-        return [f"generator{i}" for i in range(config.n_voters)] + ["aggregator"]
-    if config.workflow == "eval_opt":
-        return ["generator", "evaluator"]
-    if config.workflow == "orch_workers":
-        workers = [f"worker{i}" for i in range(config.max_subtasks)]
-        return ["orchestrator", *workers, "synthesizer"]
-    raise ValueError(f"unknown workflow {config.workflow!r}")
-
-
-def role_of(agent: str) -> str:
-    """The role an agent instantiates: its name without the trailing instance number."""
-    return re.sub(r"\d+$", "", agent)
-
-
-def agent_policy(config: Config, agent: str, role: str) -> str:
-    """The policy whose weights generate `agent`'s turns under `config.sharing`."""
-    if config.sharing == "shared":
-        return "shared"
-    if config.sharing == "per_role":
-        return role
-    if config.sharing == "per_agent":
-        return agent
-    raise ValueError(f"unknown sharing mode {config.sharing!r}")
-
-
-def policy_names(config: Config, agents: Sequence[str] | None = None) -> list[str]:
-    """Every policy of a run, in a stable order (roles/agents in workflow order).
-
-    `agents` defaults to `workflow_agents(config)`; pass the workflow's own list when it differs.
-    """
-    agents = list(agents) if agents is not None else workflow_agents(config)
-    names: list[str] = []
-    for agent in agents:
-        name = agent_policy(config, agent, role_of(agent))
-        if name not in names:
-            names.append(name)
-    return names
-
+from trainer.routing import agent_policy, policy_names, role_of, workflow_agents  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # Learning-rate schedule

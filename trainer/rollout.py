@@ -22,7 +22,7 @@ import torch
 
 from trainer.config import Config
 from trainer.episode import Episode, Turn
-from trainer.policies import agent_policy
+from trainer.routing import agent_policy
 from trainer.sampling import generate, row_seed
 from trainer.tasks.base import Problem, Task
 from trainer.workflows import Context, Outcome, Request, runner

@@ -5,15 +5,22 @@ parameters) small enough to train with RL on two CPU cores. A random model canno
 workflow, so each is warm-started by a short, deterministic supervised pass on the synthetic
 role transcripts of `trainer/transcripts.py` (math and code, every role of every workflow).
 The result is cached under `$TROUPE_DATA_DIR/models/<name>-<hash>/`, keyed by a hash of
-everything that determines it (architecture, recipe, seed, the source of the modules that
-write the corpus and train on it, library versions that change numerics), built on first use
-with a progress bar and reused after. A file lock keeps two workers from building the same
-model at once.
+everything that determines it, built on first use with a progress bar and reused after. A file
+lock keeps two workers from building the same model at once.
+
+The cache key hashes what the model is trained on, not the code that writes it: the corpus
+itself (every (prompt, completion) pair, as JSON), this module's source (the tokenizer and the
+SFT loop), the architecture, `RECIPE`, `RECIPE_VERSION` and the library versions that change
+numerics. So a refactor of tasks, prompts or transcripts that leaves the corpus byte-identical
+keeps the cached model (and proves it changed no behaviour), while any edit that changes one
+character of the corpus builds a new one. The corpus digest takes a few seconds; it is
+computed once a process.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -53,21 +60,10 @@ SPECS = {
         head_dim=48,
     ),
 }
-# The warm-start recipe. Edits to RECIPE_SOURCES change the cache key by themselves; change
-# RECIPE_VERSION for anything else that changes the model.
+# The warm-start recipe. The corpus and this module's source are in the cache key by
+# themselves; change RECIPE_VERSION for anything else that changes the model (e.g. a change
+# in how `trainer.models` loads it).
 RECIPE_VERSION = 1
-# The modules whose code makes the corpus (problems, prompts, transcripts) and trains on it.
-# Their source is part of the cache key: a model cached before an edit to them is never reused
-# after it, at the price of a rebuild after a mere comment change.
-RECIPE_SOURCES = (
-    "tiny.py",
-    "transcripts.py",
-    "workflows/prompts.py",
-    "tasks/base.py",
-    "tasks/math.py",
-    "tasks/code.py",
-    "tasks/answers.py",
-)
 RECIPE = dict(
     vocab_size=320,
     problems_per_task=3000,
@@ -96,7 +92,8 @@ def recipe_hash(name: str) -> str:
             "spec": SPECS[name],
             "recipe": RECIPE,
             "version": RECIPE_VERSION,
-            "sources": _sources_digest(),
+            "corpus": corpus_digest(),
+            "source": _own_source_digest(),
             "torch": torch.__version__.split("+")[0],
             "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__,
@@ -106,12 +103,30 @@ def recipe_hash(name: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def _sources_digest(root: Path = Path(__file__).resolve().parent) -> str:
-    """A hash of RECIPE_SOURCES as they are under `root` (the trainer package)."""
-    digest = hashlib.sha256()
-    for name in RECIPE_SOURCES:
-        digest.update(name.encode() + b"\0" + (root / name).read_bytes())
-    return digest.hexdigest()
+@functools.cache
+def warm_start_corpus() -> tuple[tuple[str, str], ...]:
+    """The (prompt, completion) pairs every tiny model is warm-started on (math and code)."""
+    from trainer.tasks import load_task
+    from trainer.transcripts import corpus
+
+    seed = RECIPE["seed"]
+    n = RECIPE["problems_per_task"]
+    math_train = load_task("math", "synthetic", seed=0).sample("train", n, seed)
+    code_train = load_task("code", "synthetic", seed=0).sample("train", n, seed)
+    return tuple((p, c) for p, c in corpus(math_train, code_train, seed))
+
+
+@functools.cache
+def corpus_digest() -> str:
+    """sha256 of the warm-start corpus as JSON: the part of the cache key that says what the
+    model learns from, whatever code writes it."""
+    blob = json.dumps(warm_start_corpus(), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _own_source_digest(path: Path = Path(__file__).resolve()) -> str:
+    """sha256 of this module (tokenizer training, encoding and the SFT loop live here)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def model_dir(name: str) -> Path:
@@ -172,14 +187,8 @@ def build_tiny_model(
     """Tokenizer + model + warm-start SFT, saved with `save_pretrained` into `out`."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from trainer.tasks import load_task
-    from trainer.transcripts import corpus
-
     seed = RECIPE["seed"]
-    n = RECIPE["problems_per_task"]
-    math_train = load_task("math", "synthetic", seed=0).sample("train", n, seed)
-    code_train = load_task("code", "synthetic", seed=0).sample("train", n, seed)
-    examples = corpus(math_train, code_train, seed)
+    examples = list(warm_start_corpus())
     tokenizer = train_tokenizer([p + c for p, c in examples], RECIPE["vocab_size"])
 
     torch.manual_seed(seed)

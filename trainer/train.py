@@ -13,6 +13,9 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
 - The gradient each role and each agent puts on each policy is measured exactly, under every
   sharing mode, from snapshots between micro-batch segments (`trainer/gradients.py`).
 - Evaluation at step 0 is the base model; then every `eval_every` steps and at the end.
+  A run branched from another run's checkpoint (`init_from`, step s) loads its whole state,
+  evaluates at step s first and trains s+1…`steps`; its own checkpoints go to its own
+  directory, and once it has one it resumes from it.
   After each, the best policies so far by `eval/accuracy` are kept as the `best` checkpoint
   (`trainer/checkpoint.py`; logged as `ckpt/best_step` and `ckpt/best_accuracy`), and with
   `stop_after_cliff` N the run ends N evaluations after a confirmed cliff
@@ -36,18 +39,21 @@ import torch
 
 from trainer.advantages import compute_advantages
 from trainer.checkpoint import (
+    check_branch,
     keep_best,
-    latest_checkpoint,
+    load_branch,
     load_checkpoint,
     restore_meta,
     save_checkpoint,
 )
+from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, config_from_dict
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
-from trainer.policies import PolicySet, policy_names
+from trainer.policies import PolicySet
 from trainer.reporting import NullReporter, Reporter
 from trainer.rollout import Codec, make_prompts, rollout
+from trainer.routing import policy_names
 from trainer.stop_policy import cliff_stop_reason
 from trainer.tasks import load_task
 from trainer.update import update_policies
@@ -110,6 +116,9 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     reporter = reporter or NullReporter()
     started = time.perf_counter()
     out = prepare_out_dir(config, out_dir)
+    start = resume_point(out, config.init_from)
+    if start is not None and not is_own(start, out):
+        check_branch(start, config)  # refuse a layout change before loading anything
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
@@ -121,21 +130,28 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     eval_set = held_out(task, config.eval_problems)
     env = dict(policies=policies, codec=codec, prompts=prompts, task=task)
 
-    done = 0
-    if (ckpt := latest_checkpoint(out)) is not None:
-        done = load_checkpoint(ckpt, policies, config.hash())
-    # The best checkpoint and the evaluations as the checkpoint resumed from knew them.
-    known = restore_meta(out, ckpt)
+    done, own = 0, None
+    if start is not None and is_own(start, out):
+        own = start.path
+        done = load_checkpoint(own, policies, config.hash())
+    elif start is not None:  # a branch: another run's checkpoint, this run's config
+        done = load_branch(start, policies, config)
+    # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
+    # branch starts with none: its curve and its best begin at the branch point).
+    known = restore_meta(out, own)
     best, evals = known["best"], known["evals"]
-    if done == 0:
-        reporter.on_status("Evaluating the base model (step 0)")
+    if own is None:
+        what = "the base model" if start is None else f"the checkpoint {start.path.name}"
+        reporter.on_status(f"Evaluating {what} (step {done})")
         t0 = time.perf_counter()
+        rng = torch.get_rng_state()
         result = evaluate(config, problems=eval_set, **env)
-        record_per_problem(out, 0, result)
-        best = keep_best(out, best, 0, result["accuracy"], policies, config.hash())
-        evals.append((0, result["accuracy"]))
+        torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
+        record_per_problem(out, done, result)
+        best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
+        evals.append((done, result["accuracy"]))
         reporter.log(
-            0,
+            done,
             {
                 **_eval_metrics(result),
                 **_best_metrics(best),

@@ -22,7 +22,7 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   their norms, shares and cosines are exact and need no extra backward pass. `instrument=False`
   skips this (the parameters come out bit-identical either way when the coherence regulariser
   is off). The loss of a micro-batch is a sum over its sequences divided by the normaliser of
-  the whole optimizer batch (trainer/grpo.py), so accumulation is exact.
+  the whole optimizer batch (trainer/loss.py), so accumulation is exact.
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
@@ -68,7 +68,7 @@ from trainer.gradients import (
     coherence_scales,
     vectors_needed,
 )
-from trainer.grpo import grpo_loss, loss_normalizer, make_batch, token_logprobs
+from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
 from trainer.policies import PolicySet
 
 Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
@@ -96,7 +96,7 @@ def split_mini_batches(turns: list[Turn], n: int, config: Config) -> list[list[T
 
 
 def batch_normalizer(turns: list[Turn], config: Config) -> float:
-    """The loss normaliser of one optimizer batch (trainer/grpo.py)."""
+    """The loss normaliser of one optimizer batch (trainer/loss.py)."""
     tokens = sum(len(t.completion_ids) for t in turns)
     return loss_normalizer(config.loss_agg, len(turns), tokens, config.max_new_tokens)
 

@@ -91,7 +91,7 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Celery (read by workers/celery_app.py through the CELERY_ namespace)
+# Celery (read by webapp/celery.py through the CELERY_ namespace)
 
 # A task that is not acknowledged within this many seconds is handed to another worker, so it
 # must exceed the longest run (runs acknowledge when they finish: task_acks_late).

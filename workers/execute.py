@@ -68,19 +68,23 @@ def train_run(run: Run) -> dict[str, Any]:
     reporter.start()
     started = time.perf_counter()
     try:
-        from trainer.checkpoint import latest_checkpoint
+        from trainer.checkpoint_index import first_logged_step, is_own, resume_point
         from trainer.config import config_from_dict
         from trainer.train import train
 
         config = config_from_dict(run.config)
-        checkpoint = latest_checkpoint(out)
-        resume_step = int(checkpoint.name.rsplit("-", 1)[1]) if checkpoint else None
-        # The resumed run logs every step after its checkpoint again (the base-model
-        # evaluation too when there is none): drop what an earlier attempt stored for them.
-        MetricPoint.objects.filter(
-            run_id=run.id, step__gt=-1 if resume_step is None else resume_step
-        ).delete()
-        where = f"resuming from the checkpoint of step {resume_step}" if checkpoint else "starting"
+        start = resume_point(out, config.init_from)
+        # The run logs every step from `first` on again (after its own checkpoint; from the
+        # branch point, or the base-model evaluation, when it has none): drop what an earlier
+        # attempt stored for them.
+        first = first_logged_step(out, config.init_from)
+        MetricPoint.objects.filter(run_id=run.id, step__gte=first).delete()
+        if start is None:
+            where = "starting"
+        elif is_own(start, out):
+            where = f"resuming from the checkpoint of step {start.step}"
+        else:
+            where = f"branching from {start.path} (step {start.step})"
         reporter.line(f"Worker {run.worker} took the run (attempt {run.attempts}), {where}.")
         result = train(config, out, reporter)
     except Exception as exc:

@@ -4,7 +4,8 @@ Only ids travel in messages; the database is the truth. Task bodies import what 
 inside the function — the trainer, and so torch, only in the pool process that runs a run —
 so the worker's parent process never loads torch nor initialises CUDA, and a client that only
 sends tasks (`python -m workers.ping`) needs no Django set-up. Importing this module also
-connects the stale-run sweep to worker start-up (`workers/sweep.py`).
+connects the stale-run sweep (`workers/sweep.py`) and the sandbox report
+(`workers/sandbox_report.py`) to worker start-up.
 
 `execute_run(run_id)` claims the run with a conditional UPDATE, trains it and records the
 outcome (`workers/execute.py`). Only named transient errors are retried: the database being
@@ -14,8 +15,10 @@ marks the run failed with its type, message and traceback.
 
 import os
 
-from workers import sweep  # noqa: F401  (connects the stale-run sweep to worker start-up)
-from workers.celery_app import app
+from webapp.celery import app
+
+# Imported for what they connect to worker start-up: the stale-run sweep, the sandbox report.
+from workers import sandbox_report, sweep  # noqa: F401
 
 
 @app.task(bind=True)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from trainer import analyze_cli
+from trainer import run_report
 from trainer.analysis import (
     amplification_baseline,
     amplification_onset,
@@ -21,6 +21,7 @@ from trainer.analysis import (
     summarize_cells,
     summarize_run,
 )
+from trainer.cli import main as trainer_cli
 
 STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80]
 # base .2, peak .7 at 30, θ = max(.1, .5 × .5) = .25, threshold .45; final = mean(.25, .2, .2).
@@ -479,7 +480,7 @@ def _write_run(path, seed, accuracy, steps=9, sharing="per_role"):
 
 def test_analyze_dirs_summarises_each_run_directory(tmp_path):
     _write_run(tmp_path / "a", 0, CLIFF, steps=80)
-    results = analyze_cli.analyze_dirs([tmp_path / "a"])
+    results = run_report.analyze_dirs([tmp_path / "a"])
     (run,) = results
     assert run["name"] == "a" and run["seed"] == 0 and run["complete"] is True
     assert run["cell"] == {
@@ -499,7 +500,7 @@ def test_analyze_dirs_summarises_each_run_directory(tmp_path):
 def test_analyze_treats_a_short_run_as_running_and_null_as_missing(tmp_path):
     accuracy = CLIFF[:6] + [None, None, None]  # cliff so far: only .3 at step 50
     _write_run(tmp_path / "b", 1, accuracy, steps=500)
-    (run,) = analyze_cli.analyze_dirs([tmp_path / "b"])
+    (run,) = run_report.analyze_dirs([tmp_path / "b"])
     assert run["complete"] is False and run["last_step"] == 80
     assert run["summary"]["accuracy"]["n_evals"] == 6
     assert run["summary"]["accuracy"]["cliff_status"] == "none"
@@ -508,18 +509,18 @@ def test_analyze_treats_a_short_run_as_running_and_null_as_missing(tmp_path):
 def test_format_report_prints_runs_cells_and_json(tmp_path):
     _write_run(tmp_path / "s0", 0, CLIFF, steps=80)
     _write_run(tmp_path / "s1", 1, [0.2, 0.4, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7], steps=80)
-    results = analyze_cli.analyze_dirs([tmp_path / "s0", tmp_path / "s1", tmp_path / "nope"])
-    text = analyze_cli.format_report(results)
+    results = run_report.analyze_dirs([tmp_path / "s0", tmp_path / "s1", tmp_path / "nope"])
+    text = run_report.format_report(results)
     assert "s0" in text and "yes @50" in text and "generator @3 (lead +47)" in text
     assert "error: no metrics.jsonl" in text
     assert "gain [95% CI]" in text and "1/2" in text  # the cell table: one cliff in two seeds
-    data = json.loads(analyze_cli.format_report(results, as_json=True))
+    data = json.loads(run_report.format_report(results, as_json=True))
     assert [r["name"] for r in data["runs"]] == ["s0", "s1", "nope"]
     assert data["cells"][0]["n_seeds"] == 2 and data["cells"][0]["cliff_fraction"] == 0.5
 
 
 def test_analyze_command_exits_nonzero_when_a_directory_fails(tmp_path, capsys):
     _write_run(tmp_path / "a", 0, CLIFF, steps=80)
-    assert analyze_cli.main([str(tmp_path / "a"), "--json"]) == 0
+    assert trainer_cli(["analyze", str(tmp_path / "a"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"][0]["seed"] == 0
-    assert analyze_cli.main([str(tmp_path / "missing")]) == 1
+    assert trainer_cli(["analyze", str(tmp_path / "missing")]) == 1

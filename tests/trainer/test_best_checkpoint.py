@@ -15,7 +15,8 @@ import pytest
 
 import trainer.train
 from tests.trainer.test_train import _cli, small
-from trainer.checkpoint import checkpoint_root, latest_checkpoint, read_best, restore_meta
+from trainer.checkpoint import checkpoint_root, read_best, restore_meta
+from trainer.checkpoint_index import latest_step_checkpoint
 from trainer.config import ConfigError, make_config
 from trainer.reporting import ListReporter
 from trainer.stop_policy import cliff_stop_reason
@@ -79,11 +80,11 @@ def test_a_resumed_run_knows_its_best_and_forgets_one_from_after_its_checkpoint(
     with pytest.raises(RuntimeError, match="died at step 4"):
         train(config, tmp_path, ListReporter())
     # Died after saving the step-3 best, with the step-2 checkpoint the newest.
-    assert latest_checkpoint(tmp_path).name == "step-000002"
+    assert latest_step_checkpoint(tmp_path).step == 2
     assert read_best(tmp_path)["step"] == 3
     assert best_dirs(tmp_path) == ["best-000002", "best-000003"]
 
-    known = restore_meta(tmp_path, latest_checkpoint(tmp_path))
+    known = restore_meta(tmp_path, latest_step_checkpoint(tmp_path).path)
 
     assert known == {
         "best": {"step": 2, "accuracy": 0.3, "path": "best-000002"},
@@ -171,10 +172,9 @@ def test_stop_after_cliff_is_validated_and_left_out_of_the_hash_when_off():
     with pytest.raises(ConfigError) as error:
         make_config("cpu-demo", stop_after_cliff=-1)
     assert error.value.errors == {"stop_after_cliff": "-1 must be at least 0"}
-    off = make_config("cpu-demo", eval_samples=1)  # eval_samples: a later field too, off
-    before = {
-        k: v for k, v in off.to_dict().items() if k not in ("stop_after_cliff", "eval_samples")
-    }
+    off = make_config("cpu-demo", eval_samples=1)  # eval_samples off too
+    later = ("stop_after_cliff", "init_from", "eval_samples")  # fields added since; all off
+    before = {k: v for k, v in off.to_dict().items() if k not in later}
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert off.hash() == hashlib.sha256(blob).hexdigest()[:16]  # as before the field existed
     assert make_config("cpu-demo", stop_after_cliff=2).hash() != off.hash()

@@ -19,7 +19,7 @@ from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.gradients import GradientTracker, coherence_scales
-from trainer.grpo import grpo_loss, make_batch, token_logprobs
+from trainer.loss import grpo_loss, make_batch, token_logprobs
 from trainer.policies import PolicySet, agent_policy, policy_names
 from trainer.update import batch_normalizer, update_policies
 

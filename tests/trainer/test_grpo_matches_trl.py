@@ -21,7 +21,7 @@ from trl import GRPOConfig, GRPOTrainer
 from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
 from trainer.episode import Turn
-from trainer.grpo import token_logprobs
+from trainer.loss import token_logprobs
 from trainer.policies import PolicySet
 from trainer.update import accumulate_gradients
 

@@ -3,9 +3,6 @@ and the cache key of the built-in tiny models."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -107,17 +104,20 @@ def test_a_directory_without_a_model_is_rejected_clearly(tmp_path):
         load_model(str(tmp_path), "cpu")
 
 
-def test_an_edit_to_the_code_that_writes_the_corpus_changes_the_tiny_models_cache_key(tmp_path):
-    package = Path(tiny.__file__).parent
-    for name in tiny.RECIPE_SOURCES:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(package / name, tmp_path / name)
-    assert tiny._sources_digest(tmp_path) == tiny._sources_digest()  # the same code
+def test_a_change_to_the_corpus_changes_the_tiny_models_cache_key():
+    from trainer import transcripts
 
-    transcripts = tmp_path / "transcripts.py"
-    edited = transcripts.read_text().replace("P_AGGREGATE = 0.85", "P_AGGREGATE = 0.9")
-    assert edited != transcripts.read_text()
-    transcripts.write_text(edited)
-
-    assert tiny._sources_digest(tmp_path) != tiny._sources_digest()  # a model built before
-    # the edit is not the one the edited recipe would build: it must not be reused
+    before = tiny.recipe_hash("tiny-s")
+    saved = transcripts.P_AGGREGATE
+    try:
+        transcripts.P_AGGREGATE = 0.9  # aggregators follow the majority a bit more often
+        tiny.warm_start_corpus.cache_clear()
+        tiny.corpus_digest.cache_clear()
+        edited = tiny.recipe_hash("tiny-s")
+    finally:
+        transcripts.P_AGGREGATE = saved
+        tiny.warm_start_corpus.cache_clear()
+        tiny.corpus_digest.cache_clear()
+    # a model built on the old corpus is not the one the edited recipe would build
+    assert edited != before
+    assert tiny.recipe_hash("tiny-s") == before  # the same corpus, the same key

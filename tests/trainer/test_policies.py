@@ -7,7 +7,8 @@ import torch
 
 from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
-from trainer.policies import PolicySet, agent_policy, lr_factor, policy_names, workflow_agents
+from trainer.policies import PolicySet, lr_factor
+from trainer.routing import agent_policy, policy_names, workflow_agents
 
 
 def config_for(**values):

@@ -1,5 +1,5 @@
 """The panel's callbacks, called as plain functions on a real database holding the demo
-experiment (webapp/dashboards/fixtures.py): each returns the traces, rows and state its view
+experiment (webapp/experiments/demo.py): each returns the traces, rows and state its view
 needs — including the known cliff of `cliff_run` and the known capture of `capture_run`."""
 
 import uuid
@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from webapp.dashboards import data, state, tables
-from webapp.dashboards.fixtures import LEAD, build_demo_experiment
-from webapp.dashboards.pages import curves, gradients, home, matrix
+from webapp.dashboards.pages import compare, gradients, home, matrix
+from webapp.experiments.demo import LEAD, build_demo_experiment
 from webapp.experiments.models import Run
 from webapp.experiments.summaries import clear_cache
 
@@ -136,7 +136,7 @@ def test_an_unknown_experiment_draws_nothing(demo, viewer):
 def test_nobody_signed_in_sees_nothing(demo):
     figure, table, _, _ = matrix.update_matrix(demo.experiment.id, "gain", 0)
     assert read_table(table, tables.CELL_COLUMNS) == [] and not traces(figure, type="heatmap")
-    assert curves.run_options([demo.cliff_run.id]) == []
+    assert compare.run_options([demo.cliff_run.id]) == []
 
 
 # --- curves ---------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
         experiment=demo.experiment, workflow="voting", task="math", model="tiny-s",
         sharing="per_role",
     ).values_list("id", flat=True))  # fmt: skip
-    figure, table, _, timer_off, links = curves.update_curves(
+    figure, table, _, timer_off, links = compare.update_compare(
         cell, "eval/accuracy", "0", "sharing", 0
     )
     rows = read_table(table, tables.RUN_COLUMNS)
@@ -171,8 +171,8 @@ def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
 
 def test_curves_colour_runs_by_sharing_mode_or_by_seed(demo, viewer):
     runs = [demo.cliff_run.id, demo.capture_run.id]  # per_role and shared, both seed 0
-    by_sharing = curves.update_curves(runs, "eval/accuracy", "0", "sharing", 0)[0]
-    by_seed = curves.update_curves(runs, "eval/accuracy", "0", "seed", 0)[0]
+    by_sharing = compare.update_compare(runs, "eval/accuracy", "0", "sharing", 0)[0]
+    by_seed = compare.update_compare(runs, "eval/accuracy", "0", "seed", 0)[0]
 
     def line_colours(figure):
         return [t.line.color for t in figure.data if t.mode == "lines+markers"]
@@ -183,7 +183,7 @@ def test_curves_colour_runs_by_sharing_mode_or_by_seed(demo, viewer):
 
 
 def test_smoothing_draws_the_smoothed_line_over_the_faint_raw_one(demo, viewer):
-    figure = curves.update_curves([demo.capture_run.id], "train/reward", "9", "sharing", 0)[0]
+    figure = compare.update_compare([demo.capture_run.id], "train/reward", "9", "sharing", 0)[0]
 
     raw, smooth = [t for t in figure.data if t.x is not None and t.x[0] is not None]
     assert raw.opacity == 0.3 and smooth.opacity is None
@@ -192,13 +192,13 @@ def test_smoothing_draws_the_smoothed_line_over_the_faint_raw_one(demo, viewer):
 
 
 def test_any_logged_metric_can_be_drawn(demo, viewer):
-    options = [o["value"] for o in curves.key_options([demo.cliff_run.id])]
+    options = [o["value"] for o in compare.key_options([demo.cliff_run.id])]
     assert options[0] == "eval/accuracy"
     assert {"train/reward", "role/generator/grad_norm", "grad_cos/generator0|generator1"} <= set(
         options
     )
 
-    figure = curves.update_curves([demo.cliff_run.id], "train/entropy", "0", "sharing", 0)[0]
+    figure = compare.update_compare([demo.cliff_run.id], "train/entropy", "0", "sharing", 0)[0]
     (line,) = [t for t in figure.data if t.mode == "lines"]
     assert len(line.x) == STEPS
     assert demo.cliff_onset in [shape.x0 for shape in figure.layout.shapes]  # still marked
@@ -207,7 +207,7 @@ def test_any_logged_metric_can_be_drawn(demo, viewer):
 def test_a_long_selection_draws_its_first_runs_and_tables_them_all(demo, viewer, monkeypatch):
     monkeypatch.setattr("webapp.dashboards.figures.MAX_CURVES", 2)
     run_ids = list(demo.experiment.runs.values_list("id", flat=True)[:3])
-    figure, table, status, _, _ = curves.update_curves(run_ids, "eval/accuracy", "0", "seed", 0)
+    figure, table, status, _, _ = compare.update_compare(run_ids, "eval/accuracy", "0", "seed", 0)
 
     assert len([t for t in figure.data if t.mode == "lines+markers"]) == 2
     assert len(read_table(table, tables.RUN_COLUMNS)) == 3
@@ -227,11 +227,11 @@ def test_long_series_are_downsampled_keeping_their_extremes(demo, viewer):
 
 
 def test_the_curves_tables_and_series_download_as_csv(demo, viewer):
-    table = curves.download_table(1, [demo.cliff_run.id])["content"].splitlines()
+    table = compare.download_table(1, [demo.cliff_run.id])["content"].splitlines()
     assert table[0].startswith("run,workflow,task,model,sharing,seed,status")
     assert table[1].startswith(f"{demo.cliff_run.id},voting,math,tiny-s,per_role,0,succeeded")
 
-    series = curves.download_series(1, [demo.cliff_run.id], "eval/accuracy")
+    series = compare.download_series(1, [demo.cliff_run.id], "eval/accuracy")
     lines = series["content"].splitlines()
     assert lines[0] == "run,workflow,task,model,sharing,seed,key,step,value"
     assert len(lines) == 1 + STEPS // 10 + 1
@@ -239,11 +239,12 @@ def test_the_curves_tables_and_series_download_as_csv(demo, viewer):
 
 
 def test_curves_mirror_their_controls_in_the_url(demo, viewer):
-    assert curves.sync_url([3, 7], "eval/accuracy", "0", "sharing") == (
+    assert compare.sync_url([3, 7], "eval/accuracy", "0", "sharing") == (
         "?runs=3,7&key=eval/accuracy"
     )
     assert (
-        curves.sync_url([3], "train/kl", "5", "seed") == "?runs=3&key=train/kl&smooth=5&colour=seed"
+        compare.sync_url([3], "train/kl", "5", "seed")
+        == "?runs=3&key=train/kl&smooth=5&colour=seed"
     )
 
 
@@ -294,7 +295,7 @@ def test_the_gradient_table_and_series_download_as_csv(demo, viewer):
 
 
 def test_every_figure_exports_as_png_or_svg_without_plotly_cloud(demo, viewer):
-    for page, name in ((matrix, "matrix"), (curves, "curves"), (gradients, "gradients")):
+    for page, name in ((matrix, "matrix"), (compare, "curves"), (gradients, "gradients")):
         config, patch = page.image_format("svg")
         assert config["toImageButtonOptions"] == {
             "format": "svg", "filename": f"troupe-{name}", "scale": 1,
@@ -313,9 +314,9 @@ def test_views_refresh_only_while_a_run_is_unfinished(demo, viewer):
     Run.objects.filter(id=run.id).update(status=Run.RUNNING)
 
     assert matrix.update_matrix(demo.experiment.id, "gain", 0)[3] is False
-    assert curves.update_curves([run.id], "eval/accuracy", "0", "sharing", 1)[3] is False
+    assert compare.update_compare([run.id], "eval/accuracy", "0", "sharing", 1)[3] is False
     assert gradients.update_gradients([run.id], 1)[4] is False
-    assert curves.update_curves([demo.capture_run.id], "eval/accuracy", "0", "sharing", 1)[3]
+    assert compare.update_compare([demo.capture_run.id], "eval/accuracy", "0", "sharing", 1)[3]
     _, refresh_off = home.list_experiments("/dash/", 0)
     assert refresh_off is False
 
@@ -323,7 +324,7 @@ def test_views_refresh_only_while_a_run_is_unfinished(demo, viewer):
 def test_a_running_run_gets_a_provisional_verdict(demo, viewer):
     Run.objects.filter(id=demo.cliff_run.id).update(status=Run.RUNNING)
 
-    table = curves.update_curves([demo.cliff_run.id], "eval/accuracy", "0", "sharing", 0)[1]
+    table = compare.update_compare([demo.cliff_run.id], "eval/accuracy", "0", "sharing", 0)[1]
     assert read_table(table, tables.RUN_COLUMNS)[0]["cliff"] == "provisional"
 
 

@@ -19,7 +19,7 @@ from werkzeug.test import Client
 
 from tests.people import bearer
 from webapp.dashboards import data
-from webapp.dashboards.pages import curves, gradients, matrix
+from webapp.dashboards.pages import compare, gradients, matrix
 from webapp.experiments.summaries import clear_cache
 from webapp.wsgi import application
 
@@ -96,7 +96,7 @@ def assert_shown_as_text(figure):
 
 def test_a_run_name_with_html_is_escaped_in_the_curves(hostile_run, bob):
     with data.viewing_as(bob):
-        figure = curves.update_curves([hostile_run], "eval/accuracy", "0", "sharing", 0)[0]
+        figure = compare.update_compare([hostile_run], "eval/accuracy", "0", "sharing", 0)[0]
 
     assert_shown_as_text(figure)
     [line] = [t for t in figure.data if t.mode == "lines+markers"]
@@ -109,7 +109,7 @@ def test_a_run_name_with_html_is_escaped_in_the_curves(hostile_run, bob):
 def test_a_metric_key_with_html_is_escaped_in_the_axis_title(hostile_run, bob):
     with data.viewing_as(bob):
         key = f"role/{ROLE}/grad_norm"
-        figure = curves.update_curves([hostile_run], key, "0", "sharing", 0)[0]
+        figure = compare.update_compare([hostile_run], key, "0", "sharing", 0)[0]
 
     assert_shown_as_text(figure)
 
@@ -140,7 +140,7 @@ def test_a_percent_brace_in_a_name_is_not_a_hover_template_variable(client, expe
                 content_type="application/json", headers=bearer(alice))  # fmt: skip
     clear_cache()
     with data.viewing_as(bob):
-        figure = curves.update_curves([run_id], "train/reward", "0", "sharing", 0)[0]
+        figure = compare.update_compare([run_id], "train/reward", "0", "sharing", 0)[0]
 
     [line] = [t for t in figure.data if t.mode == "lines"]
     shown = "%&#123;y} %&#123;x}<br>step %{x}"

@@ -2,7 +2,7 @@
 each page's layout built from its query string."""
 
 from webapp.dashboards import state
-from webapp.dashboards.pages import curves, gradients, matrix
+from webapp.dashboards.pages import compare, gradients, matrix
 
 
 def test_run_ids_parse_forgivingly():
@@ -39,7 +39,7 @@ def find(component, id_):
 
 
 def test_layouts_start_from_the_url():
-    page = curves.layout(runs="3,7", key="train/kl", smooth="5", colour="seed")
+    page = compare.layout(runs="3,7", key="train/kl", smooth="5", colour="seed")
     assert find(page, "curves-runs").value == [3, 7]
     assert [o["value"] for o in find(page, "curves-runs").options] == [3, 7]
     assert find(page, "curves-key").value == "train/kl"
@@ -54,7 +54,7 @@ def test_layouts_start_from_the_url():
 
 
 def test_layouts_ignore_junk_and_need_no_parameters():
-    page = curves.layout(runs="x", smooth="7", colour="nope", unknown="1")
+    page = compare.layout(runs="x", smooth="7", colour="nope", unknown="1")
     assert find(page, "curves-runs").value == []
     assert find(page, "curves-key").value == "eval/accuracy"
     assert find(page, "curves-smooth").value == "0"

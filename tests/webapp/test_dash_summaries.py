@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from trainer.analysis import summarize_run
-from webapp.dashboards.fixtures import LEAD, build_demo_experiment, demo_cells
+from webapp.experiments.demo import LEAD, build_demo_experiment, demo_cells
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.series import read_series

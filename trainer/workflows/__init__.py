@@ -1,4 +1,5 @@
-"""The multi-agent workflows: roles and agents as data, each workflow a small coroutine.
+"""The multi-agent workflows: each a small coroutine; their roles and agents are data in
+`trainer/routing.py` (`WORKFLOW_TABLE`).
 
 A workflow runs one problem as a generator: it yields the list of turns it needs next (one
 `Request` per agent speaking in that stage), receives them back with their completions
@@ -9,12 +10,13 @@ workflow never knows about batching, models or devices.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from trainer.config import Config
 from trainer.episode import Turn
-from trainer.policies import role_of, workflow_agents
+from trainer.routing import WORKFLOW_TABLE, role_of, workflow_agents
 from trainer.tasks.base import Problem
 
 
@@ -63,11 +65,5 @@ def agents(config: Config) -> list[tuple[str, str]]:
 
 
 def runner(workflow: str) -> Callable[[Problem, Context], WorkflowRun]:
-    from trainer.workflows import eval_opt, orch_workers, single, voting
-
-    return {
-        "single": single.run,
-        "voting": voting.run,
-        "eval_opt": eval_opt.run,
-        "orch_workers": orch_workers.run,
-    }[workflow]
+    """The coroutine that plays `workflow` (its module is named in `WORKFLOW_TABLE`)."""
+    return importlib.import_module(WORKFLOW_TABLE[workflow].module).run

@@ -1,9 +1,9 @@
 """Role prompts per model family, and the parsers that read each role's output.
 
 Two families share one interface:
-- `TinyPrompts`: compact templates for the built-in tiny models. Their warm-start
-  (`trainer/warmstart.py`) is trained on transcripts made with these very methods, so the
-  formats can never drift apart.
+- `TinyPrompts`: compact templates for the built-in tiny models. Their warm start
+  (`trainer/tiny.py`) is trained on transcripts (`trainer/transcripts.py`) made with these very
+  methods, so the formats can never drift apart.
 - `ChatPrompts`: natural-language role instructions for real chat models (Qwen3), rendered
   through the tokenizer's chat template with thinking disabled.
 

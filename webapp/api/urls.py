@@ -4,6 +4,7 @@ and any other path under /api/v1/ answers a JSON 404 rather than an HTML page.""
 from django.urls import path, re_path
 
 from webapp.api import views
+from webapp.experiments import branch_views, stats_views
 
 
 def route(pattern: str, view, name: str) -> list:
@@ -13,6 +14,7 @@ def route(pattern: str, view, name: str) -> list:
 urlpatterns = [
     *route("experiments", views.experiments, "api_experiments"),
     *route("experiments/<int:experiment_id>", views.experiment, "api_experiment"),
+    *route("experiments/<int:experiment_id>/stats", stats_views.stats_api, "api_experiment_stats"),
     *route("runs", views.runs, "api_runs"),
     *route("runs/<int:run_id>", views.run, "api_run"),
     *route("runs/<int:run_id>/metrics", views.metrics, "api_metrics"),
@@ -20,5 +22,6 @@ urlpatterns = [
     *route("runs/<int:run_id>/cancel", views.cancel, "api_cancel"),
     *route("runs/<int:run_id>/resume", views.resume, "api_resume"),
     *route("runs/<int:run_id>/finish", views.finish, "api_finish"),
+    *route("runs/<int:run_id>/branch", branch_views.branch_api, "api_branch"),
     re_path(r"^(?P<rest>.*)$", views.not_found),
 ]

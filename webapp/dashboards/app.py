@@ -13,6 +13,8 @@ import dash
 from dash import Dash, html
 from django.conf import settings
 
+from webapp.dashboards.pages import bands, compare, gradients, home, matrix
+
 app = Dash(
     __name__,
     requests_pathname_prefix="/dash/",
@@ -56,5 +58,8 @@ def _frame() -> html.Div:
 
 app.layout = _frame
 
-# Each page registers itself and its callbacks on import; register_page needs `app` to exist.
-from webapp.dashboards.pages import curves, gradients, home, matrix  # noqa: E402, F401
+# The pages are plain modules: importing one defines its layout and callbacks (Dash's global
+# callback list, which the app reads at its first request) and never imports this module. The
+# app registers them here; register_page needs `app` to exist.
+for _page in (home, matrix, compare, bands, gradients):
+    dash.register_page(_page.__name__, layout=_page.layout, **_page.PAGE)

@@ -3,7 +3,8 @@ the image-format switch and its callback, the graph card, the live-refresh timer
 line, tables, CSV buttons and the links between views.
 
 Styling lives in `assets/panel.css`. Tables are plain HTML (`render_table`), not
-dash_table.DataTable, which Dash 4 deprecates; sorting is left to the CSV.
+dash_table.DataTable, which Dash 4 deprecates; a page that sorts its table (seed bands) gets
+heading buttons and sorts on the server.
 """
 
 from __future__ import annotations
@@ -111,6 +112,14 @@ def view_links(runs: Sequence, text: str, href: str, primary: bool = False) -> l
     return links
 
 
+def bands_link(runs: Sequence) -> list:
+    """A link to the seed bands of these runs (none for no runs)."""
+    if not runs:
+        return []
+    href = state.bands_url(run_ids=[r.id for r in runs])
+    return [html.A("Seed bands →", href=href, className="button secondary")]
+
+
 def live_timer(id_: str) -> dcc.Interval:
     """Starts disabled; the page's main callback enables it while a run is unfinished."""
     return dcc.Interval(id=id_, interval=REFRESH_MS, disabled=True)
@@ -136,11 +145,29 @@ def table(id_: str) -> html.Div:
     return html.Div(id=id_, className="table-wrap")
 
 
-def render_table(columns: list[tables.Column], rows: list[dict]) -> html.Table | html.P:
-    """A plain HTML table of `rows` (a list of dicts) in `columns`; links for "link" cells."""
+def render_table(
+    columns: list[tables.Column],
+    rows: list[dict],
+    sort_id: str | None = None,
+    sort: dict | None = None,
+) -> html.Table | html.P:
+    """A plain HTML table of `rows` (a list of dicts) in `columns`; links for "link" cells.
+    With `sort_id`, each heading is a button `{"type": sort_id, "col": column id}` that a
+    page's callback turns into an order; `sort` ({"col", "desc"}) marks the current one."""
     if not rows:
         return html.P("Nothing to show yet.", className="note")
-    head = html.Thead(html.Tr([html.Th(c.name, className=_head_class(c)) for c in columns]))
+    head = html.Thead(
+        html.Tr(
+            [
+                html.Th(
+                    _sort_button(c, sort_id, sort or {}) if sort_id else c.name,
+                    className=_head_class(c),
+                    **({"aria-sort": _aria_sort(c, sort or {})} if sort_id else {}),
+                )
+                for c in columns
+            ]
+        )
+    )
     body = html.Tbody(
         [
             html.Tr([html.Td(_cell(c, row), className=tables.cell_class(c, row)) for c in columns])
@@ -148,6 +175,25 @@ def render_table(columns: list[tables.Column], rows: list[dict]) -> html.Table |
         ]
     )
     return html.Table([head, body], className="data")
+
+
+def _sort_button(column: tables.Column, sort_id: str, sort: dict) -> html.Button:
+    arrow = ""
+    if sort.get("col") == column.id:
+        arrow = " ▼" if sort.get("desc") else " ▲"
+    return html.Button(
+        column.name + arrow,
+        id={"type": sort_id, "col": column.id},
+        n_clicks=0,
+        className="sort",
+        title=f"Sort by {column.name}",
+    )
+
+
+def _aria_sort(column: tables.Column, sort: dict) -> str:
+    if sort.get("col") != column.id:
+        return "none"
+    return "descending" if sort.get("desc") else "ascending"
 
 
 def _head_class(column: tables.Column) -> str:

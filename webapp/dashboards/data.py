@@ -81,6 +81,20 @@ def runs(user, run_ids: Sequence[int]) -> list[Run]:
     return [found[i] for i in run_ids if i in found]
 
 
+def experiment_run_ids(user, experiment_id: int | None) -> list[int]:
+    """The ids of an experiment's runs, in the order they were made."""
+    if experiment_id is None or not _signed_in(user):
+        return []
+    return list(
+        Run.objects.filter(experiment_id=experiment_id).order_by("id").values_list("id", flat=True)
+    )
+
+
+def configs(run_ids: Sequence[int]) -> dict[int, dict]:
+    """`{run_id: config}`: the stored config of each run (the views' run rows leave it out)."""
+    return dict(Run.objects.filter(id__in=list(run_ids)).values_list("id", "config"))
+
+
 def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     """Every run of the experiments the given runs belong to: what a compare view offers."""
     experiment_ids = {run.experiment_id for run in runs}

@@ -103,6 +103,9 @@ def _layout(fig: go.Figure, **extra: Any) -> go.Figure:
     return fig
 
 
+styled = _layout  # the panel's look, for the figures other modules build (seed_bands.py)
+
+
 def empty(message: str, height: int = 320) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()

@@ -75,12 +75,6 @@ def run_label(run) -> str:
     return f"run {run.id} · {cell} · {sharing} · seed {run.seed}"
 
 
-def short_run_label(run) -> str:
-    """'run 7 · per-role · seed 0': enough inside one cell, where the rest is shared."""
-    sharing = SHARING_SHORT.get(run.sharing, run.sharing or "—")
-    return f"run {run.id} · {sharing} · seed {run.seed}"
-
-
 def plot_text(text: str) -> str:
     """`text` as plotly will show it, literally. Plotly renders a subset of HTML in titles,
     legends, ticks, hover boxes and annotations (<a href>, <span style>, <b>, <br>) and fills

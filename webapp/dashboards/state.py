@@ -1,8 +1,9 @@
 """Page state in the URL: parsing the query strings the panel accepts and building its links.
 
 `/dash/matrix?experiment=5&colour=final_gain`, `/dash/compare?runs=3,7,9&key=eval/accuracy`,
-`/dash/gradients?runs=3,7`: the Django pages link straight into a view, and every control a
-page has is mirrored into its URL, so the address bar is always a link to what is on screen.
+`/dash/gradients?runs=3,7`, `/dash/bands?experiment=5&by=lr`: the Django pages link straight
+into a view, and every control a page has is mirrored into its URL, so the address bar is
+always a link to what is on screen.
 Parsing is forgiving — a junk value is ignored, never an error page.
 """
 
@@ -59,6 +60,10 @@ def matrix_url(experiment_id: int | None, colour: str | None = None) -> str:
 
 def compare_url(run_ids: Iterable[int], key: str | None = None) -> str:
     return f"{PREFIX}/compare" + query(runs=list(run_ids), key=key)
+
+
+def bands_url(experiment_id: int | None = None, run_ids: Iterable[int] = ()) -> str:
+    return f"{PREFIX}/bands" + query(runs=list(run_ids), experiment=experiment_id)
 
 
 def gradients_url(run_ids: Iterable[int]) -> str:

@@ -155,6 +155,23 @@ _RADAR_KEYS = (
 )
 
 
+# The run's distinct keys, one index descent each (a "skip scan" over the (run, key, step)
+# primary key), filtered to those the radar reads; then only those keys' points. Filtering
+# the run's points by pattern instead visits every point of every key (80,000 rows on a
+# 2,000-step run of 40 keys, for 8,000 the radar reads: ten times the time, issue 12).
+_RADAR_SERIES = """
+WITH RECURSIVE keys(key) AS (
+    (SELECT key FROM {table} WHERE run_id = %(run)s ORDER BY key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT key FROM {table} WHERE run_id = %(run)s AND key > keys.key ORDER BY key LIMIT 1)
+    FROM keys WHERE keys.key IS NOT NULL
+)
+SELECT key, array_agg(step), array_agg(value) FROM {table}
+WHERE run_id = %(run)s AND key = ANY(ARRAY(SELECT key FROM keys WHERE {where}))
+GROUP BY key
+"""
+
+
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts). On PostgreSQL one row a key with its arrays, in binary, as
@@ -162,10 +179,11 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
     params = [run_id, [ACCURACY_KEY, ZERO_STD_KEY]]
     table = MetricPoint._meta.db_table
     if connection.vendor == "postgresql":
-        sql = f"SELECT key, array_agg(step), array_agg(value) FROM {table} WHERE {_RADAR_KEYS}"
+        where = _RADAR_KEYS.replace("run_id = %s AND ", "").replace("%s", "%(keys)s")
+        sql = _RADAR_SERIES.format(table=table, where=where)
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql + " GROUP BY key", params, binary=True)
+            cursor.execute(sql, {"run": run_id, "keys": params[1]}, binary=True)
             return {key: (steps, values) for key, steps, values in cursor.fetchall()}
     series: dict[str, tuple[list, list]] = {}
     where = _RADAR_KEYS.replace("= ANY(%s)", "IN (%s, %s)")

@@ -81,6 +81,14 @@ class Run(models.Model):
     # Incremented by every claim. A worker holds the run only while `attempts` still has the
     # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
     attempts = models.IntegerField(default=0)
+    # Lineage (issue 13): a branch starts from a checkpoint of `parent` taken after
+    # `branch_step` and changes the config fields in `intervention` ({} for a control
+    # continuation, which changes nothing). Deleting the parent keeps its branches.
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children"
+    )
+    branch_step = models.IntegerField(null=True, blank=True)
+    intervention = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

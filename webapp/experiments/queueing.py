@@ -93,7 +93,7 @@ def send_runs(runs: list[Run]) -> None:
 def send_run(run: Run) -> bool:
     """Publish the run's task; when the broker cannot be reached the run is marked failed
     (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
-    from workers.celery_app import app  # the Celery app only: no task module, no trainer
+    from webapp.celery import app  # the Celery app only: no task module, no trainer
 
     task_id = str(uuid.uuid4())
     Run.objects.filter(id=run.id).update(celery_task_id=task_id)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from webapp.experiments.lineage import lineage_json
 from webapp.experiments.models import Experiment, Run, RunLog
 
 
@@ -43,6 +44,7 @@ def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
         "heartbeat": _time(run.heartbeat),
         "error": {"type": run.error_type, "message": run.error_message} if run.error_type else None,
         "url": reverse("run_detail", args=[run.id]),
+        "lineage": lineage_json(run, detail),  # parent, branch_step, intervention; + children
     }
     if detail:
         data["config"] = run.config

@@ -20,12 +20,6 @@ from webapp.experiments.models import MetricPoint
 TABLE = MetricPoint._meta.db_table
 
 
-def run_keys(run_id: int) -> list[str]:
-    return sorted(
-        MetricPoint.objects.filter(run_id=run_id).values_list("key", flat=True).distinct()
-    )
-
-
 def read_series(
     run_id: int, keys: list[str] | None = None, max_points: int = 0
 ) -> dict[str, dict[str, list]]:

@@ -20,13 +20,16 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.api.http import ApiError, read_json
 from webapp.experiments.models import ApiToken, hash_token
+from webapp.tracking import rows
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +76,27 @@ def _token_user(request: HttpRequest):
             "Send a Troupe API token: set MLFLOW_TRACKING_TOKEN (make one on your account page "
             "or with `manage.py create_token <user>`).",
         )
-    token = ApiToken.objects.select_related("user").filter(digest=hash_token(raw.strip())).first()
-    if token is None or not token.user.is_active:
+    user_model = get_user_model()
+    # One raw query (`rows.py`): every MLflow request makes it.
+    sql = (
+        f"SELECT t.id, t.last_used, {rows.columns(user_model, 'u')} "
+        f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
+        "ON u.id = t.user_id WHERE t.digest = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [hash_token(raw.strip())])
+        row = cursor.fetchone()
+    user = row and rows.instance(user_model, row[2:])
+    if user is None or not user.is_active:
         raise MlflowError(
             "UNAUTHENTICATED",
             "This API token is not valid (revoked, mistyped, or its user is off).",
         )
+    token_id, last_used = row[0], row[1]
     now = timezone.now()
-    if token.last_used is None or now - token.last_used > timedelta(minutes=1):
-        ApiToken.objects.filter(id=token.id).update(last_used=now)
-    return token.user
+    if last_used is None or now - last_used > timedelta(minutes=1):
+        ApiToken.objects.filter(id=token_id).update(last_used=now)
+    return user
 
 
 def request_data(request: HttpRequest) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from trainer.config import INT_MAX
 from webapp.experiments.access import can_manage
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.tracking import rows
 from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
@@ -154,11 +155,10 @@ def _new_uuid() -> str:
 def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
     """The run with MLflow id `raw_id` (32 hex) or Troupe number ("12"), its `tracked` row
     loaded when it has one. With `manage`: an external run the user may change."""
-    query = Run.objects.select_related("experiment", "tracked")
     if raw_id.isdigit() and int(raw_id) <= INT_MAX:
-        run = query.filter(id=int(raw_id)).first()
+        run = _load_run("r.id = %s", int(raw_id))
     else:
-        run = query.filter(tracked__uuid=raw_id).first()
+        run = _load_run("t.uuid = %s", raw_id)
     if run is None:
         raise MlflowError(MISSING, f"Run '{raw_id}' not found.")
     if manage:
@@ -172,6 +172,30 @@ def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
                 "INVALID_STATE", f"Run '{raw_id}' is trained by a Troupe worker, which logs its "
                 "metrics itself; log into a run made by runs/create."
             )  # fmt: skip
+    return run
+
+
+def _load_run(where: str, value: int | str) -> Run | None:
+    """The run, its experiment and its MLflow row (when it has one) in one raw query: what
+    `Run.objects.select_related("experiment", "tracked")` returns, without its compile cost
+    on every request (`webapp/tracking/rows.py`)."""
+    sql = (
+        f"SELECT {rows.columns(Run, 'r')}, {rows.columns(Experiment, 'e')}, "
+        f"{rows.columns(TrackedRun, 't')} FROM {Run._meta.db_table} r "
+        f"JOIN {Experiment._meta.db_table} e ON e.id = r.experiment_id "
+        f"LEFT JOIN {TrackedRun._meta.db_table} t ON t.run_id = r.id WHERE {where}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    n_run, n_experiment = rows.width(Run), rows.width(Experiment)
+    run = rows.instance(Run, row[:n_run])
+    run.experiment = rows.instance(Experiment, row[n_run : n_run + n_experiment])
+    tracked = row[n_run + n_experiment :]
+    if tracked[0] is not None:  # its primary key: NULL when the run has no MLflow row
+        run.tracked = rows.instance(TrackedRun, tracked)
     return run
 
 
@@ -362,30 +386,34 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     for p in points:
         times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
     _write_times(run_id, times)
-    last = max(times)
-    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
     return written
 
 
+# The steps' times and the run's step in one statement (one round trip a batch).
 _TIMES_UPSERT = """
-INSERT INTO {table} (run_id, step, timestamp)
-SELECT %b, s, t FROM unnest(%b::integer[], %b::bigint[]) AS p(s, t)
-ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
-WHERE {table}.timestamp < EXCLUDED.timestamp
+WITH times AS (
+    INSERT INTO {table} (run_id, step, timestamp)
+    SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
+    ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
+    WHERE {table}.timestamp < EXCLUDED.timestamp
+)
+UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 """
 
 
 def _write_times(run_id: int, times: dict[int, int]) -> None:
-    """Each step's newest timestamp, in step order (one lock order for every writer)."""
+    """Each step's newest timestamp, in step order (one lock order for every writer), and
+    the run's step moved on to the last one."""
     ordered = sorted(times.items())
+    last = ordered[-1][0]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(
-                _TIMES_UPSERT.format(table=StepTime._meta.db_table),
-                [run_id, [s for s, _ in ordered], [t for _, t in ordered]],
-            )
+            sql = _TIMES_UPSERT.format(table=StepTime._meta.db_table, runs=Run._meta.db_table)
+            steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
+            cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
         return
+    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
     existing = dict(
         StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
     )

@@ -8,10 +8,8 @@ shared policy, which role captured it?
 
 from __future__ import annotations
 
-import dash
 from dash import Input, Output, State, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.experiments.summaries import run_summaries
 
@@ -145,10 +143,5 @@ callback(
 )(sync_url)
 components.connect_format_switch("gradients", image_format)
 
-dash.register_page(
-    __name__,
-    path="/gradients",
-    name="Gradients",
-    title="Gradient dynamics · Troupe",
-    layout=layout,
-)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/gradients", "name": "Gradients", "title": "Gradient dynamics · Troupe"}

@@ -3,10 +3,8 @@ a link to each one's matrix."""
 
 from __future__ import annotations
 
-import dash
 from dash import Input, Output, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, state
 
 VIEWS = [
@@ -16,6 +14,11 @@ VIEWS = [
         "sharing mode; click a cell to compare its runs.",
     ),
     ("Compare", "any metric of chosen runs overlaid, with each run's peak and cliff onset."),
+    (
+        "Seed bands",
+        "runs grouped by any config field, each group's mean with a 95% interval or min … max "
+        "band; a run table sortable by config, peak, final and cliff.",
+    ),
     (
         "Gradient dynamics",
         "per-role gradient norms, shares and cosines, and whether a role's "
@@ -80,4 +83,5 @@ callback(
     Input("home-tick", "n_intervals"),
 )(list_experiments)
 
-dash.register_page(__name__, path="/", name="Panel", title="Panel · Troupe", layout=layout)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/", "name": "Panel", "title": "Panel · Troupe"}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.experiments.summaries import cell_summaries
 
@@ -34,6 +33,12 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
                 "over its seeds: the colour is the gain over the base model, the numbers are "
                 "base → peak → final accuracy and how many seeds fell off a terminal cliff. "
                 "Click a cell to compare its runs.",
+                html.A(
+                    "Seed bands →",
+                    id="matrix-bands",
+                    href=state.bands_url(experiment_id),
+                    className="button secondary",
+                ),
                 html.A("All experiments", href="/dash/", className="button secondary"),
             ),
             html.Div(
@@ -124,6 +129,11 @@ def download_cells(_clicks, experiment_id):
     }
 
 
+def bands_href(experiment_id) -> str:
+    """The header's link to the seed bands of the chosen experiment's runs."""
+    return state.bands_url(state.parse_int(experiment_id))
+
+
 def sync_url(experiment_id, colour) -> str:
     """Mirror the controls into the address bar (no reload), so the view can be shared."""
     return state.query(experiment=experiment_id, colour=None if colour == "gain" else colour)
@@ -134,6 +144,7 @@ def image_format(fmt):
     return figures.image_format(fmt, "troupe-matrix")
 
 
+callback(Output("matrix-bands", "href"), Input("matrix-experiment", "value"))(bands_href)
 callback(Output("matrix-experiment", "options"), Input("matrix-url", "pathname"))(
     experiment_options
 )
@@ -163,4 +174,5 @@ callback(
 )(sync_url)
 components.connect_format_switch("matrix", image_format)
 
-dash.register_page(__name__, path="/matrix", name="Matrix", title="Matrix · Troupe", layout=layout)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/matrix", "name": "Matrix", "title": "Matrix · Troupe"}

@@ -1,4 +1,9 @@
-"""The Celery application: `celery -A workers.celery_app worker -Q cpu`.
+"""The Celery application of the Django project: `celery -A webapp worker -Q cpu`.
+
+It belongs to the project (Django's standard layout), not to `workers`: the web process sends
+runs through it (`webapp/experiments/queueing.py`) without importing any worker code. The
+worker loads its tasks by name (`include`), and importing `workers.tasks` connects what runs at
+worker start (the stale-run sweep, the sandbox report).
 
 Where the broker and result backend are comes from Django settings (the CELERY_ names in
 webapp/settings.py, which read the environment). How tasks run is fixed here, because training
@@ -9,8 +14,6 @@ import os
 
 from celery import Celery
 from kombu import Exchange, Queue
-
-from workers import sandbox_report  # noqa: F401  (logs the sandbox's layers at start)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 

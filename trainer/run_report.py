@@ -1,4 +1,5 @@
-"""`python -m trainer analyze DIR…`: DESIGN.md §6 for run directories, as a table or JSON.
+"""DESIGN.md §6 for run directories, as a table or JSON (`python -m trainer analyze DIR…`,
+whose command line is in trainer/cli.py).
 
 A run directory holds `config.json` (the run's flat config) and `metrics.jsonl` (one
 `{"step", "key", "value"}` object a line, as `trainer.reporting.JsonlReporter` writes it).
@@ -9,7 +10,6 @@ are the ones the web pages and the Dash panel show: all come from `trainer.analy
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -180,34 +180,3 @@ def _ci_text(cell: dict, name: str) -> str:
     if low is None:
         return _f(mean, True)
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-
-
-# --- entry point ---------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "dirs", nargs="+", metavar="DIR", help="run directories (config.json + metrics.jsonl)"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object instead of tables"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Print the report; exit status 1 when some directory could not be analysed."""
-    results = analyze_dirs(args.dirs)
-    print(format_report(results, as_json=args.json))
-    return 1 if any("error" in r for r in results) else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainer analyze", description=__doc__.split("\n")[0]
-    )
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

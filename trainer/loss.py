@@ -1,13 +1,12 @@
-"""The GRPO objective per token, and the forward pass that produces its log-probs.
+"""The GRPO loss per token, and the forward pass that produces its log-probs.
 
 Maths as TRL's `GRPOTrainer._compute_loss` (checked against it in
 tests/trainer/test_grpo_matches_trl.py): token ratio r = exp(logπ − logπ_old), clipped
 surrogate −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A), plus β·r·KL with the k3 estimator
 KL = exp(ref − logπ) − (ref − logπ) − 1. The factor r (TRL 1.16's default
 `use_bias_correction_kl`, from DeepSeek-V3.2) accounts for the tokens having been sampled from
-π_old: it makes the KL gradient the unbiased reverse-KL gradient; `kl_ratio_correction=False`
-gives the older uncorrected k3 loss. Logits are divided by the sampling temperature before the
-log-softmax, as TRL does. `loss_agg` ↔ TRL `loss_type`:
+π_old: it makes the KL gradient the unbiased reverse-KL gradient. Logits are divided by the
+sampling temperature before the log-softmax, as TRL does. `loss_agg` ↔ TRL `loss_type`:
 
     seq-mean-token-mean      grpo     Σ_seq mean_tok(ℓ) / N_seq
     token-mean               bnpo     Σ_seq Σ_tok ℓ / N_tok   (= dapo over a whole batch)
@@ -144,7 +143,6 @@ def grpo_loss(
     ref_logps: torch.Tensor | None = None,  # (B, T) reference policy, needed when kl_beta > 0
     kl_beta: torch.Tensor | None = None,  # (B,) per-sequence KL coefficient
     entropies: torch.Tensor | None = None,  # (B, T) for the statistics only
-    kl_ratio_correction: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss = Σ_seq contribution / normalizer; stats are detached SUMS (divide by the counts).
 
@@ -161,11 +159,10 @@ def grpo_loss(
     kl = None
     if ref_logps is not None:
         delta = ref_logps - logps  # (B, T)
-        kl = torch.exp(delta) - delta - 1  # (B, T) k3 estimator, >= 0
-        if kl_ratio_correction:
-            # The tokens were sampled from π_old, not π: weighting by the (differentiable) ratio
-            # makes the KL gradient the unbiased reverse-KL gradient (TRL's default).
-            kl = kl * ratio
+        # k3 estimator (>= 0), weighted by the (differentiable) ratio: the tokens were sampled
+        # from π_old, not π, and the weight makes the KL gradient the unbiased reverse-KL
+        # gradient (TRL's default).
+        kl = (torch.exp(delta) - delta - 1) * ratio  # (B, T)
         if kl_beta is not None:
             per_token = pg + kl_beta.to(pg.dtype).unsqueeze(1) * kl
     loss = sequence_contributions(per_token, mask, loss_agg).sum() / normalizer

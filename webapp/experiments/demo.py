@@ -34,7 +34,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from trainer.analysis import amplification_onset
-from trainer.config import WORKFLOW_ROLES, make_config
+from trainer.config import make_config
+from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
 DEMO_MATRIX = {
@@ -69,7 +70,9 @@ _MODEL_SCALE = {"tiny-s": 1.0, "tiny-m": 1.25, "tiny-l": 0.8}
 # Chance of a terminal cliff: isolated policies fall more often (the study's finding), most
 # of all where parallel same-role agents amplify one role's gradient.
 _CLIFF_CHANCE = {"shared": 0.12, "per_role": 0.35, "per_agent": 0.45}
-_PARALLEL_ROLE = {"voting": "generator", "orch_workers": "worker"}
+# The role whose parallel agents share a turn in each workflow that has one (voting's
+# generators, orch_workers' workers), from trainer's workflow table.
+_PARALLEL_ROLE = {name: next(iter(w.parallel)) for name, w in WORKFLOW_TABLE.items() if w.parallel}
 _ROLE_LEVEL = {
     "generator": 0.8,
     "aggregator": 0.5,
@@ -133,7 +136,7 @@ def build_demo_experiment(
         experiment = Experiment.objects.create(
             owner=owner,
             name=name or f"Demo: workflows × tasks × models × sharing ({len(members)} runs)",
-            description="Synthetic metric series (webapp/dashboards/fixtures.py); nothing trained.",
+            description="Synthetic metric series (webapp/experiments/demo.py); nothing trained.",
             preset="cpu-demo",
             base_config={"steps": steps, "eval_every": eval_every},
             matrix={axis: sorted({m[axis] for m in members}, key=str) for axis in DEMO_MATRIX},
@@ -210,7 +213,7 @@ def _is_known(run: Run, sharing: str) -> bool:
 
 def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
     rng = _rng(run, "plan")
-    roles = WORKFLOW_ROLES[run.workflow]
+    roles = WORKFLOW_TABLE[run.workflow].roles
     if _is_known(run, "per_role"):
         cliff_at = _known_cliff_step(steps, eval_every)
         return _Plan(cliff_at, "generator", cliff_at - LEAD, None, known=True)
@@ -232,7 +235,7 @@ def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
 def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     """Yield (key, step, value) for every metric of one run."""
     rng = _rng(run, "series")
-    roles = WORKFLOW_ROLES[run.workflow]
+    roles = WORKFLOW_TABLE[run.workflow].roles
     train = np.arange(1, steps + 1)
 
     # Accuracy: a saturating rise, then (for a cliff) a collapse below the base model.
@@ -325,7 +328,7 @@ def _shares(norms: dict[str, np.ndarray], sharing: str) -> dict[str, np.ndarray]
 
 
 def _cosines(run: Run, plan: _Plan, train: np.ndarray, rng: np.random.Generator) -> dict:
-    roles = WORKFLOW_ROLES[run.workflow]
+    roles = WORKFLOW_TABLE[run.workflow].roles
     steps = len(train)
     if run.sharing == "shared":
         pairs = [f"{a}|{b}" for a, b in itertools.combinations(roles, 2)]

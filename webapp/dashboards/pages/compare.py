@@ -1,24 +1,27 @@
 """The compare view, /dash/compare?runs=3,7,9&key=eval/accuracy: one metric of several runs
 overlaid, with each run's accuracy peak (★) and cliff onset (✕, dotted line), optional display
 smoothing, and runs coloured by sharing mode or by seed. The table gives each run's key
-results; both the table and the plotted series download as CSV.
+results; both the table and the plotted series download as CSV. `?run=<id>&lineage=1` selects
+a run and its branches; a branch of a drawn parent starts at its branch step, is named by its
+change, and the branch step gets a dashed line (`lineage_overlay.py`).
 """
 
 from __future__ import annotations
 
-import dash
 from dash import Input, Output, State, callback, dcc, html
 
-import webapp.dashboards.app  # noqa: F401  (register_page needs the app to exist)
-from webapp.dashboards import components, data, figures, state, tables
+from webapp.dashboards import components, data, figures, lineage_overlay, state, tables
 from webapp.experiments.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
 COLOUR_BY = {"sharing": "Sharing mode", "seed": "Seed"}
 
 
-def layout(runs=None, key=None, smooth=None, colour=None, **_ignored) -> html.Div:
-    run_ids = state.parse_ids(runs)
+def layout(
+    runs=None, key=None, smooth=None, colour=None, run=None, lineage=None, **_ignored
+) -> html.Div:
+    # ?run=<id>&lineage=1: the run and its branches (lineage_overlay.py)
+    run_ids = lineage_overlay.lineage_ids(run, lineage) or state.parse_ids(runs)
     key = _last(key) or state.DEFAULT_KEY
     return html.Div(
         className="panel-page",
@@ -89,18 +92,21 @@ def key_options(run_ids) -> list[dict]:
     return [{"label": k, "value": k} for k in keys]
 
 
-def update_curves(run_ids, key, smooth, colour, _tick):
+def update_compare(run_ids, key, smooth, colour, _tick):
     """Query → analysis → figure: (figure, runs table, status, timer disabled, links). Only
     the first MAX_CURVES runs are drawn; the table has them all."""
     runs = data.runs(data.viewer(), state.parse_ids(run_ids))
     drawn = runs[: figures.MAX_CURVES]
     key = key or state.DEFAULT_KEY
     series = data.series([r.id for r in drawn], [key])
+    branches = lineage_overlay.apply(drawn, series)  # branches of a drawn parent: from their step
     summaries = run_summaries(runs, gradients=False)
     live = data.any_live(runs)
     figure = figures.curves_figure(
         drawn, series, summaries, key, int(state.parse_choice(smooth, SMOOTHING, "0")), colour
     )
+    if branches and figure.data:
+        lineage_overlay.mark(figure, branches)
     extra = components.drawn_note(drawn, runs)
     gradients = state.gradients_url([r.id for r in runs])
     return (
@@ -108,7 +114,8 @@ def update_curves(run_ids, key, smooth, colour, _tick):
         components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
         components.status_line(data.status_counts(runs), live, extra) if runs else [],
         not live,
-        components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True),
+        components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True)
+        + components.bands_link(runs),
     )
 
 
@@ -161,7 +168,7 @@ callback(
     Input("curves-smooth", "value"),
     Input("curves-colour", "value"),
     Input("curves-tick", "n_intervals"),
-)(update_curves)
+)(update_compare)
 callback(
     Output("curves-download", "data"),
     Input("curves-csv", "n_clicks"),
@@ -185,6 +192,5 @@ callback(
 )(sync_url)
 components.connect_format_switch("curves", image_format)
 
-dash.register_page(
-    __name__, path="/compare", name="Compare", title="Compare runs · Troupe", layout=layout
-)
+# Registered by app.py, which imports the pages (a page never imports the app).
+PAGE = {"path": "/compare", "name": "Compare", "title": "Compare runs · Troupe"}

@@ -1,0 +1,86 @@
+"""The seed-bands page's run table: one row per run, with the config fields that tell the
+selected runs apart as columns and each run's held-out accuracy results (peak, final, cliff,
+from `trainer.analysis` summaries); sortable by any column.
+
+Rows hold raw values (numbers stay numbers), so sorting is numeric where the column is;
+`components.render_table` formats them. No queries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webapp.dashboards.tables import Column
+
+# Shown even when every selected run has the same value: what a reader looks for first.
+CORE_FIELDS = ("workflow", "task", "model", "sharing", "seed")
+RESULT_COLUMNS = [
+    Column("status", "Status"),
+    Column("peak", "Peak", "num"),
+    Column("peak_step", "Peak step", "int"),
+    Column("final", "Final", "num"),
+    Column("cliff", "Cliff"),
+    Column("cliff_onset", "Cliff onset", "int"),
+]
+
+
+def _shown(value: Any) -> Any:
+    """A config value as a cell: numbers and text as they are, lists and dicts as JSON."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def columns(fields: Sequence[str], group_by: str = "") -> list[Column]:
+    """Run, then the group-by field, the other config `fields`, then the results."""
+    config = [group_by] if group_by else []
+    config += [f for f in fields if f != group_by]
+    kinds = {"seed": "int"}
+    return (
+        [Column("run", "Run", "int")]
+        + [Column(f"config.{f}", f, kinds.get(f, "text")) for f in config]
+        + RESULT_COLUMNS
+    )
+
+
+def shown_fields(configs: Sequence[Mapping[str, Any]], varying: Sequence[str]) -> list[str]:
+    """The config columns: the core fields any run has, then every other field that varies."""
+    present = {name for config in configs for name in config}
+    core = [f for f in CORE_FIELDS if f in present]
+    return core + sorted(f for f in varying if f not in CORE_FIELDS)
+
+
+def rows(
+    runs: Sequence, configs: Mapping[int, Mapping[str, Any]], summaries: Mapping[int, dict]
+) -> list[dict[str, Any]]:
+    """One row per run: its id, every config field (as `config.<name>`) and its results."""
+    out = []
+    for run in runs:
+        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        row = {"run": run.id, "status": run.status}
+        row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
+        row.update({k: accuracy.get(k) for k in ("peak", "peak_step", "final", "cliff_onset")})
+        row["cliff"] = accuracy.get("cliff_status", "insufficient")
+        out.append(row)
+    return out
+
+
+def sort_rows(table: Sequence[dict], column: str | None, descending: bool = False) -> list[dict]:
+    """`table` ordered by `column`: numbers by value, then text by its words; an empty cell
+    is always last, whichever the direction. Ties keep run order."""
+    if not column:
+        return list(table)
+
+    def key(row: dict):
+        value = row.get(column)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return (1, str(value).lower()) if value not in (None, "") else (2, "")
+        return (0, value)
+
+    filled = [r for r in table if r.get(column) not in (None, "")]
+    blank = [r for r in table if r.get(column) in (None, "")]
+    numbers = sorted((r for r in filled if key(r)[0] == 0), key=key, reverse=descending)
+    words = sorted((r for r in filled if key(r)[0] == 1), key=key, reverse=descending)
+    return numbers + words + blank

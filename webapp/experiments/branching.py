@@ -1,0 +1,289 @@
+"""Branching a run: child runs that start from one of its kept checkpoints and change one
+thing each (issue 13, item 3). The form (`branch_views.py`) and the API share this module.
+
+- `kept_checkpoints(run)`: the checkpoints a run still has on disk
+  (`trainer.checkpoint_index.list_checkpoints`, torch-free), its best ("peak") first, then its
+  step checkpoints newest first. Only checkpoints taken before the run's last step are offered:
+  a child of the last one would have nothing left to train.
+- `plan_branches(parent, checkpoint, requests, control)`: one child per requested change, plus
+  an unchanged "control continuation" when asked, each config being the parent's config, the
+  change, and `init_from` = the checkpoint, validated by `trainer.config` — before anything is
+  stored. A request is `{"kl_beta": v}`, `{"kl_beta_per_role": {role: v}}`,
+  `{"coherence_lambda": v}` or `{"lr_factor": f}` (lr × f, 0 < f < 1). Errors are a
+  ConfigError keyed by the caller's names for the requests (a form field, `branches[2]`).
+- `queue_branches(plan)`: freezes the checkpoint, stores the children in the parent's
+  experiment with their lineage (parent, branch_step, intervention) and queues them through
+  `queueing`, once the transaction commits.
+
+Sharing mode is not a change a branch can make: it decides how many policies there are and
+which roles train which, and a checkpoint holds exactly that set of policies (the trainer
+refuses a child whose policy layout differs from its checkpoint's).
+
+Why the checkpoint is frozen: a running parent keeps only its newest step checkpoints and
+replaces its best one when it beats it, and a failed parent that is resumed drops a best saved
+after the checkpoint it resumes from. A child waiting in the queue must still find what it was
+branched from, so the checkpoint is linked (hard links; copied where links fail) under
+`$TROUPE_DATA_DIR/branch-points/run-<id>-<random>/`, laid out as a run directory (its
+`config.json` and `checkpoints/<name>/`), and the child's `init_from` names that copy. The
+trainer writes checkpoints to a new directory and renames it, never rewriting a file in
+place, so a link keeps the bytes it was made with.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from trainer.checkpoint_index import CheckpointRef, list_checkpoints
+from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
+from webapp.experiments.lineage import change_text
+from webapp.experiments.models import MetricPoint, Run, RunLog
+from webapp.experiments.queueing import new_run, send_runs
+
+ACCURACY_KEY = "eval/accuracy"
+CHANGES = ("kl_beta", "kl_beta_per_role", "coherence_lambda", "lr_factor")
+NAME_LIMIT = Run._meta.get_field("name").max_length
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A checkpoint a branch may start from, as the form and the API show it."""
+
+    ref: CheckpointRef
+    accuracy: float | None = None  # eval/accuracy at its step, when evaluated there
+
+    @property
+    def name(self) -> str:
+        return self.ref.path.name  # best-000004, step-000010: unique within a run
+
+    @property
+    def step(self) -> int:
+        return self.ref.step
+
+    @property
+    def peak(self) -> bool:
+        return self.ref.kind == "best"
+
+    def json(self) -> dict[str, Any]:
+        return {"name": self.name, "step": self.step, "kind": self.ref.kind,
+                "peak": self.peak, "accuracy": self.accuracy}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Child:
+    intervention: dict[str, Any]  # the config fields changed; {} for the control
+    config: dict[str, Any]  # the validated config, init_from naming the parent's checkpoint
+    label: str  # "lr 0.01 → 0.001", "control (no change)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    parent: Run
+    checkpoint: Kept
+    children: list[Child] = field(default_factory=list)
+
+
+def can_branch(run: Run) -> bool:
+    """Only runs trained here have checkpoints; external runs log metrics and nothing else."""
+    return not run.external and bool(run.checkpoint_dir)
+
+
+def kept_checkpoints(run: Run) -> list[Kept]:
+    if not can_branch(run) or not Path(run.checkpoint_dir).is_dir():
+        return []
+    refs = [ref for ref in list_checkpoints(run.checkpoint_dir) if ref.step < run.total_steps]
+    refs.sort(key=lambda ref: (ref.kind != "best", -ref.step))
+    accuracy = dict(
+        MetricPoint.objects.filter(
+            run_id=run.id, key=ACCURACY_KEY, step__in={ref.step for ref in refs}
+        ).values_list("step", "value")
+    )
+    return [Kept(ref, accuracy.get(ref.step)) for ref in refs]
+
+
+def find_checkpoint(run: Run, name: str) -> Kept:
+    """The kept checkpoint called `name` ("best" and "latest" also work), or ConfigError."""
+    kept = kept_checkpoints(run)
+    if not kept:
+        raise ConfigError({"checkpoint": f"run {run.id} has no checkpoint to branch from yet"})
+    if name == "best":
+        found = [k for k in kept if k.peak]
+    elif name == "latest":
+        found = sorted((k for k in kept if not k.peak), key=lambda k: -k.step)
+    else:
+        found = [k for k in kept if k.name == name]
+    if not found:
+        names = ", ".join(k.name for k in kept)
+        raise ConfigError({"checkpoint": f"{name!r} is not a kept checkpoint; kept: {names}"})
+    return found[0]
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
+def _tidy(number: float) -> float:
+    """lr × factor without the float noise (0.01 × 0.1 is 0.0010000000000000002)."""
+    return float(f"{number:.12g}")
+
+
+def intervention_for(config: dict[str, Any], request: Any) -> dict[str, Any]:
+    """The config fields one request changes, checked against the parent's config.
+
+    Raises ValueError saying what is wrong with the request."""
+    if not isinstance(request, dict) or len(request) != 1:
+        raise ValueError(
+            "give exactly one change, one of: " + ", ".join(CHANGES) + ' (e.g. {"lr_factor": 0.1})'
+        )
+    (name, value), = request.items()  # fmt: skip
+    if name == "lr_factor":
+        factor = _number(value)
+        if not 0 < factor < 1:
+            raise ValueError(f"lr_factor {factor:g} is not a cut: give a factor between 0 and 1")
+        return {"lr": _tidy(float(config["lr"]) * factor)}
+    if name == "kl_beta_per_role":
+        if not isinstance(value, dict) or len(value) != 1:
+            raise ValueError('give one role and its coefficient, e.g. {"generator": 0.05}')
+        (role, beta), = value.items()  # fmt: skip
+        roles = WORKFLOW_ROLES.get(config.get("workflow"), ())
+        if role not in roles:
+            raise ValueError(f"{role!r} is not a role of this run; its roles: {', '.join(roles)}")
+        beta = _number(beta)
+        anchors = config.get("kl_beta_per_role") or {}
+        if beta == anchors.get(role, config.get("kl_beta", 0.0)):
+            raise ValueError(f"the KL anchor of {role} is already {beta:g}: that changes nothing")
+        return {"kl_beta_per_role": {str(role): beta}}
+    if name in ("kl_beta", "coherence_lambda"):
+        number = _number(value)
+        if number == config.get(name):
+            raise ValueError(f"{name} is already {number:g}: that changes nothing")
+        return {name: number}
+    raise ValueError(f"{name!r} is not a change a branch can make; one of: {', '.join(CHANGES)}")
+
+
+def child_config(parent_config: dict, intervention: dict, init_from: str) -> dict[str, Any]:
+    """Parent config + intervention + init_from, validated by trainer.config (ConfigError)."""
+    values = {**parent_config, "init_from": init_from}
+    for name, value in intervention.items():
+        if name == "kl_beta_per_role":  # one role's anchor changes; the others stay
+            value = {**(parent_config.get(name) or {}), **value}
+        values[name] = value
+    return config_from_dict(values).to_dict()
+
+
+def plan_branches(
+    parent: Run, checkpoint: str, requests: list[tuple[str, Any]], control: bool
+) -> Plan:
+    """The children to queue; ConfigError keyed by `checkpoint`, the requests' names, or
+    `control` (when nothing at all is asked for), naming every problem at once."""
+    if not can_branch(parent):
+        raise ConfigError({"run": f"run {parent.id} is external: it has no checkpoints"})
+    kept = find_checkpoint(parent, checkpoint)
+    errors: dict[str, str] = {}
+    wanted: list[tuple[str, dict]] = [("control", {})] if control else []
+    for name, request in requests:
+        try:
+            wanted.append((name, intervention_for(parent.config, request)))
+        except ValueError as exc:
+            errors[name] = str(exc)
+    if not wanted and not errors:
+        errors["control"] = "nothing to queue: choose a change, or the control continuation"
+    seen: dict[str, str] = {}
+    children = []
+    for name, intervention in wanted:
+        key = repr(sorted(intervention.items()))
+        if key in seen:
+            errors[name] = f"the same change as {seen[key]}"
+            continue
+        seen[key] = name
+        try:
+            config = child_config(parent.config, intervention, str(kept.ref.path))
+        except ConfigError as exc:
+            errors[name] = "; ".join(f"{k}: {v}" for k, v in exc.errors.items())
+            continue
+        children.append(Child(intervention, config, change_text(intervention, parent.config)))
+    if errors:
+        raise ConfigError(errors)
+    return Plan(parent, kept, children)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed: copy
+        shutil.copy2(source, target)
+
+
+def freeze_checkpoint(parent: Run, kept: Kept) -> Path:
+    """A frozen copy of the checkpoint, laid out as a run directory so that whatever the
+    trainer reads beside a checkpoint is there too. Each branching makes its own (links cost
+    next to nothing): a copy found under a reused run id, after the database was reset, could
+    hold another run's checkpoint."""
+    # Short: init_from is a config text field (at most 200 characters).
+    home = Path(settings.DATA_DIR) / "branch-points" / f"run-{parent.id}-{uuid.uuid4().hex[:8]}"
+    staging = home.with_name(f".tmp-{home.name}")
+    (staging / "checkpoints").mkdir(parents=True)
+    try:
+        shutil.copytree(kept.ref.path, staging / "checkpoints" / kept.name,
+                        copy_function=_link_or_copy)  # fmt: skip
+        config_json = Path(parent.checkpoint_dir) / "config.json"
+        if config_json.exists():
+            _link_or_copy(str(config_json), str(staging / "config.json"))
+        staging.rename(home)  # a child never sees a half-made copy
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return home / "checkpoints" / kept.name
+
+
+def _name(label: str, parent: Run, step: int) -> str:
+    return f"{label} · from run {parent.id} @{step}"[:NAME_LIMIT]
+
+
+def queue_branches(plan: Plan) -> list[Run]:
+    """Store and queue the plan's children; their init_from names the frozen checkpoint.
+    ConfigError (`checkpoint`) when the checkpoint vanished since the plan was made."""
+    parent, kept = plan.parent, plan.checkpoint
+    try:
+        frozen = str(freeze_checkpoint(parent, kept))
+    except FileNotFoundError:  # the parent, still training, dropped it since it was listed
+        raise ConfigError(
+            {"checkpoint": f"{kept.name} is no longer kept by run {parent.id}: choose again"}
+        ) from None
+    runs, lines = [], []
+    for child in plan.children:
+        config = config_from_dict({**child.config, "init_from": frozen})
+        run = new_run(parent.experiment, config)
+        run.name = _name(child.label, parent, kept.step)
+        run.parent = parent
+        run.branch_step = kept.step
+        run.intervention = child.intervention
+        runs.append(run)
+        lines.append(child.label)
+    with transaction.atomic():
+        runs = Run.objects.bulk_create(runs)
+        where = f"step {kept.step}" + (" (the peak)" if kept.peak else "")
+        RunLog.objects.bulk_create(
+            RunLog(run=run, line=f"Branched from run {parent.id} at {where}: {label}.")
+            for run, label in zip(runs, lines, strict=True)
+        )
+        ids = ", ".join(str(run.id) for run in runs)
+        RunLog.objects.create(run=parent, line=f"Branches queued from {where}: runs {ids}.")
+        transaction.on_commit(lambda: send_runs(runs))
+    return runs
