@@ -6,16 +6,20 @@ workflow and evaluation step:
 
 - `eval/accuracy` of each seed, their mean and the 95% Student-t interval over seeds
   (`trainer.analysis.mean_ci`);
-- the 95% binomial noise band of the base model's accuracy: base ± 1.96·sqrt(p(1−p)/n) with
-  n = `eval_problems` (what two evaluations of equally good policies on n problems may
-  differ by, roughly);
+- the 95% noise band of one evaluation with the problem as the unit: ±1.96 × the standard
+  error of the mean of the per-problem accuracies (`eval/accuracy_se`, logged by the run). The
+  binomial band over all k·n episodes (printed beside it) understates the noise when each
+  problem is sampled k > 1 times: one problem's samples are correlated;
 - per run: train/reward in the first and last quarter of steps, base → final accuracy (mean
-  of the last 3 evaluations), and the terminal-cliff verdict of `trainer.analysis`.
+  of the last 3 evaluations), the terminal-cliff verdict of `trainer.analysis`, and the gain
+  final − base judged on the same problems: the 95% percentile bootstrap over problems of
+  the per-problem gains (read from the run's eval_problems.jsonl). A run "learns" when that
+  interval lies above 0, i.e. the gain exceeds its paired noise band.
 
     .venv/bin/python bench/demo_learning.py                              # single + eval_opt
     .venv/bin/python bench/demo_learning.py --workflows voting --seeds 0,1
-    .venv/bin/python bench/demo_learning.py --workflows single --set lr=3e-2 \\
-        --set schedule=constant --set steps=60                           # the cliff setting
+    .venv/bin/python bench/demo_learning.py --workflows single --set lr=1e-2 \\
+        --set schedule=constant --set steps=40                           # the cliff setting
     .venv/bin/python bench/demo_learning.py --smoke --json               # 1 run, 2 steps
 
 Extra `--set field=value` pairs are passed as `--field value` to every run.
@@ -40,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from trainer.analysis import mean_ci, summarize_accuracy  # noqa: E402
+from trainer.evaluate import PER_PROBLEM_FILE  # noqa: E402
+from trainer.stats import bootstrap_mean_ci  # noqa: E402
 
 
 def run_one(out: Path, workflow: str, seed: int, extra: list[str], threads: int) -> dict:
@@ -87,14 +93,42 @@ def binomial_band(p: float, n: int) -> float:
     return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n)
 
 
-def report(label: str, runs: dict[int, Path], eval_problems: int) -> dict:
+def per_problem(out: Path) -> dict[int, list[float]]:
+    """{step: per-problem accuracies} from the run's eval_problems.jsonl (last line wins)."""
+    rows = {}
+    with open(out / PER_PROBLEM_FILE) as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                rows[int(row["step"])] = row["per_problem"]
+    return rows
+
+
+def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 3) -> dict:
+    """final − base on the same problems (final: the mean of the last `last` evaluations),
+    with the 95% bootstrap interval over problems of the per-problem gains."""
+    base = problems[steps[0]]
+    tail = [problems[s] for s in steps[-last:]]
+    gains = [statistics.fmean(col) - b for b, col in zip(base, zip(*tail))]
+    return bootstrap_mean_ci(gains)
+
+
+def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: int) -> dict:
     """Print the per-step table of one workflow over its seeds; return a JSON summary."""
     per_seed = {seed: read_metrics(out) for seed, out in runs.items()}
     acc = {seed: series(rows, "eval/accuracy") for seed, rows in per_seed.items()}
+    se = {seed: series(rows, "eval/accuracy_se") for seed, rows in per_seed.items()}
     steps = sorted(set.intersection(*(set(a) for a in acc.values())))
-    print(f"\n## {label}: eval/accuracy on {eval_problems} held-out problems")
-    print("| step | " + " | ".join(f"seed {s}" for s in runs) + " | mean [95% CI over seeds] |")
-    print("|---|" + "---|" * len(runs) + "---|")
+    print(
+        f"\n## {label}: eval/accuracy on {eval_problems} held-out problems × "
+        f"{eval_samples} sample(s)"
+    )
+    print(
+        "| step | "
+        + " | ".join(f"seed {s}" for s in runs)
+        + " | mean [95% CI over seeds] | band (problem as unit) |"
+    )
+    print("|---|" + "---|" * len(runs) + "---|---|")
     table = []
     for step in steps:
         values = [acc[s][step] for s in runs]
@@ -102,11 +136,16 @@ def report(label: str, runs: dict[int, Path], eval_problems: int) -> dict:
         low, high = ci.get("low"), ci.get("high")
         interval = f"[{low:.3f}, {high:.3f}]" if low is not None else "[-]"
         cells = " | ".join(f"{v:.3f}" for v in values)
-        print(f"| {step} | {cells} | {ci['mean']:.3f} {interval} |")
-        table.append({"step": step, "values": values, **ci})
+        band = 1.96 * statistics.fmean(se[s].get(step, math.nan) for s in runs)
+        print(f"| {step} | {cells} | {ci['mean']:.3f} {interval} | ±{band:.3f} |")
+        table.append({"step": step, "values": values, "band": band, **ci})
     base = statistics.fmean(acc[s][steps[0]] for s in runs)
-    band = binomial_band(base, eval_problems)
-    print(f"base {base:.3f}; 95% binomial noise band of one evaluation: ±{band:.3f}")
+    band = table[0]["band"]
+    naive = binomial_band(base, eval_problems * eval_samples)
+    print(
+        f"base {base:.3f}; 95% noise band of one evaluation, problem as the unit: ±{band:.3f} "
+        f"(binomial over {eval_problems * eval_samples} episodes: ±{naive:.3f})"
+    )
     summary_rows = []
     for seed, rows in per_seed.items():
         reward = series(rows, "train/reward")
@@ -116,16 +155,27 @@ def report(label: str, runs: dict[int, Path], eval_problems: int) -> dict:
         last = statistics.fmean(reward[s] for s in order[-quarter:])
         a = acc[seed]
         summary = summarize_accuracy(sorted(a), [a[s] for s in sorted(a)])
+        gain = paired_gain(per_problem(runs[seed]), sorted(a))
+        learns = gain["low"] is not None and gain["low"] > 0
         print(
             f"  seed {seed}: train/reward {first:.3f} → {last:.3f} (first → last quarter); "
             f"eval/accuracy base {summary['base']:.3f} → peak {summary['peak']:.3f} "
             f"(step {summary['peak_step']}) → final {summary['final']:.3f}; "
-            f"final gain {summary['final_gain']:+.3f} = "
-            f"{summary['final_gain'] / max(band, 1e-9):+.1f}× the band; "
+            f"gain {gain['mean']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}] "
+            f"(paired, bootstrap over problems): {'learns' if learns else 'no clear gain'}; "
             f"cliff: {summary['cliff_status']}"
             + (f" (onset {summary['cliff_onset']})" if summary["cliff"] else "")
         )
-        summary_rows.append({"seed": seed, "reward_first": first, "reward_last": last, **summary})
+        summary_rows.append(
+            {
+                "seed": seed,
+                "reward_first": first,
+                "reward_last": last,
+                "paired_gain": gain,
+                "learns": learns,
+                **summary,
+            }
+        )
     return {"label": label, "band": band, "table": table, "runs": summary_rows}
 
 
@@ -156,7 +206,7 @@ def main() -> int:
     from trainer.config import make_config
 
     values = {extra[i][2:].replace("-", "_"): extra[i + 1] for i in range(0, len(extra), 2)}
-    eval_problems = make_config("cpu-demo", **values).eval_problems
+    config = make_config("cpu-demo", **values)
 
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="demo_learning_"))
     jobs = [(w, s, root / f"{w}-seed{s}") for w in workflows for s in seeds]
@@ -181,7 +231,13 @@ def main() -> int:
         f" (min {min(wall):.0f}, max {max(wall):.0f}); run directories under {root}"
     )
     summaries = [
-        report(w, {s: out for ww, s, out in jobs if ww == w}, eval_problems) for w in workflows
+        report(
+            w,
+            {s: out for ww, s, out in jobs if ww == w},
+            config.eval_problems,
+            config.eval_samples,
+        )
+        for w in workflows
     ]
     if args.json:
         print(json.dumps(summaries))

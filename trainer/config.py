@@ -153,6 +153,9 @@ class Config:
     eval_temperature: float = _f(
         0.0, "Sampling temperature for evaluation (0 = greedy)", "eval", minimum=0.0
     )
+    eval_samples: int = _f(
+        1, "Samples per held-out problem; accuracy is their mean (avg@k)", "eval", minimum=1
+    )
     checkpoint_every: int = _f(50, "Checkpoint every N steps", "eval", minimum=1)
     stop_after_cliff: int = _f(
         0,
@@ -194,7 +197,7 @@ class Config:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
 # name -> default of fields added after the first runs were stored (see Config.hash)
-_LATER_FIELDS = {"stop_after_cliff": 0, "init_from": ""}
+_LATER_FIELDS = {"stop_after_cliff": 0, "init_from": "", "eval_samples": 1}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.
@@ -239,11 +242,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "schedule": "cosine",
         "max_new_tokens": 24,
         "eval_every": 5,
-        # 256 distinct problems: one evaluation's 95% binomial band is about ±0.05 at the
-        # base model's accuracy; 64 gave ±0.11, wider than any move the demo makes
-        # (BENCHMARKS.md, "Does the cpu-demo learn?").
+        # 256 distinct problems, each sampled 4 times at the rollout temperature (avg@4):
+        # greedy decoding shows only the warm start's mode, which GRPO here seldom moves; a
+        # gain is judged against its paired per-problem band, about ±0.02 (BENCHMARKS.md,
+        # "Does the cpu-demo learn?"). An evaluation costs about two training steps.
         "eval_problems": 256,
-        "eval_temperature": 0.0,
+        "eval_temperature": 0.7,
+        "eval_samples": 4,
         "checkpoint_every": 5,
         "micro_batch_size": 64,
         "device": "cpu",

@@ -1,17 +1,28 @@
 """Held-out evaluation: pass@1 of a workflow under a set of policies, and per-role scores.
 
+Each problem is rolled out `eval_samples` times at `eval_temperature`; accuracy is the mean
+reward over all of those episodes (avg@k: an estimate of pass@1 at that temperature). Greedy
+evaluation (temperature 0) only sees the policy's argmax, which GRPO at the training
+temperature seldom moves even while it raises the training reward (BENCHMARKS.md, "Does the
+cpu-demo learn?"). Its standard error treats the problem as the unit: the k samples of one
+problem are correlated, so a binomial error over k·n episodes would understate the noise.
+
 Evaluation always uses the same problems (the first `eval_problems` distinct problems of the
 test split: a split drawn with replacement repeats its few one-term synthetic problems, and
 92 of the first 256 were 8 facts, so a single flipped fact moved accuracy by 0.045) and
-seeds that depend only on the problem, so two evaluations differ only because the policies
-did. Per-role accuracy covers the roles whose own output can be judged (a voter's answer, an
-evaluator's verdict).
+seeds that depend only on the problem and the sample index (common random numbers), so two
+evaluations differ only because the policies did. Per-role accuracy covers the roles whose
+own output can be judged (a voter's answer, an evaluator's verdict).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from trainer.config import Config
 from trainer.rollout import Codec, rollout
@@ -41,13 +52,18 @@ def evaluate(
     problems: list[Problem],
     batch_size: int = 256,
 ) -> dict:
-    """{"accuracy", "episodes", "turns", "tokens", "seconds", "roles": {role: accuracy}}."""
+    """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
+    "roles": {role: accuracy}}; `per_problem` is each problem's mean reward over its samples,
+    in the order of `problems`, and `accuracy_se` the standard error of their mean."""
     started = time.perf_counter()
+    k = config.eval_samples
     episodes, turns, tokens = [], 0, 0
-    for start in range(0, len(problems), batch_size):
+    # batch_size bounds the sequences of one generate call, whatever k is
+    per_call = max(1, batch_size // k)
+    for start in range(0, len(problems), per_call):
         chunk, stats = rollout(
-            problems[start : start + batch_size],
-            1,
+            problems[start : start + per_call],
+            k,
             config=config,
             policies=policies,
             codec=codec,
@@ -64,12 +80,32 @@ def evaluate(
         for turn in ep.turns:
             if turn.score is not None:
                 scores[turn.role].append(turn.score)
+    # rollout returns the k samples of each problem together, in the order of `problems`
+    per_problem = [
+        statistics.fmean(ep.reward for ep in episodes[i : i + k])
+        for i in range(0, len(episodes), k)
+    ]
     n = len(episodes)
+    spread = statistics.stdev(per_problem) if len(per_problem) > 1 else 0.0
     return {
         "accuracy": sum(ep.reward for ep in episodes) / n if n else 0.0,
+        "accuracy_se": spread / math.sqrt(len(per_problem)) if per_problem else 0.0,
+        "per_problem": per_problem,
         "episodes": n,
         "turns": turns,
         "tokens": tokens,
         "seconds": round(time.perf_counter() - started, 3),
         "roles": {role: sum(v) / len(v) for role, v in sorted(scores.items())},
     }
+
+
+PER_PROBLEM_FILE = "eval_problems.jsonl"
+
+
+def record_per_problem(out_dir: str | Path, step: int, result: dict) -> None:
+    """Append the evaluation's per-problem accuracies to the run's eval_problems.jsonl, one
+    `{"step", "per_problem"}` a line (a step evaluated again on resume: the last line wins).
+    A gain measured on the same problems is judged against its paired, per-problem noise."""
+    line = json.dumps({"step": step, "per_problem": result["per_problem"]})
+    with open(Path(out_dir) / PER_PROBLEM_FILE, "a") as fh:
+        fh.write(line + "\n")

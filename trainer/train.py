@@ -48,7 +48,7 @@ from trainer.checkpoint import (
 )
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, config_from_dict
-from trainer.evaluate import evaluate, held_out
+from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
 from trainer.reporting import NullReporter, Reporter
@@ -88,7 +88,7 @@ def _peak_memory_mb(device: str) -> float:
 
 
 def _eval_metrics(result: dict) -> dict[str, float]:
-    metrics = {"eval/accuracy": result["accuracy"]}
+    metrics = {"eval/accuracy": result["accuracy"], "eval/accuracy_se": result["accuracy_se"]}
     metrics.update({f"eval/accuracy/{role}": acc for role, acc in result["roles"].items()})
     return metrics
 
@@ -147,6 +147,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         rng = torch.get_rng_state()
         result = evaluate(config, problems=eval_set, **env)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
+        record_per_problem(out, done, result)
         best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
         evals.append((done, result["accuracy"]))
         reporter.log(
@@ -183,6 +184,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         metrics["sys/update_seconds"] = t2 - t1
         if step % config.eval_every == 0 or step == config.steps:
             result = evaluate(config, problems=eval_set, **env)
+            record_per_problem(out, step, result)
             metrics.update(_eval_metrics(result))
             best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
             metrics.update(_best_metrics(best))

@@ -17,7 +17,10 @@ def tiny():
 
 
 def _base_accuracy(tiny, workflow: str, task_name: str) -> dict:
-    config = make_config("cpu-demo", workflow=workflow, task=task_name)
+    # greedy, one sample a problem: the base model's own answers
+    config = make_config(
+        "cpu-demo", workflow=workflow, task=task_name, eval_temperature=0.0, eval_samples=1
+    )
     task = load_task(task_name)
     return evaluate(
         config,

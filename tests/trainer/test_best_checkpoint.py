@@ -34,7 +34,7 @@ def scripted(monkeypatch, curve: dict[int, float], crash_at: int | None = None) 
         if step == crash_at:
             raise RuntimeError(f"worker died at step {step}")
         seen.append(step)
-        return {"accuracy": curve[step], "roles": {}}
+        return {"accuracy": curve[step], "accuracy_se": 0.0, "per_problem": [], "roles": {}}
 
     monkeypatch.setattr(trainer.train, "evaluate", evaluate)
     return seen
@@ -112,7 +112,7 @@ def test_cli_eval_evaluates_the_best_checkpoint_of_a_run_dir(tmp_path, monkeypat
     result = json.loads(done.stdout)
     assert result["checkpoint_step"] == 1
     assert result["checkpoint"].endswith("checkpoints/best-000001")
-    assert result["episodes"] == 4
+    assert result["episodes"] == 4 * make_config("cpu-demo").eval_samples
 
 
 def test_cli_eval_says_what_is_missing(tmp_path):
@@ -172,8 +172,8 @@ def test_stop_after_cliff_is_validated_and_left_out_of_the_hash_when_off():
     with pytest.raises(ConfigError) as error:
         make_config("cpu-demo", stop_after_cliff=-1)
     assert error.value.errors == {"stop_after_cliff": "-1 must be at least 0"}
-    off = make_config("cpu-demo")
-    later = ("stop_after_cliff", "init_from")  # fields added since; both off here
+    off = make_config("cpu-demo", eval_samples=1)  # eval_samples off too
+    later = ("stop_after_cliff", "init_from", "eval_samples")  # fields added since; all off
     before = {k: v for k, v in off.to_dict().items() if k not in later}
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert off.hash() == hashlib.sha256(blob).hexdigest()[:16]  # as before the field existed

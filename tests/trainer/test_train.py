@@ -200,4 +200,5 @@ def test_cli_eval_prints_one_json_object():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert set(result) >= {"accuracy", "episodes", "turns", "tokens", "seconds"}
-    assert result["episodes"] == 8 and result["turns"] == 8 * 4
+    k = make_config("cpu-demo").eval_samples  # samples per problem
+    assert result["episodes"] == 8 * k and result["turns"] == 8 * k * 4
