@@ -103,9 +103,6 @@ def _layout(fig: go.Figure, **extra: Any) -> go.Figure:
     return fig
 
 
-styled = _layout  # the panel's look, for the figures other modules build (seed_bands.py)
-
-
 def empty(message: str, height: int = 320) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()
@@ -394,6 +391,11 @@ def curves_figure(
             "cliff onset (dotted line)",
             {"symbol": "x-thin", "size": 13, "color": CLIFF, "line": {"color": CLIFF, "width": 3}},
         )
+    return curve_layout(fig, key)
+
+
+def curve_layout(fig: go.Figure, key: str) -> go.Figure:
+    """The look of a figure of one key over training steps (the compare view, seed bands)."""
     _layout(
         fig,
         height=520,

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from trainer.bands import group_bands
 from webapp.dashboards import labels
-from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, empty, styled
+from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 
 NO_GROUP = "(all)"  # the group-by choice that puts every run in one group (no field has it)
 # Display smoothing, applied to each run's own points before the statistics.
@@ -169,16 +169,6 @@ def bands_figure(
                 "<br>min … max %{customdata[3]:.4f} … %{customdata[4]:.4f}<extra></extra>",
             )
         )
-    styled(
-        fig,
-        height=520,
-        hovermode="closest",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "font": {"size": 12}},
-        margin={"l": 70, "r": 30, "t": 40, "b": 90},
-    )
-    fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(
-        title_text=labels.plot_text(labels.key_name(key)),
-        type="log" if scale == "log" else "linear",
-    )
+    curve_layout(fig, key)
+    fig.update_yaxes(type="log" if scale == "log" else "linear")
     return fig

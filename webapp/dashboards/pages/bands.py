@@ -219,6 +219,10 @@ def image_format(fmt):
     return figures.image_format(fmt, "troupe-seed-bands")
 
 
+# What the figure and the page's URL both follow: the runs and every figure control.
+CONTROLS = tuple(
+    Input(f"bands-{name}", "value") for name in ("runs", "key", "by", "smooth", "band", "scale")
+)
 callback(Output("bands-runs", "options"), Input("bands-runs", "value"))(run_options)
 callback(
     Output("bands-by", "options"), Output("bands-key", "options"), Input("bands-runs", "value")
@@ -228,12 +232,7 @@ callback(
     Output("bands-status", "children"),
     Output("bands-tick", "disabled"),
     Output("bands-links", "children"),
-    Input("bands-runs", "value"),
-    Input("bands-key", "value"),
-    Input("bands-by", "value"),
-    Input("bands-smooth", "value"),
-    Input("bands-band", "value"),
-    Input("bands-scale", "value"),
+    *CONTROLS,
     Input("bands-tick", "n_intervals"),
 )(update_bands)
 callback(
@@ -251,12 +250,7 @@ callback(
 )(click_sort)
 callback(
     Output("bands-url", "search"),
-    Input("bands-runs", "value"),
-    Input("bands-key", "value"),
-    Input("bands-by", "value"),
-    Input("bands-smooth", "value"),
-    Input("bands-band", "value"),
-    Input("bands-scale", "value"),
+    *CONTROLS,
     Input("bands-sort-state", "data"),
     prevent_initial_call=True,
 )(sync_url)
