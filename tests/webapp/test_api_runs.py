@@ -4,7 +4,8 @@ who may and may not."""
 import pytest
 
 from tests.people import bearer, make_experiment
-from webapp.experiments.models import Run
+from webapp.experiments.metrics import write_points
+from webapp.experiments.models import MetricPoint, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -200,3 +201,20 @@ def test_the_owner_deletes_a_finished_run_but_not_a_running_one(client, run, ali
 
     assert response.json() == {"deleted": run.id}
     assert not Run.objects.filter(id=run.id).exists()
+
+
+def test_deleting_a_run_or_its_experiment_deletes_its_points(client, alice):
+    # The points table keeps no foreign key in the database (it would check the run on every
+    # row a batch inserts), so the deletes must take the points with them.
+    experiment = make_experiment(alice, runs=2)
+    first, second = experiment.runs.order_by("id")
+    for run in (first, second):
+        write_points(run.id, [("eval/accuracy", step, 0.5) for step in range(3)], radar=False)
+    Run.objects.filter(experiment=experiment).update(status=Run.SUCCEEDED)
+
+    assert client.delete(f"/api/v1/runs/{first.id}", headers=bearer(alice)).status_code == 200
+    assert list(MetricPoint.objects.values_list("run_id", flat=True).distinct()) == [second.id]
+
+    response = client.delete(f"/api/v1/experiments/{experiment.id}", headers=bearer(alice))
+    assert response.status_code == 200
+    assert not MetricPoint.objects.exists()

@@ -132,7 +132,13 @@ class MetricPoint(models.Model):
     # value of each key. No surrogate id: a second index would only slow ingestion down.
     pk = models.CompositePrimaryKey("run", "key", "step")
     # No index of its own: run_id leads the primary key, which serves every lookup by run.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points", db_index=False)
+    # No constraint in the database either: its check is a lookup of the run for every row
+    # inserted, a third of a metric batch's insert time (BENCHMARKS.md, issue 12), and every
+    # writer has just read the run it writes to. Deleting a run still deletes its points
+    # (Django cascades, one DELETE by run_id).
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="points", db_index=False, db_constraint=False
+    )
     key = models.CharField(max_length=200)
     step = models.IntegerField()
     value = models.FloatField(null=True)  # null: NaN/inf, which JSON has no spelling for
