@@ -13,6 +13,7 @@ is greedy decoding.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +44,9 @@ def row_seed(*parts: int | str) -> int:
     h = 0x243F6A8885A308D3
     for part in parts:
         if isinstance(part, str):
-            part = int.from_bytes(part.encode()[:16].ljust(16, b"\0"), "little") ^ len(part)
+            # The whole string: problem ids share long prefixes ("synthetic-math-test-12"),
+            # and a prefix alone gave every problem of a batch the same noise.
+            part = int.from_bytes(hashlib.blake2b(part.encode(), digest_size=8).digest(), "little")
         h = (h ^ (part & _MASK64)) * 0x100000001B3 & _MASK64
         h ^= h >> 29
     return h & ((1 << 63) - 1)
