@@ -7,26 +7,15 @@ import json
 
 import pytest
 
+from tests.trainer import quick
 from trainer.checkpoint_index import list_checkpoints, resume_point
-from trainer.config import ConfigError, make_config
+from trainer.config import ConfigError
 from trainer.reporting import ListReporter
 from trainer.train import train
 
-SMALL = dict(
-    workflow="voting",
-    sharing="per_role",
-    steps=4,
-    prompts_per_step=2,
-    group_size=2,
-    eval_problems=8,
-    eval_every=2,
-    checkpoint_every=2,
-    max_new_tokens=20,
-)
-
 
 def small(**overrides):
-    return make_config("cpu-demo", **{**SMALL, **overrides})
+    return quick.small(**{"workflow": "voting", "sharing": "per_role", **overrides})
 
 
 def _comparable(points, first_step):

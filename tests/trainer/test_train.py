@@ -10,23 +10,10 @@ import sys
 import pytest
 
 import trainer.train
+from tests.trainer.quick import small
 from trainer.config import make_config
 from trainer.reporting import ListReporter, read_metrics_jsonl
 from trainer.train import train
-
-SMALL = dict(
-    steps=4,
-    prompts_per_step=2,
-    group_size=2,
-    eval_problems=8,
-    eval_every=2,
-    checkpoint_every=2,
-    max_new_tokens=20,
-)
-
-
-def small(**overrides):
-    return make_config("cpu-demo", **{**SMALL, **overrides})
 
 
 def _without_sys(points):

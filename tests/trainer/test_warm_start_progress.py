@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.trainer.quick import small
 from trainer import tiny
-from trainer.config import make_config
 from trainer.reporting import ListReporter
 from trainer.train import train, warm_start_status
 
-QUICK = dict(
-    steps=1,
-    prompts_per_step=1,
-    group_size=2,
-    eval_problems=2,
-    eval_every=1,
-    max_new_tokens=4,
-)
+
+def quickest():
+    """One step of one problem, two evaluation problems: the statuses are the point here."""
+    return small(steps=1, prompts_per_step=1, eval_problems=2, eval_every=1, max_new_tokens=4)
 
 
 @pytest.fixture
@@ -28,13 +24,20 @@ def short_recipe(tmp_path, monkeypatch):
     monkeypatch.setenv("TROUPE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setitem(tiny.RECIPE, "sft_steps", {**tiny.RECIPE["sft_steps"], "tiny-s": 4})
     monkeypatch.setitem(tiny.RECIPE, "problems_per_task", 100)
+    # The corpus and its digest are cached a process: drop the real recipe's before and the
+    # short one's after, or a later test would look for (and build) a model under this key.
+    tiny.warm_start_corpus.cache_clear()
+    tiny.corpus_digest.cache_clear()
+    yield
+    tiny.warm_start_corpus.cache_clear()
+    tiny.corpus_digest.cache_clear()
 
 
 def test_a_first_run_reports_the_warm_start_in_percent_then_reuses_the_model(
     tmp_path, short_recipe
 ):
     first = ListReporter()
-    train(make_config("cpu-demo", **QUICK), tmp_path / "first", first)
+    train(quickest(), tmp_path / "first", first)
 
     assert first.statuses == [
         "Loading model tiny-s",
@@ -48,7 +51,7 @@ def test_a_first_run_reports_the_warm_start_in_percent_then_reuses_the_model(
     assert (tiny.model_dir("tiny-s") / "done").exists()
 
     second = ListReporter()
-    train(make_config("cpu-demo", **QUICK), tmp_path / "second", second)
+    train(quickest(), tmp_path / "second", second)
     assert second.statuses == ["Loading model tiny-s", "Evaluating the base model (step 0)", ""]
 
 
