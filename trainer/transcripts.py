@@ -5,8 +5,13 @@ do. So each example is a (prompt, completion) pair made with the very `TinyPromp
 rollouts use, and its completion is right only with some probability:
 
 - arithmetic/program steps are right with probability `P_EASY`, but only `P_HARD` on a
-  learnable "misconception" feature (a 7 in a math term; `mod`/`square` in code), so the base
+  learnable "misconception" feature (a 3 in a math term; `mod`/`square` in code), so the base
   model is systematically wrong on a predictable slice that RL can find and fix;
+- a final math answer is boxed only with probability `P_BOX` (a half-learned format habit).
+  Unlike a term's facts, the habit belongs to no problem, so what RL teaches about it carries
+  over to problems it never trained on: it is what makes the cpu-demo's held-out accuracy
+  rise (BENCHMARKS.md, "Does the cpu-demo learn?"). Evaluation samples (avg@k at T=0.7), so
+  the rise is smooth, not a greedy flip at one half;
 - aggregators follow the majority (or pick a correct program) most of the time;
 - evaluators judge correctly most of the time and sometimes misjudge;
 - orchestrators usually decompose faithfully and sometimes drop a part or babble.
@@ -26,6 +31,7 @@ from trainer.workflows.prompts import TinyPrompts
 P_EASY = 0.85
 P_HARD = 0.3
 P_ADD = 0.9  # adding worker results correctly
+P_BOX = 0.5  # a final math answer ends in \boxed{} (else bare, `=19`, which scores 0)
 P_AGGREGATE = 0.85
 P_VERDICT = 0.8
 P_PLAN = 0.9

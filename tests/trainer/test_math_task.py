@@ -34,7 +34,7 @@ def test_every_problem_is_well_formed(task):
         assert 1 <= len(problem.subproblems) <= 3
         for sub in problem.subproblems:
             a, op, b = re.fullmatch(r"(\d+)([*+])(\d+)", sub.compact).groups()
-            assert 1 <= int(a) <= 9 and 1 <= int(b) <= 9
+            assert 1 <= int(a) <= 5 and 1 <= int(b) <= 5  # the default max_operand
             assert sub.answer == str(eval(sub.compact))
             assert sub.question == f"Compute {sub.compact}."
         assert sum(int(s.answer) for s in problem.subproblems) == int(problem.answer)

@@ -4,7 +4,8 @@
 file). The built-in synthetic dataset is what the CPU demo trains on:
 
 - a problem is a sum of k independent terms (k in `min_terms`..`max_terms`, default 1..3),
-  each `a*b` or `a+b` with 1 <= a, b <= `max_operand` (default 9); compact form
+  each `a*b` or `a+b` with 1 <= a, b <= `max_operand` (default 5: the tiny models cannot
+  add two-digit values reliably, and a task they fail at leaves RL nothing to find); compact form
   `(3*4)+(5+2)`, a single term without parentheses (`3*4`);
 - `answer` is the value as a decimal integer; `subproblems` are the terms (compact `3*4`,
   answer `12`), the pieces an Orch-Workers orchestrator should hand out;
@@ -65,18 +66,21 @@ class MathTask(Task):
     def synthetic(cls, seed: int, **knobs) -> MathTask:
         return synthetic_math(seed, **knobs)
 
-    # --- the tiny models' warm start: a 7 in a term is the learnable "misconception" --------
+    # --- the tiny models' warm start: a 3 in a term is the learnable "misconception" --------
     @classmethod
     def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
-        """`12+7=\\boxed{19}`: each term right with P_EASY (P_HARD with a 7), the sum P_ADD."""
+        """`12+7=\\boxed{19}`: each term right with P_EASY (P_HARD with a 3), the sum P_ADD, and
+        the answer boxed with P_BOX (else a bare `12+7=19`)."""
         from trainer import transcripts as w
 
         values = [
             w.noisy_value(rng, int(s.answer), _term_p(s.compact)) for s in problem.subproblems
         ]
         if len(values) == 1:
-            return _boxed(values[0])
-        return f"{'+'.join(map(str, values))}={_boxed(w.noisy_value(rng, sum(values), w.P_ADD))}"
+            return _final(rng, values[0])
+        return (
+            f"{'+'.join(map(str, values))}={_final(rng, w.noisy_value(rng, sum(values), w.P_ADD))}"
+        )
 
     @classmethod
     def warm_clean(cls, problem: Problem) -> str:
@@ -108,19 +112,26 @@ class MathTask(Task):
 
         values = [int(extract_boxed(r) or 0) for r in results]
         if len(values) == 1:
-            return _boxed(values[0])
+            return _final(rng, values[0])
         total = sum(values) if rng.random() < w.P_ADD else sum(values) + rng.choice(w.SLIPS)
-        return f"{'+'.join(map(str, values))}={_boxed(total)}"
+        return f"{'+'.join(map(str, values))}={_final(rng, total)}"
 
 
 def _boxed(value) -> str:
     return f"\\boxed{{{value}}}"
 
 
+def _final(rng: random.Random, value) -> str:
+    """A final answer: boxed with probability P_BOX, else bare (the learnable format habit)."""
+    from trainer import transcripts as w
+
+    return _boxed(value) if rng.random() < w.P_BOX else str(value)
+
+
 def _term_p(term: str) -> float:
     from trainer import transcripts as w
 
-    return w.P_HARD if "7" in term else w.P_EASY
+    return w.P_HARD if "3" in term else w.P_EASY
 
 
 def synthetic_math(
@@ -128,7 +139,7 @@ def synthetic_math(
     *,
     min_terms: int = 1,
     max_terms: int = 3,
-    max_operand: int = 9,
+    max_operand: int = 5,
     train_size: int = SYNTHETIC_SIZES["train"],
     test_size: int = SYNTHETIC_SIZES["test"],
 ) -> MathTask:
