@@ -1,9 +1,9 @@
 """Issue 13's walk-through in a real browser (the system's Chromium through Playwright),
 against gunicorn and a real Celery worker on the test database:
 
-1. a real run on the tiny-s model falls off a cliff (the README's cliff setting, `lr 1e-2`,
-   constant schedule, evaluated every step) and the run page's Radar panel shows the cliff
-   while the run trains, without a reload; the alerts page lists it;
+1. a real run on the tiny-s model falls off a cliff (the README's peak-then-cliff setting,
+   `lr 1e-2`, constant schedule, evaluated every step) and the run page's Radar panel shows
+   the cliff while the run trains, without a reload; the alerts page lists it;
 2. from the run's peak (its best checkpoint, chosen by default) the branch form queues a
    learning-rate cut and a control continuation; the lineage is stored (the API says so) and
    each child's config is the parent's plus its change and `init_from`;
@@ -36,9 +36,9 @@ pytestmark = [
 ]
 
 PASSWORD = "correct horse battery"
-# The README's cliff setting, short: 12 steps evaluated on 64 held-out problems each. Accuracy
-# falls from the base model's within a few steps (a collapse from the base: the peak is
-# usually step 0, the base model's best checkpoint).
+# The README's peak-then-cliff setting, short: 12 steps evaluated on 64 held-out problems
+# each. Accuracy rises for a few steps, then falls well below the base (the branch form then
+# offers the peak's best checkpoint).
 CLIFF = {"lr": 1e-2, "schedule": "constant", "steps": 12, "eval_every": 1,
          "eval_problems": 64, "checkpoint_every": 4, "seed": 0}  # fmt: skip
 BRANCH_LINE_JS = """(step) => {
