@@ -1,7 +1,7 @@
 """Helpers for tests in which a real worker trains real runs.
 
 - `tiny_model` (session fixture): the warm-started `tiny-s` under this session's data
-  directory, built once (a couple of minutes on two cores) in a subprocess, so the test
+  directory, built once (8–15 minutes on two cores) in a subprocess, so the test
   process never imports torch; workers started by the tests share it.
 - `SMALL`: config values that make a `cpu-demo` run take seconds.
 - `wait_for(condition)`: poll the database until a condition holds, riding out a database
