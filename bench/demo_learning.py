@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from trainer.analysis import mean_ci, summarize_accuracy  # noqa: E402
-from trainer.evaluate import PER_PROBLEM_FILE  # noqa: E402
+from trainer.evaluate import read_per_problem  # noqa: E402
 from trainer.stats import bootstrap_mean_ci  # noqa: E402
 
 
@@ -91,17 +91,6 @@ def series(rows: list[dict], key: str) -> dict[int, float]:
 
 def binomial_band(p: float, n: int) -> float:
     return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n)
-
-
-def per_problem(out: Path) -> dict[int, list[float]]:
-    """{step: per-problem accuracies} from the run's eval_problems.jsonl (last line wins)."""
-    rows = {}
-    with open(out / PER_PROBLEM_FILE) as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                rows[int(row["step"])] = row["per_problem"]
-    return rows
 
 
 def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 3) -> dict:
@@ -155,7 +144,7 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
         last = statistics.fmean(reward[s] for s in order[-quarter:])
         a = acc[seed]
         summary = summarize_accuracy(sorted(a), [a[s] for s in sorted(a)])
-        gain = paired_gain(per_problem(runs[seed]), sorted(a))
+        gain = paired_gain(read_per_problem(runs[seed]), sorted(a))
         learns = gain["low"] is not None and gain["low"] > 0
         print(
             f"  seed {seed}: train/reward {first:.3f} → {last:.3f} (first → last quarter); "

@@ -109,3 +109,14 @@ def record_per_problem(out_dir: str | Path, step: int, result: dict) -> None:
     line = json.dumps({"step": step, "per_problem": result["per_problem"]})
     with open(Path(out_dir) / PER_PROBLEM_FILE, "a") as fh:
         fh.write(line + "\n")
+
+
+def read_per_problem(out_dir: str | Path) -> dict[int, list[float]]:
+    """{step: per-problem accuracies} from the run's eval_problems.jsonl (last line wins)."""
+    rows = {}
+    with open(Path(out_dir) / PER_PROBLEM_FILE) as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                rows[int(row["step"])] = row["per_problem"]
+    return rows

@@ -12,12 +12,10 @@ the runs measured for BENCHMARKS.md gained 0.05-0.11 (3 seeds, two workflows).
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from trainer.config import make_config
-from trainer.evaluate import PER_PROBLEM_FILE, held_out
+from trainer.evaluate import held_out, read_per_problem
 from trainer.reporting import ListReporter
 from trainer.stats import bootstrap_mean_ci
 from trainer.tasks import load_task
@@ -46,8 +44,7 @@ def test_thirty_cpu_demo_steps_raise_held_out_accuracy_beyond_noise(tmp_path):
     assert not trained & evaluated
 
     assert train(config, tmp_path, ListReporter())["status"] == "succeeded"
-    rows = [json.loads(line) for line in (tmp_path / PER_PROBLEM_FILE).read_text().splitlines()]
-    per_problem = {row["step"]: row["per_problem"] for row in rows}
+    per_problem = read_per_problem(tmp_path)
     gains = [
         after - before for before, after in zip(per_problem[0], per_problem[STEPS], strict=True)
     ]
