@@ -10,7 +10,8 @@
    checkpoint are deleted first: the resumed run logs them again, so every (key, step) is
    stored once.
 3. `finish` records the outcome — succeeded, cancelled, or failed with the error's type,
-   message and traceback — if this attempt still holds the run.
+   message and traceback — if this attempt still holds the run, and with it the live
+   radar's verdict on the finished run (`alerts.settle_run`).
 
 The trainer (and so torch) is imported inside `train_run`, which runs in the pool process.
 """
@@ -24,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from webapp.experiments.alerts import settle_run
 from webapp.experiments.models import MetricPoint, Run, RunLog
 from workers.reporter import TRANSIENT_DB_ERRORS, DatabaseReporter, drop_connection
 
@@ -120,11 +123,13 @@ def finish(run: Run, *, status: str, line: str, wait_seconds: float = 300.0, **f
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            updated = Run.objects.filter(
-                id=run.id, status=Run.RUNNING, attempts=run.attempts
-            ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
-            if updated:
-                RunLog.objects.create(run_id=run.id, line=line)
+            with transaction.atomic():  # the outcome and the radar's verdict on it, together
+                updated = Run.objects.filter(
+                    id=run.id, status=Run.RUNNING, attempts=run.attempts
+                ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
+                if updated:
+                    RunLog.objects.create(run_id=run.id, line=line)
+                    settle_run(run.id)
             return bool(updated)
         except TRANSIENT_DB_ERRORS:
             drop_connection()

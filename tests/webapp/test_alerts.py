@@ -15,6 +15,7 @@ import pytest
 from tests.people import bearer, make_experiment
 from webapp.experiments.alerts import after_points, settle_finished_runs
 from webapp.experiments.models import Alert
+from workers.execute import finish
 
 pytestmark = pytest.mark.django_db
 
@@ -212,3 +213,35 @@ def test_a_finished_run_settles_its_provisional_alerts(client, run, alice):
     # Finished, the §6 verdict is final: the run ends below its peak − θ, a confirmed cliff.
     assert rows(run) == [("cliff", "", 50, 70, False)]
     assert settle_finished_runs() == []
+
+
+def _running(run, external):
+    run.status, run.external, run.attempts = run.RUNNING, external, 1
+    run.save(update_fields=["status", "external", "attempts"])
+
+
+def test_a_run_ended_through_the_api_gets_its_verdict_with_its_end(client, run, alice):
+    _running(run, external=True)
+    # Below the line for two of the last three evaluations: no alert while it trains …
+    send(client, alice, run, accuracy_points(upto=60))
+    assert rows(run) == []
+
+    response = client.post(
+        f"/api/v1/runs/{run.id}/finish", json.dumps({"status": "succeeded"}),
+        content_type="application/json", headers=bearer(alice),
+    )  # fmt: skip
+
+    assert response.status_code == 200
+    # … but ended, the §6 verdict is final (mean of the last three 0.4 < 0.45): a confirmed
+    # cliff at once, not at the next sweep (which only looks at provisional alerts).
+    assert rows(run) == [("cliff", "", 50, 60, False)]
+
+
+def test_a_run_a_worker_finishes_gets_its_verdict_with_its_end(client, run, alice):
+    _running(run, external=False)
+    send(client, alice, run, accuracy_points(upto=70))
+    assert rows(run) == [("cliff", "", 50, 70, True)]
+
+    assert finish(run, status=run.SUCCEEDED, line="Finished at step 70.")
+
+    assert rows(run) == [("cliff", "", 50, 70, False)]

@@ -8,11 +8,18 @@ import json
 import pytest
 
 from tests.people import bearer, make_experiment
-from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.experiments.models import Alert, Experiment, MetricPoint, Run
 
 pytestmark = pytest.mark.django_db
 
 API = "/api/2.0/mlflow/"
+
+
+@pytest.fixture(autouse=True)
+def every_batch(settings):
+    """The radar after every batch, in the request: a trailing evaluation on a timer thread
+    would outlive the test's transaction (the throttle has its own test)."""
+    settings.TROUPE_RADAR_MIN_SECONDS = 0
 
 
 def post(client, user, endpoint, body):
@@ -192,6 +199,23 @@ def test_run_status_and_end_time_map_to_troupe(client, alice, status, troupe):
     run = Run.objects.get()
     assert run.status == troupe
     assert (run.finished - run.started).total_seconds() == 60
+
+
+def test_a_run_ended_by_the_client_gets_the_radars_verdict_at_once(client, alice):
+    run_id = new_run(client, alice)["info"]["run_id"]
+    # Base 0.2, peak 0.7, then two evaluations under the line 0.45: too few for an alert
+    # while the run trains (the last three are not all down) …
+    curve = [0.2, 0.4, 0.6, 0.7, 0.7, 0.3, 0.2]
+    points = [{"key": "eval/accuracy", "value": v, "timestamp": 1000, "step": 10 * i}
+              for i, v in enumerate(curve)]  # fmt: skip
+    post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": points})
+    assert not Alert.objects.exists()
+
+    post(client, alice, "runs/update", {"run_id": run_id, "status": "FINISHED"})
+
+    # … ended, the mean of the last three (0.4) is under it: a confirmed cliff from step 50.
+    alert = Alert.objects.get()
+    assert (alert.kind, alert.step, alert.provisional) == ("cliff", 50, False)
 
 
 def test_a_worker_trained_run_is_readable_by_number_but_not_writable(client, alice):

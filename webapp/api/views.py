@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
 from trainer.config import FIELDS, INT_MAX, ConfigError
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
+from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
@@ -212,12 +214,15 @@ def finish(request: HttpRequest, run_id: int) -> JsonResponse:
     if status not in (Run.SUCCEEDED, Run.FAILED):
         raise ApiError(400, "Invalid request.", {"status": "one of succeeded, failed"})
     message = _text(data, "error", required=False, limit=10_000)
-    updated = Run.objects.filter(id=run_id, status=Run.RUNNING).update(
-        status=status,
-        finished=timezone.now(),
-        error_type="ExternalError" if status == Run.FAILED else "",
-        error_message=message if status == Run.FAILED else "",
-    )
+    with transaction.atomic():  # the end and the radar's verdict on it, together
+        updated = Run.objects.filter(id=run_id, status=Run.RUNNING).update(
+            status=status,
+            finished=timezone.now(),
+            error_type="ExternalError" if status == Run.FAILED else "",
+            error_message=message if status == Run.FAILED else "",
+        )
+        if updated:
+            settle_run(run_id)
     if not updated:
         raise ApiError(409, f"Run {run_id} has already {found.status}.")
     found.refresh_from_db()

@@ -22,11 +22,15 @@ pays for the radar once per window and the last batch is still judged.
   background thread after the transaction commits, with a short timeout; a failure is
   logged, never raised, so the metric write neither waits for nor fails on the webhook.
 
-`refresh_alerts(run)` evaluates a run whatever the keys. `settle_finished_runs()` does so for
-every finished run that still has provisional alerts, with `running=False` (a finished run's
-§6 cliff is confirmed, a provisional event it never confirmed goes); the workers' periodic
-sweep calls it, so no code that ends a run needs to know about the radar. A failure of the
-radar is logged and leaves the points written.
+`refresh_alerts(run)` evaluates a run whatever the keys. `settle_run(run_id)` is the radar's
+last word on a run that just ended, with `running=False` (a finished run's §6 cliff is
+confirmed even if it was never down for a whole final window while training; a provisional
+event it never confirmed goes): every path that ends a run calls it in the transaction that
+records the end (the worker's `finish`, the API's and the MLflow endpoint's), so the page that
+shows the run finished shows its verdict too. `settle_finished_runs()` settles every finished
+run that still has provisional alerts; the workers' periodic sweep calls it, as the fallback
+for a run ended some other way. A failure of the radar is logged and leaves the points
+written.
 """
 
 from __future__ import annotations
@@ -132,6 +136,11 @@ def refresh_alerts(run: Run) -> list[Alert] | None:
     except Exception:  # the points are written; a radar failure must not undo or fail that
         log.exception("run %s: the live radar failed; its alerts are unchanged", run.id)
         return None
+
+
+def settle_run(run_id: int) -> list[Alert] | None:
+    """Evaluate a run that just ended (call it in the transaction that ends it)."""
+    return _evaluate(run_id)
 
 
 def settle_finished_runs() -> list[int]:

@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from trainer import keymap
 from trainer.config import INT_MAX
 from webapp.experiments.access import can_manage
+from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.tracking import rows
@@ -457,4 +458,6 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         if fields:
             run.save(update_fields=fields)
         tracked.save(update_fields=["end_time", "tags"])
+        if status and run.status in Run.FINISHED:
+            settle_run(run.id)  # the radar's verdict on the ended run, with its end
     return run
