@@ -1,9 +1,9 @@
 """Issue 13's walk-through in a real browser (the system's Chromium through Playwright),
 against gunicorn and a real Celery worker on the test database:
 
-1. a real run on the tiny-s model falls off a cliff (the README's peak-then-cliff setting,
-   `lr 1e-2`, constant schedule, evaluated every step) and the run page's Radar panel shows
-   the cliff while the run trains, without a reload; the alerts page lists it;
+1. a real run on the tiny-s model falls off a cliff (a learning rate warmed up to 5e-2,
+   evaluated every step) and the run page's Radar panel shows the cliff while the run trains,
+   without a reload; the alerts page lists it, confirmed once the run ends;
 2. from the run's peak (its best checkpoint, chosen by default) the branch form queues a
    learning-rate cut and a control continuation; the lineage is stored (the API says so) and
    each child's config is the parent's plus its change and `init_from`;
@@ -36,11 +36,15 @@ pytestmark = [
 ]
 
 PASSWORD = "correct horse battery"
-# The README's peak-then-cliff setting, short: 12 steps evaluated on 64 held-out problems
-# each. Accuracy rises for a few steps, then falls well below the base (the branch form then
-# offers the peak's best checkpoint).
-CLIFF = {"lr": 1e-2, "schedule": "constant", "steps": 12, "eval_every": 1,
-         "eval_problems": 64, "checkpoint_every": 4, "seed": 0}  # fmt: skip
+# A cliff that does not hang on the warm start's exact weights (which differ from one build of
+# tiny-s to the next): the learning rate warms up to 5e-2 over 10 steps, which drives any
+# tiny-s to accuracy 0 within a few steps (all of 4 seeds by step 9, from a base of
+# 0.16-0.18 on these 64 held-out problems; BENCHMARKS.md). A cliff then needs only a peak
+# above 0.10 (θ's floor), and the peak is the best of the base and the first steps. The
+# README's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
+# weights: on one build it did, on the next it did not within 12 steps.
+CLIFF = {"lr": 5e-2, "warmup_steps": 10, "schedule": "constant", "steps": 14,
+         "eval_every": 1, "eval_problems": 64, "checkpoint_every": 4, "seed": 0}  # fmt: skip
 BRANCH_LINE_JS = """(step) => {
     const gd = document.querySelector('#curves-graph .js-plotly-plot');
     return !!(gd && gd.layout && (gd.layout.shapes || []).some(
@@ -139,15 +143,15 @@ def test_a_cliff_seen_live_is_branched_from_its_peak_and_compared(
             re.compile(rf"Queued 2 branches from step {best_step}: runs #\d+, #\d+\.")
         )
         expect(page.locator("[data-children] tbody tr")).to_have_count(2)
-        expect(page.locator("[data-children]")).to_contain_text("lr 0.01 → 0.001")
+        expect(page.locator("[data-children]")).to_contain_text("lr 0.05 → 0.005")
         expect(page.locator("[data-children]")).to_contain_text("control (no change)")
 
         lineage = api(base, token, f"runs/{parent}")["lineage"]
         control_id, cut_id = (child["id"] for child in lineage["children"])
-        assert [c["intervention"] for c in lineage["children"]] == [{}, {"lr": 0.001}]
+        assert [c["intervention"] for c in lineage["children"]] == [{}, {"lr": 0.005}]
         assert {c["branch_step"] for c in lineage["children"]} == {best_step}
         parent_config = api(base, token, f"runs/{parent}")["config"]
-        for child_id, change in ((control_id, {}), (cut_id, {"lr": 0.001})):
+        for child_id, change in ((control_id, {}), (cut_id, {"lr": 0.005})):
             child = api(base, token, f"runs/{child_id}")
             assert child["experiment"] == api(base, token, f"runs/{parent}")["experiment"]
             assert child["lineage"]["parent"] == parent
@@ -164,7 +168,7 @@ def test_a_cliff_seen_live_is_branched_from_its_peak_and_compared(
         wanted = [
             f"run {parent} · ",
             f"run {control_id} · control (no change) (from run {parent} @{best_step})",
-            f"run {cut_id} · lr 0.01 → 0.001 (from run {parent} @{best_step})",
+            f"run {cut_id} · lr 0.05 → 0.005 (from run {parent} @{best_step})",
         ]
         page.wait_for_function(
             """(wanted) => {
@@ -188,6 +192,6 @@ def test_a_cliff_seen_live_is_branched_from_its_peak_and_compared(
         # A branch's page says where it came from.
         page.goto(f"{base}/runs/{cut_id}/")
         expect(page.locator("[data-lineage]")).to_contain_text(
-            f"Branched from run #{parent} at step {best_step}: lr 0.01 → 0.001"
+            f"Branched from run #{parent} at step {best_step}: lr 0.05 → 0.005"
         )
         screenshot(page, "walkthrough-5-branch-page.png")
