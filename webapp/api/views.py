@@ -23,6 +23,7 @@ from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
+from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import experiment_json, run_json
 from webapp.experiments.series import read_runs_series, read_series
 
@@ -104,7 +105,9 @@ def experiment(request: HttpRequest, experiment_id: int) -> JsonResponse:
     if request.method == "DELETE":
         if found.runs.filter(status=Run.RUNNING, external=False).exists():
             raise ApiError(409, "Some of its runs are running: cancel them first.")
-        found.delete()
+        with transaction.atomic():
+            delete_runs(found.runs.all())
+            found.delete()
         return JsonResponse({"deleted": experiment_id})
     return JsonResponse(experiment_json(found, list(found.runs.all())))
 
@@ -176,7 +179,7 @@ def run(request: HttpRequest, run_id: int) -> JsonResponse:
     if request.method == "DELETE":
         if found.status == Run.RUNNING and not found.external:
             raise ApiError(409, f"Run {run_id} is running: cancel it first.")
-        found.delete()
+        delete_runs(Run.objects.filter(id=run_id))
         return JsonResponse({"deleted": run_id})
     return JsonResponse(run_json(found, detail=True))
 

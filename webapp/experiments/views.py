@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Case, Count, F, Q, Sum, When
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -19,6 +20,7 @@ from webapp.experiments import queueing
 from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
 from webapp.experiments.models import Experiment, Run
+from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import log_tail, run_json, run_label
 from webapp.experiments.series import latest_points, read_series
 from webapp.experiments.sparkline import sparkline
@@ -176,7 +178,9 @@ def experiment_delete(request: HttpRequest, experiment_id: int) -> HttpResponse:
         messages.error(request, "Some runs are still running: cancel them first.")
         return redirect("experiment_detail", experiment.id)
     name = experiment.name
-    experiment.delete()
+    with transaction.atomic():
+        delete_runs(experiment.runs.all())
+        experiment.delete()
     messages.success(request, f"Deleted the experiment “{name}”.")
     return redirect("experiment_list")
 

@@ -1,0 +1,96 @@
+"""Deleting runs removes what they left in the data directory: their run directories, and
+their frozen branch points unless a remaining run still starts from one. The files stand in
+for a trained run's (the layout is what counts, not the bytes)."""
+
+import pytest
+
+from tests.people import bearer, make_experiment
+from trainer.config import make_config
+from webapp.experiments.models import Run
+from webapp.experiments.queueing import new_run
+from webapp.experiments.run_files import remove_run_files
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def data(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    return tmp_path
+
+
+def trained(data, run_id: int) -> None:
+    (data / "runs" / str(run_id) / "checkpoints" / "step-000004").mkdir(parents=True)
+    (data / "runs" / str(run_id) / "metrics.jsonl").write_text("{}\n")
+
+
+def branch_point(data, run_id: int, tag: str):
+    point = data / "branch-points" / f"run-{run_id}-{tag}"
+    (point / "checkpoints" / "best-000001").mkdir(parents=True)
+    return point
+
+
+def test_deleting_an_experiment_removes_its_runs_files(
+    client, alice, data, django_capture_on_commit_callbacks
+):
+    experiment = make_experiment(alice, runs=2)
+    first, second = experiment.runs.order_by("id")
+    for run in (first, second):
+        trained(data, run.id)
+    used, unused = branch_point(data, first.id, "aaaa"), branch_point(data, second.id, "bbbb")
+    # A run elsewhere still starts from the first run's branch point; another experiment's
+    # run keeps its files.
+    other = make_experiment(alice, name="Elsewhere")
+    child = new_run(other, make_config("cpu-demo", init_from=f"{used}/checkpoints/best-000001"))
+    child.save()
+    trained(data, child.id)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.delete(f"/api/v1/experiments/{experiment.id}", headers=bearer(alice))
+
+    assert response.status_code == 200
+    assert not (data / "runs" / str(first.id)).exists()
+    assert not (data / "runs" / str(second.id)).exists()
+    assert not unused.exists()
+    assert used.exists()
+    assert (data / "runs" / str(child.id) / "metrics.jsonl").exists()
+
+
+def test_deleting_a_run_removes_only_its_own_files(
+    client, alice, data, django_capture_on_commit_callbacks
+):
+    first, second = make_experiment(alice, runs=2).runs.order_by("id")
+    for run in (first, second):
+        trained(data, run.id)
+    # "run-<id>-" never matches a longer id that starts with the same digits.
+    lookalike = branch_point(data, int(f"{first.id}0"), "cccc")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.delete(f"/api/v1/runs/{first.id}", headers=bearer(alice))
+
+    assert response.status_code == 200
+    assert not Run.objects.filter(id=first.id).exists()
+    assert not (data / "runs" / str(first.id)).exists()
+    assert (data / "runs" / str(second.id) / "metrics.jsonl").exists()
+    assert lookalike.exists()
+
+
+def test_the_delete_button_removes_the_files_too(
+    client, alice, data, django_capture_on_commit_callbacks
+):
+    experiment = make_experiment(alice)
+    run = experiment.runs.get()
+    trained(data, run.id)
+    point = branch_point(data, run.id, "dddd")
+    client.force_login(alice)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/experiments/{experiment.id}/delete/")
+
+    assert response.status_code == 302
+    assert not (data / "runs" / str(run.id)).exists()
+    assert not point.exists()
+
+
+def test_files_already_gone_are_no_error(data):
+    remove_run_files([12345])  # an external run never had a directory
