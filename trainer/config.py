@@ -245,7 +245,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # 256 distinct problems, each sampled 4 times at the rollout temperature (avg@4):
         # accuracy then moves smoothly as GRPO shifts the policy, where greedy decoding
         # would only flip when an answer's probability crosses one half. Held-out accuracy
-        # rises ~0.10-0.15 in 30 steps against a paired band of about ±0.02 (BENCHMARKS.md,
+        # rises 0.085-0.22 in 30 steps against a paired band of about ±0.02-0.04 (BENCHMARKS.md,
         # "Does the cpu-demo learn?"). An evaluation costs about two training steps.
         "eval_problems": 256,
         "eval_temperature": 0.7,

@@ -7,7 +7,7 @@ on the same held-out problems before and after (each evaluation samples every pr
 `eval_samples` times, with the same seeds), against the paired noise: a 99.9% bootstrap
 interval over problems of the per-problem gains must lie above 0, and the gain must be at
 least 0.03. At 256 problems a run that learned nothing passes that about once in a thousand;
-the runs measured for BENCHMARKS.md gained 0.05-0.11 (3 seeds, two workflows).
+the runs measured for BENCHMARKS.md gained 0.085-0.22 (3 seeds of each workflow).
 """
 
 from __future__ import annotations

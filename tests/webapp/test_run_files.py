@@ -55,6 +55,13 @@ def test_deleting_an_experiment_removes_its_runs_files(
     assert used.exists()
     assert (data / "runs" / str(child.id) / "metrics.jsonl").exists()
 
+    # The last run that starts from it takes it along.
+    with django_capture_on_commit_callbacks(execute=True):
+        client.delete(f"/api/v1/runs/{child.id}", headers=bearer(alice))
+
+    assert not used.exists()
+    assert not (data / "runs" / str(child.id)).exists()
+
 
 def test_deleting_a_run_removes_only_its_own_files(
     client, alice, data, django_capture_on_commit_callbacks
@@ -92,5 +99,11 @@ def test_the_delete_button_removes_the_files_too(
     assert not point.exists()
 
 
-def test_files_already_gone_are_no_error(data):
-    remove_run_files([12345])  # an external run never had a directory
+def test_only_branch_points_are_removed_and_missing_files_are_no_error(data):
+    # A run may start from any checkpoint directory: only Troupe's branch points are its own.
+    elsewhere = data / "mine" / "run-7" / "checkpoints" / "step-000004"
+    elsewhere.mkdir(parents=True)
+
+    remove_run_files([12345], ["ckpt", str(elsewhere)])  # 12345 never had a directory
+
+    assert elsewhere.exists()
