@@ -8,7 +8,6 @@ uses: it is the embedded default's promise, and CI's PostgreSQL leg must keep it
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 import requests
 from django.utils import timezone
 
+from bench.embedded_writers import statuses, writer_command
 from tests.helpers import ROOT, service_env
 from tests.live_server import live_troupe, mlflow_env
 from webapp.experiments.models import ApiToken, Experiment
@@ -25,27 +25,6 @@ from webapp.experiments.models import ApiToken, Experiment
 CLIENTS = 4  # MLflow client processes, besides one JSON API writer
 STEPS = 60
 KEYS = 8  # metrics a step, in one log-batch request
-
-# One MLflow client process: its own run in the shared experiment, one log-batch a step. The
-# client's own retries are on (as a researcher has them): a 503 is retried, a 500 would be too,
-# so the server's access log, not the client's exit code, says whether a 500 was answered.
-MLFLOW_WRITER = textwrap.dedent(
-    """
-    import sys, time
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
-    experiment, (index, steps, keys) = sys.argv[1], map(int, sys.argv[2:5])
-    client = MlflowClient()
-    run = client.create_run(experiment, run_name=f"writer {index}")
-    client.log_param(run.info.run_id, "writer", index)
-    for step in range(steps):
-        now = int(time.time() * 1000)
-        client.log_batch(run.info.run_id, metrics=[
-            Metric(f"train/k{k}", index + k + step / 1000, now, step) for k in range(keys)
-        ])
-    client.set_terminated(run.info.run_id)
-    """
-)
 
 API_WRITER = textwrap.dedent(
     """
@@ -129,44 +108,22 @@ def test_concurrent_writers_on_sqlite_lose_nothing_and_never_see_a_500(tmp_path)
         run_env = service_env(
             **{**mlflow_env(base, token), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": None}
         )
+        # The MLflow clients keep their own retries (as a researcher has them): a 503 is
+        # retried, and so would a 500 be, so the server's access log says whether one was.
+        commands = [writer_command(base, token, experiment, i, STEPS, KEYS) for i in range(CLIENTS)]
+        api_writer = [str(api_run.json()["id"]), str(STEPS), str(KEYS)]
+        commands.append([sys.executable, "-c", API_WRITER, base, token, *api_writer])
         writers = [
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    MLFLOW_WRITER,
-                    experiment,
-                    str(index),
-                    str(STEPS),
-                    str(KEYS),
-                ],
+                command,
                 cwd=ROOT,
                 env=run_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )  # fmt: skip
-            for index in range(CLIENTS)
+            for command in commands
         ]
-        writers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    API_WRITER,
-                    base,
-                    token,
-                    str(api_run.json()["id"]),
-                    str(STEPS),
-                    str(KEYS),
-                ],
-                cwd=ROOT,
-                env=run_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )  # fmt: skip
-        )
         outputs = [writer.communicate(timeout=360)[0] for writer in writers]
         codes = [writer.returncode for writer in writers]
         assert codes == [0] * len(writers), outputs
@@ -185,6 +142,6 @@ def test_concurrent_writers_on_sqlite_lose_nothing_and_never_see_a_500(tmp_path)
             assert all(s["steps"] == list(range(STEPS)) for s in series.values()), run["name"]
 
     access = (tmp_path / "gunicorn.log").read_text()
-    statuses = re.findall(r'" (\d{3}) ', access)
-    assert len(statuses) >= (CLIENTS + 1) * STEPS
-    assert "500" not in statuses, access[-3000:]
+    answered = statuses(access)
+    assert len(answered) >= (CLIENTS + 1) * STEPS
+    assert "500" not in answered, access[-3000:]
