@@ -2,7 +2,10 @@
 uid, or root without CAP_SYS_ADMIN): tries the sandbox's attacks and prints what happened as
 JSON, so the test can check which layers held in that mode.
 
-    python tests/trainer/sandbox_probe.py PORT    # PORT: a TCP listener on 127.0.0.1
+    python tests/trainer/sandbox_probe.py PORT FILE
+
+PORT: a TCP listener on 127.0.0.1; FILE: a host file this uid owns, which the program tries
+to read, overwrite and delete.
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ SEM_READER = (
     "ident = libc.semget(0x7E5702, 1, 0)\n"
     "print('nothing' if ident < 0 else libc.semctl(ident, 0, 12))\n"
 )
+OUTSIDE = (
+    "import os\n"
+    "path = {path!r}\n"
+    "for action in (lambda: open(path).read(), lambda: open(path, 'w').write('pwned'),\n"
+    "               lambda: os.remove(path)):\n"
+    "    try:\n"
+    "        action()\n"
+    "        print('succeeded')\n"
+    "    except OSError as exc:\n"
+    "        print(type(exc).__name__)\n"
+)
 MEMFD = (
     "import os\n"
     "try:\n    os.memfd_create('ram')\n    print('made')\n"
@@ -46,7 +60,7 @@ def connect(port: int) -> str:
 
 
 def main() -> None:
-    port = int(sys.argv[1])
+    port, outside = int(sys.argv[1]), sys.argv[2]
     report: dict = {"layers": list(run_program("pass").isolation)}
     report["forged_pass"] = run_tests(FORGED, ["assert f(1) == 1"], "f", python_guard=False).status
     report["equals_all"] = run_tests(EQUALS_ALL, ["assert f(1) == 1"], "f").status
@@ -57,6 +71,7 @@ def main() -> None:
     report["ipc"] = [writer.stdout.strip(), reader.stdout.strip()]
     report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
+    report["outside"] = run_program(OUTSIDE.format(path=outside)).stdout.split()
     try:
         sandbox.require_isolation({})  # the default minimum
         report["policy"] = "scores"

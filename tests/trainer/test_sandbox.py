@@ -495,6 +495,69 @@ def test_the_checker_passes_real_solutions_of_every_shape():
     assert result.status == "passed", result.stderr
 
 
+# Issue 29's forged verdict: past the Python guard, a program scans its own memory with
+# process_vm_readv (which fails softly on unmapped pages) for the tests' expected value and
+# returns it. The pattern is split so that the program's own source does not match it.
+MEMORY_READER = r"""
+import ctypes, os, re
+libc = ctypes.CDLL(None, use_errno=True)
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc.process_vm_readv.restype = ctypes.c_ssize_t
+libc.sbrk.restype = ctypes.c_void_p
+CHUNK = 1 << 16
+buf = ctypes.create_string_buffer(CHUNK)
+pattern = re.compile(rb"solve\(7\) ={2} '([0-9a-f]{32})'")
+def scan(low, high):
+    at = max(low, 4096) & ~0xFFF
+    while at < high:
+        local, remote = IOVec(ctypes.addressof(buf), CHUNK), IOVec(at, CHUNK)
+        got = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got > 0:
+            found = pattern.search(buf.raw[:got])
+            if found:
+                return found.group(1).decode()
+            at += got
+        else:
+            at += 4096
+    return None
+top = libc.sbrk(0)  # the malloc heap; then around objects, where pymalloc's arenas lie
+answer = scan(top - (96 << 20), top + (1 << 20))
+for near in (id(libc), id(1 << 70), id(buf)):
+    answer = answer or scan(near - (64 << 20), near + (64 << 20))
+print("found" if answer else "nothing")
+def solve(x):
+    return answer
+"""
+
+
+def test_a_program_cannot_find_its_tests_expected_value_in_its_own_memory():
+    token = uuid.uuid4().hex
+    tests = [f"assert solve(7) == {token!r}"]
+    wrong = sandbox.tests_job("def solve(x):\n    return 'no'\n", tests, "solve")
+    reader = sandbox.tests_job(MEMORY_READER, tests, "solve", python_guard=False)
+    # As CodeTask.score_many sends them: completions of one problem in one batch, a failed
+    # one (its traceback shows the expected value) before the reader; and the reader alone.
+    first, after_failure = run_many([wrong, reader], workers=1)
+    alone = run_tests(MEMORY_READER, tests, "solve", python_guard=False)
+    for result in (after_failure, alone):
+        assert result.stdout.startswith("nothing"), result.stdout
+        assert result.status == "failed"
+    # The failed test's traceback still reaches the host, which no program is forked from.
+    assert first.status == "failed" and token in first.stderr
+
+
+def test_the_checkers_output_follows_the_programs():
+    result = run_tests(
+        "print('from the program')\ndef f(x):\n    return x\n",
+        ["print('from the tests')", "assert f(1) == 2, 'one is not two'"],
+        "f",
+    )
+    assert result.status == "failed"
+    assert result.stdout == "from the program\nfrom the tests\n"
+    assert result.stderr.rstrip().endswith("AssertionError: one is not two")
+
+
 def test_a_batch_of_test_jobs_keeps_each_verdict():
     good = "def f(x):\n    return x + 1\n"
     bad = "def f(x):\n    return x\n"
@@ -504,30 +567,25 @@ def test_a_batch_of_test_jobs_keeps_each_verdict():
 
 # --- memory and IPC -------------------------------------------------------------------------
 
-# System V shared memory and message queues are refused (seccomp); semaphores are not.
-_SEM_WRITER = (
-    "import ctypes\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "ident = libc.semget(0x7E5701, 1, 0o1666)\n"
-    "assert ident >= 0 and libc.semctl(ident, 0, 16, 4242) == 0  # SETVAL\n"
-    "print('made')\n"
-)
-_SEM_READER = (
-    "import ctypes\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "ident = libc.semget(0x7E5701, 1, 0)\n"
-    "print('nothing' if ident < 0 else libc.semctl(ident, 0, 12))  # GETVAL\n"
-)
 
-
-def test_ipc_objects_of_one_job_are_gone_before_the_next(layers):
-    if "ipc" not in layers and "uid" not in layers:
-        pytest.skip("neither a private IPC namespace nor a uid of its own to clean up by")
-    first, second = run_many(
-        [Job(_SEM_WRITER, python_guard=False), Job(_SEM_READER, python_guard=False)], workers=1
+def test_semaphore_sets_and_message_queues_are_refused(layers):
+    need(layers, "seccomp")
+    # Issue 29: 615 semaphore sets held 1.2 GB of kernel memory under memory_mb=256, where
+    # no memory cgroup counts it. Each set here is small; before the fix all ten were made.
+    attack = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "made = 0\n"
+        "for _ in range(10):\n"
+        "    if libc.semget(0, 250, 0o600) < 0:\n"
+        "        break\n"
+        "    made += 1\n"
+        "print(made, ctypes.get_errno())\n"
+        "O_CREAT_RDWR = 0o102\n"
+        "print(libc.mq_open(b'/troupe', O_CREAT_RDWR, 0o600, None), ctypes.get_errno())\n"
     )
-    assert first.stdout == "made\n", first.stderr
-    assert second.stdout == "nothing\n"
+    result = run_program(attack, python_guard=False, memory_mb=256)
+    assert result.stdout.split("\n") == ["0 1", "-1 1", ""], result.stderr  # EPERM
 
 
 def test_ram_outside_the_address_space_cap_and_new_processes_are_refused(layers):
@@ -546,6 +604,7 @@ def test_ram_outside_the_address_space_cap_and_new_processes_are_refused(layers)
         "print(errno(lambda: os.memfd_create('ram')))\n"
         "print(errno(lambda: libc.shmget(0, 1 << 20, 0o1600)))\n"
         "print(errno(lambda: libc.msgget(0, 0o1600)))\n"
+        "print(errno(lambda: libc.semget(0, 1, 0o1600)))\n"
         "print(errno(lambda: libc.fork()))\n"
         "done = []\n"
         "thread = threading.Thread(target=lambda: done.append(1))\n"
@@ -554,7 +613,7 @@ def test_ram_outside_the_address_space_cap_and_new_processes_are_refused(layers)
         "print('threads', len(done))\n"
     )
     result = run_program(attack, python_guard=False)
-    assert result.stdout.split("\n") == ["1", "1", "1", "1", "threads 1", ""]  # EPERM x 4
+    assert result.stdout.split("\n") == ["1"] * 5 + ["threads 1", ""]  # EPERM x 5
 
 
 def test_tmp_files_count_against_the_memory_cgroup(layers):

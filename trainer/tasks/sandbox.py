@@ -329,12 +329,32 @@ def _launch_command() -> list[str]:
 def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     """One supervisor process for `jobs`; a backstop deadline kills it if it overruns."""
     import selectors
+    import tempfile
 
+    # The code and tests go in an unlinked file that only each job's init (its own code)
+    # and checker (its tests) read; the supervisor, which every program is forked from,
+    # gets only where they lie (hole 1 of issue 29: a program read the tests of its batch
+    # from the supervisor's memory).
+    sources = tempfile.TemporaryFile(prefix="troupe-sandbox-")
+
+    def place(text: str | None) -> tuple[int, int] | None:
+        if text is None:
+            return None
+        data = str(text).encode("utf-8", "surrogatepass")
+        offset = sources.tell()
+        sources.write(data)
+        return (offset, len(data))
+
+    placed = [(place(j.code), place(j.tests)) for j in jobs]
+    sources.flush()
+    report_r, report_w = os.pipe()  # the checkers' output, straight from them to us
     payload = marshal.dumps(
         {
+            "sources_fd": sources.fileno(),
+            "report_fd": report_w,
             "jobs": [
                 {
-                    "code": str(j.code),
+                    "code": code_at,
                     "timeout": float(j.timeout),
                     "memory_mb": int(j.memory_mb),
                     "max_output": int(j.max_output),
@@ -343,10 +363,10 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
                     "max_processes": int(j.max_processes),
                     "require_completion": bool(j.require_completion),
                     "python_guard": bool(j.python_guard),
-                    "tests": None if j.tests is None else str(j.tests),
+                    "tests": tests_at,
                 }
-                for j in jobs
-            ]
+                for j, (code_at, tests_at) in zip(jobs, placed)
+            ],
         }
     )
     deadline = time.monotonic() + 10.0 + sum(j.timeout + 0.5 for j in jobs)
@@ -362,13 +382,20 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
             cwd="/",
             start_new_session=True,
             close_fds=True,
+            pass_fds=(sources.fileno(), report_w),
         )
     except OSError as exc:
+        sources.close()
+        os.close(report_r)
+        os.close(report_w)
         return [SandboxResult("crash", None, "", f"could not start the sandbox: {exc}", 0.0)] * len(
             jobs
         )
 
-    out, err = bytearray(), bytearray()
+    sources.close()  # the supervisor has its own descriptor
+    os.close(report_w)
+    report = os.fdopen(report_r, "rb", buffering=0)
+    out, err, checker_out = bytearray(), bytearray(), bytearray()
     killed = False
     try:
         proc.stdin.write(payload)  # the supervisor reads all of it before writing anything
@@ -378,6 +405,7 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sel.register(report, selectors.EVENT_READ, checker_out)
         while sel.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or len(out) > cap:
@@ -399,10 +427,12 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     _kill_group(proc.pid)  # whatever is left in the supervisor's group (nothing, normally)
     proc.stdout.close()
     proc.stderr.close()
+    report.close()
 
     frames = _supervisor.read_frames(bytes(out))
     header = next((f for f in frames if "isolation" in f), {})
     by_index = {f["i"]: f for f in frames if "i" in f}
+    checker_said = {f["i"]: f for f in _supervisor.read_frames(bytes(checker_out))}
     isolation = tuple(header.get("isolation", ()))
     problem = err.decode("utf-8", "replace")[-2000:]
     if killed:
@@ -419,12 +449,13 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
                 "seconds": round(time.monotonic() - started, 4),
                 "truncated": False,
             }
+        said = checker_said.get(i, {})  # the tests' own output and traceback come last
         results.append(
             SandboxResult(
                 status=record["status"],
                 returncode=record["returncode"],
-                stdout=record["stdout"],
-                stderr=record["stderr"],
+                stdout=record["stdout"] + said.get("stdout", ""),
+                stderr=record["stderr"] + said.get("stderr", ""),
                 seconds=record["seconds"],
                 truncated=record["truncated"],
                 network_isolated="net" in isolation,
