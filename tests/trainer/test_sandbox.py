@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from tests.trainer.sandbox_probe import MEMORY_READER, SEMAPHORES
 from trainer.tasks import sandbox
 from trainer.tasks.sandbox import (
     UID_BASE,
@@ -495,42 +496,6 @@ def test_the_checker_passes_real_solutions_of_every_shape():
     assert result.status == "passed", result.stderr
 
 
-# Issue 29's forged verdict: past the Python guard, a program scans its own memory with
-# process_vm_readv (which fails softly on unmapped pages) for the tests' expected value and
-# returns it. The pattern is split so that the program's own source does not match it.
-MEMORY_READER = r"""
-import ctypes, os, re
-libc = ctypes.CDLL(None, use_errno=True)
-class IOVec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-libc.process_vm_readv.restype = ctypes.c_ssize_t
-libc.sbrk.restype = ctypes.c_void_p
-CHUNK = 1 << 16
-buf = ctypes.create_string_buffer(CHUNK)
-pattern = re.compile(rb"solve\(7\) ={2} '([0-9a-f]{32})'")
-def scan(low, high):
-    at = max(low, 4096) & ~0xFFF
-    while at < high:
-        local, remote = IOVec(ctypes.addressof(buf), CHUNK), IOVec(at, CHUNK)
-        got = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        if got > 0:
-            found = pattern.search(buf.raw[:got])
-            if found:
-                return found.group(1).decode()
-            at += got
-        else:
-            at += 4096
-    return None
-top = libc.sbrk(0)  # the malloc heap; then around objects, where pymalloc's arenas lie
-answer = scan(top - (96 << 20), top + (1 << 20))
-for near in (id(libc), id(1 << 70), id(buf)):
-    answer = answer or scan(near - (64 << 20), near + (64 << 20))
-print("found" if answer else "nothing")
-def solve(x):
-    return answer
-"""
-
-
 def test_a_program_cannot_find_its_tests_expected_value_in_its_own_memory():
     token = uuid.uuid4().hex
     tests = [f"assert solve(7) == {token!r}"]
@@ -572,19 +537,7 @@ def test_semaphore_sets_and_message_queues_are_refused(layers):
     need(layers, "seccomp")
     # Issue 29: 615 semaphore sets held 1.2 GB of kernel memory under memory_mb=256, where
     # no memory cgroup counts it. Each set here is small; before the fix all ten were made.
-    attack = (
-        "import ctypes\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "made = 0\n"
-        "for _ in range(10):\n"
-        "    if libc.semget(0, 250, 0o600) < 0:\n"
-        "        break\n"
-        "    made += 1\n"
-        "print(made, ctypes.get_errno())\n"
-        "O_CREAT_RDWR = 0o102\n"
-        "print(libc.mq_open(b'/troupe', O_CREAT_RDWR, 0o600, None), ctypes.get_errno())\n"
-    )
-    result = run_program(attack, python_guard=False, memory_mb=256)
+    result = run_program(SEMAPHORES, python_guard=False, memory_mb=256)
     assert result.stdout.split("\n") == ["0 1", "-1 1", ""], result.stderr  # EPERM
 
 

@@ -103,6 +103,8 @@ def test_as_a_non_root_user(port, outside, user):
     assert report["solution"] == "passed"
     assert report["memfd"] == "1"  # EPERM
     assert report["ipc"] == ["refused", "nothing"]  # System V objects: seccomp refuses them
+    assert report["semaphores"] == ["0 1", "-1 1", ""]  # EPERM: no kernel memory to pile up
+    assert report["memory_reader"] == ["failed", "failed"]  # no expected value in its memory
     if user_namespaces_for(user):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
         # Its private root: the host file is not there to read, change or delete.
@@ -126,6 +128,8 @@ def test_as_root_without_cap_sys_admin(port, outside):
     # No IPC namespace, but seccomp refuses System V objects (and the supervisor would
     # remove what the sandbox uid made after each job).
     assert report["ipc"] == ["refused", "nothing"]
+    assert report["semaphores"] == ["0 1", "-1 1", ""]
+    assert report["memory_reader"] == ["failed", "failed"]
     # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
     # anyone read and overwrite it, so only the deletion is refused by the kernel here).
     assert report["outside"][2] == "PermissionError"
