@@ -2,7 +2,9 @@
 
 The host starts this module as `python -I -S -c "...; _supervisor.main()"` with a scrubbed
 environment; it reads a marshalled batch of jobs on stdin and writes one marshalled record per
-job on stdout. What it protects against, and what not, is documented in `sandbox.py`.
+job on stdout. The batch holds limits and offsets only: each job's code and tests stay in a
+host file that this process never reads (see `main`). What it protects against, and what
+not, is documented in `sandbox.py`.
 
 It imports only cheap standard-library modules (no json, re, dataclasses, selectors): its
 start-up is paid once per batch, and every program is forked from it.
@@ -949,6 +951,7 @@ def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tup
         else:
             os.close(st_w)
             close_host_fds(fences)
+            fences.prctl(PR_SET_DUMPABLE, 1)  # as in a test job: the program as before
             program = os.fork()
             if program == 0:
                 os.close(rp_w)

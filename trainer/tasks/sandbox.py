@@ -118,7 +118,9 @@ Modes (check `isolation`; tests/trainer/test_sandbox_modes.py runs the sandbox i
 - non-root with unprivileged user namespaces (any uid; tested as 65534 and 1000): rlimits,
   pid, net, ipc, mount, seccomp, userns; no uid (the program keeps the host user's uid,
   without any capability) and no memcg.
-- non-root without them: rlimits and seccomp only; below the default minimum.
+- non-root without them: rlimits and seccomp only; below the default minimum. The program
+  then shares the host user's uid and pid namespace: it can signal or ptrace that user's
+  processes, the host's among them (the supervisor alone is non-dumpable).
 
 Minimum isolation for scoring
 -----------------------------
