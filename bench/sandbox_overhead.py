@@ -5,6 +5,13 @@ which a program could forge). Both run under the same sandbox layers in one invo
 
     .venv/bin/python bench/sandbox_overhead.py            # 256 programs x 7 repeats
     .venv/bin/python bench/sandbox_overhead.py --smoke    # a tiny run, for CI
+    .venv/bin/python bench/sandbox_overhead.py --bwrap    # also: bubblewrap per program
+
+`--bwrap` (where `bwrap` is installed) times the design docs/sandbox.md weighs: one bubblewrap
+sandbox and a fresh interpreter per program (user, pid, net, ipc and mount namespaces, a
+read-only /usr, a tmpfs /tmp, our seccomp filter), against the fork from a warm supervisor,
+both one program at a time. It runs each problem's program and tests as one script: a lower
+bound for bubblewrap, which would still need the checker as a second process.
 """
 
 from __future__ import annotations
@@ -44,6 +51,69 @@ def timed(jobs: list[sandbox.Job], workers: int) -> float:
     return seconds
 
 
+def bwrap_command(code: str, seccomp_fd: int) -> list[str]:
+    prefix = os.path.realpath(sys.base_prefix)
+    python = os.path.join(prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    command = ["bwrap", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net"]
+    command += ["--unshare-uts", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        host = "/" + name
+        if os.path.islink(host):
+            command += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            command += ["--ro-bind", host, host]
+    if not prefix.startswith("/usr/"):
+        command += ["--ro-bind", prefix, prefix]
+    command += ["--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--die-with-parent"]
+    command += ["--new-session", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH", "/usr/bin"]
+    command += ["--seccomp", str(seccomp_fd), python, "-I", "-S", "-c", code]
+    return command
+
+
+def bwrap_per_program(jobs: list[sandbox.Job]) -> float:
+    """Seconds for `jobs` run one by one, each in its own bubblewrap sandbox."""
+    import struct
+    import subprocess
+    import tempfile
+
+    from trainer.tasks import _supervisor
+
+    program = _supervisor.seccomp_filter(platform.machine())
+    blob = b"".join(struct.pack("HBBI", *line) for line in program)
+    started = time.perf_counter()
+    for job in jobs:
+        with tempfile.TemporaryFile() as bpf:  # bwrap reads the filter from a descriptor
+            bpf.write(blob)
+            bpf.seek(0)
+            done = subprocess.run(
+                bwrap_command(job.code, bpf.fileno()), pass_fds=(bpf.fileno(),), capture_output=True
+            )
+        if done.returncode != 0:
+            raise SystemExit(f"bwrap failed: {done.stderr.decode()[-300:]}")
+    return time.perf_counter() - started
+
+
+def compare_bwrap(inline: list[sandbox.Job], checked: list[sandbox.Job], repeats: int) -> None:
+    times: dict[str, list[float]] = {
+        "bubblewrap + interpreter per program (program and tests in one)": [],
+        "Troupe supervisor, program and tests in one": [],
+        "Troupe supervisor, checker and program": [],
+    }
+    for _ in range(repeats):
+        times["bubblewrap + interpreter per program (program and tests in one)"].append(
+            bwrap_per_program(inline)
+        )
+        for name, jobs in (
+            ("Troupe supervisor, program and tests in one", inline),
+            ("Troupe supervisor, checker and program", checked),
+        ):
+            times[name].append(timed(jobs, 1))
+    print(f"| one at a time ({len(inline)} programs) | median ms per program |")
+    print("|---|---|")
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values) / len(inline) * 1000:.2f} |")
+
+
 def layer_costs(repeats: int) -> dict[str, float]:
     """Median ms of what the new layers add per job: a memory cgroup made, joined and removed
     (where this process may), and a seccomp filter installed in a forked child."""
@@ -80,6 +150,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="8 programs, 1 repeat")
+    parser.add_argument("--bwrap", action="store_true", help="also time bubblewrap per program")
     args = parser.parse_args()
     if args.smoke:
         args.programs, args.repeats = 8, 1
@@ -107,6 +178,8 @@ def main() -> None:
     print("|---|---|")
     for name, ms in layer_costs(10 if args.smoke else 200).items():
         print(f"| {name} | {ms:.3f} |")
+    if args.bwrap:
+        compare_bwrap(inline, checked, args.repeats)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,20 @@
 uid, or root without CAP_SYS_ADMIN): tries the sandbox's attacks and prints what happened as
 JSON, so the test can check which layers held in that mode.
 
-    python tests/trainer/sandbox_probe.py PORT    # PORT: a TCP listener on 127.0.0.1
+    python tests/trainer/sandbox_probe.py PORT FILE
+
+PORT: a TCP listener on 127.0.0.1; FILE: a host file this uid owns, which the program tries
+to read, overwrite and delete.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import uuid
 
 from trainer.tasks import sandbox
-from trainer.tasks.sandbox import Job, run_many, run_program, run_tests
+from trainer.tasks.sandbox import Job, run_many, run_program, run_tests, tests_job
 
 FORGED = "import os\nos.write(3, b'completed\\n')\nos._exit(0)\ndef f(x):\n    return 0\n"
 EQUALS_ALL = "class A:\n    def __eq__(s, o):\n        return True\ndef f(x):\n    return A()\n"
@@ -26,6 +30,63 @@ SEM_READER = (
     "libc = ctypes.CDLL(None, use_errno=True)\n"
     "ident = libc.semget(0x7E5702, 1, 0)\n"
     "print('nothing' if ident < 0 else libc.semctl(ident, 0, 12))\n"
+)
+OUTSIDE = (
+    "import os\n"
+    "path = {path!r}\n"
+    "for action in (lambda: open(path).read(), lambda: open(path, 'w').write('pwned'),\n"
+    "               lambda: os.remove(path)):\n"
+    "    try:\n"
+    "        action()\n"
+    "        print('succeeded')\n"
+    "    except OSError as exc:\n"
+    "        print(type(exc).__name__)\n"
+)
+# Issue 29's forged verdict: past the Python guard, a program scans its own memory with
+# process_vm_readv (which fails softly on unmapped pages) for the tests' expected value and
+# returns it. The pattern is split so that the program's own source does not match it.
+MEMORY_READER = r"""
+import ctypes, os, re
+libc = ctypes.CDLL(None, use_errno=True)
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc.process_vm_readv.restype = ctypes.c_ssize_t
+libc.sbrk.restype = ctypes.c_void_p
+CHUNK = 1 << 16
+buf = ctypes.create_string_buffer(CHUNK)
+pattern = re.compile(rb"solve\(7\) ={2} '([0-9a-f]{32})'")
+def scan(low, high):
+    at = max(low, 4096) & ~0xFFF
+    while at < high:
+        local, remote = IOVec(ctypes.addressof(buf), CHUNK), IOVec(at, CHUNK)
+        got = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got > 0:
+            found = pattern.search(buf.raw[:got])
+            if found:
+                return found.group(1).decode()
+            at += got
+        else:
+            at += 4096
+    return None
+top = libc.sbrk(0)  # the malloc heap; then around objects, where pymalloc's arenas lie
+answer = scan(top - (96 << 20), top + (1 << 20))
+for near in (id(libc), id(1 << 70), id(buf)):
+    answer = answer or scan(near - (64 << 20), near + (64 << 20))
+print("found" if answer else "nothing")
+def solve(x):
+    return answer
+"""
+SEMAPHORES = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "made = 0\n"
+    "for _ in range(10):\n"
+    "    if libc.semget(0, 250, 0o600) < 0:\n"
+    "        break\n"
+    "    made += 1\n"
+    "print(made, ctypes.get_errno())\n"
+    "O_CREAT_RDWR = 0o102\n"
+    "print(libc.mq_open(b'/troupe', O_CREAT_RDWR, 0o600, None), ctypes.get_errno())\n"
 )
 MEMFD = (
     "import os\n"
@@ -46,7 +107,7 @@ def connect(port: int) -> str:
 
 
 def main() -> None:
-    port = int(sys.argv[1])
+    port, outside = int(sys.argv[1]), sys.argv[2]
     report: dict = {"layers": list(run_program("pass").isolation)}
     report["forged_pass"] = run_tests(FORGED, ["assert f(1) == 1"], "f", python_guard=False).status
     report["equals_all"] = run_tests(EQUALS_ALL, ["assert f(1) == 1"], "f").status
@@ -57,6 +118,13 @@ def main() -> None:
     report["ipc"] = [writer.stdout.strip(), reader.stdout.strip()]
     report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
+    report["outside"] = run_program(OUTSIDE.format(path=outside)).stdout.split()
+    report["semaphores"] = run_program(SEMAPHORES, python_guard=False).stdout.split("\n")
+    token = uuid.uuid4().hex
+    tests = [f"assert solve(7) == {token!r}"]
+    wrong = tests_job("def solve(x):\n    return 'no'\n", tests, "solve")
+    reader = tests_job(MEMORY_READER, tests, "solve", python_guard=False)
+    report["memory_reader"] = [r.status for r in run_many([wrong, reader], workers=1)]
     try:
         sandbox.require_isolation({})  # the default minimum
         report["policy"] = "scores"

@@ -3,6 +3,9 @@
 default Docker container). tests/trainer/sandbox_probe.py tries the attacks in that process;
 each test checks which layers held and that the attacks they stop failed.
 
+Non-root runs as uid 65534 and as uid 1000: an earlier bug mapped the ids of the user
+namespace right only for 65534 (the overflow uid), and every other uid lost its private root.
+
 Needs root here (to drop to those modes with setpriv); skips, saying why, where it is not.
 """
 
@@ -22,6 +25,7 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.timeout(120)
 
 NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+USER = ["--reuid=1000", "--regid=1000", "--clear-groups"]  # any uid but the overflow uid
 NO_SYS_ADMIN = ["--bounding-set=-sys_admin", "--inh-caps=-sys_admin"]
 
 
@@ -58,9 +62,21 @@ def port():
     server.close()
 
 
-def probe(options: list[str], port: int) -> dict:
+@pytest.fixture
+def outside(tmp_path_factory):
+    """A host file, made writable by any uid below, that programs must neither read, change
+    nor delete."""
+    folder = tmp_path_factory.mktemp("outside")
+    folder.chmod(0o777)
+    path = folder / "sentinel.txt"
+    path.write_text("original")
+    path.chmod(0o666)
+    return path
+
+
+def probe(options: list[str], port: int, outside) -> dict:
     python = interpreter_for(options)
-    done = setpriv(options, python, "tests/trainer/sandbox_probe.py", str(port))
+    done = setpriv(options, python, "tests/trainer/sandbox_probe.py", str(port), str(outside))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -75,8 +91,9 @@ def cgroups_writable() -> bool:
     return _supervisor.find_memory_cgroup() is not None
 
 
-def test_as_a_non_root_user(port):
-    report = probe(NOBODY, port)
+@pytest.mark.parametrize("user", [NOBODY, USER], ids=["uid 65534", "uid 1000"])
+def test_as_a_non_root_user(port, outside, user):
+    report = probe(user, port, outside)
     layers = set(report["layers"])
     assert "uid" not in layers and "memcg" not in layers  # both need root
     assert "seccomp" in layers
@@ -85,9 +102,14 @@ def test_as_a_non_root_user(port):
     assert report["equals_all"] == "failed"
     assert report["solution"] == "passed"
     assert report["memfd"] == "1"  # EPERM
-    if user_namespaces_for(NOBODY):
+    assert report["ipc"] == ["refused", "nothing"]  # System V objects: seccomp refuses them
+    assert report["semaphores"] == ["0 1", "-1 1", ""]  # EPERM: no kernel memory to pile up
+    assert report["memory_reader"] == ["failed", "failed"]  # no expected value in its memory
+    if user_namespaces_for(user):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
-        assert report["ipc"] == ["made", "nothing"]
+        # Its private root: the host file is not there to read, change or delete.
+        assert report["outside"] == ["FileNotFoundError"] * 3
+        assert outside.read_text() == "original"
         assert report["network"] != "connected"
         assert report["policy"] == "scores"
     else:
@@ -95,16 +117,22 @@ def test_as_a_non_root_user(port):
         assert report["policy"].startswith("refuses")
 
 
-def test_as_root_without_cap_sys_admin(port):
-    report = probe(NO_SYS_ADMIN, port)
+def test_as_root_without_cap_sys_admin(port, outside):
+    report = probe(NO_SYS_ADMIN, port, outside)
     expected = {"uid", "rlimits", "seccomp"} | ({"memcg"} if cgroups_writable() else set())
     assert set(report["layers"]) == expected  # no namespaces without CAP_SYS_ADMIN
     assert report["forged_pass"] == "failed"
     assert report["equals_all"] == "failed"
     assert report["solution"] == "passed"
     assert report["memfd"] == "1"
-    # No IPC namespace: the supervisor removes what the sandbox uid made after each job.
-    assert report["ipc"] == ["made", "nothing"]
+    # No IPC namespace, but seccomp refuses System V objects (and the supervisor would
+    # remove what the sandbox uid made after each job).
+    assert report["ipc"] == ["refused", "nothing"]
+    assert report["semaphores"] == ["0 1", "-1 1", ""]
+    assert report["memory_reader"] == ["failed", "failed"]
+    # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
+    # anyone read and overwrite it, so only the deletion is refused by the kernel here).
+    assert report["outside"][2] == "PermissionError"
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]

@@ -2,7 +2,9 @@
 
 The host starts this module as `python -I -S -c "...; _supervisor.main()"` with a scrubbed
 environment; it reads a marshalled batch of jobs on stdin and writes one marshalled record per
-job on stdout. What it protects against, and what not, is documented in `sandbox.py`.
+job on stdout. The batch holds limits and offsets only: each job's code and tests stay in a
+host file that this process never reads (see `main`). What it protects against, and what
+not, is documented in `sandbox.py`.
 
 It imports only cheap standard-library modules (no json, re, dataclasses, selectors): its
 start-up is paid once per batch, and every program is forked from it.
@@ -44,6 +46,7 @@ IPC_RMID = 0
 SECBITS_LOCKED_NOROOT = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
 ROOT = "/tmp"  # where the skeleton root is mounted, inside the supervisor's mount namespace
 STATUS_FD = 3  # the program's status pipe: "completed" (the code ran to its end), "memory"
+REPORT_FD = 6  # the checker's own output, framed, straight to the host (never through us)
 CALL_IN_FD, CALL_OUT_FD = 4, 5  # candidate: requests from the checker in, answers out
 MAX_FRAME = 64 << 20  # largest message the checker accepts from the candidate
 CGROUP_PREFIX = "troupe-sandbox-"
@@ -61,7 +64,6 @@ PRELOAD = (
     "fractions random"
 ).split()
 PRELOAD_MIN_JOBS = 4
-BATCH: list[dict] = []  # the jobs of this supervisor; programs get them without their tests
 # Audit events the Python guard refuses (see sys.addaudithook).
 DENIED_EVENTS = frozenset(
     """os.fork os.forkpty os.exec os.posix_spawn os.spawn os.system os.kill os.killpg
@@ -102,6 +104,11 @@ class Fences:
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.root = os.geteuid() == 0
         self.uid = UID_BASE + os.getpid() if self.root else os.geteuid()
+        # Read now: after unshare(CLONE_NEWUSER) and before the maps are written, the kernel
+        # reports the overflow ids (65534) instead of ours.
+        self.host_ids = (os.geteuid(), os.getegid())
+        # The host's file of code and tests, and its pipe for checker output (see `main`).
+        self.sources_fd = self.report_fd = -1
         self.userns = self.netns = self.mountns = self.pidns = False
         self.outer_pidns = False  # unprivileged: the pid namespace `main` must fork into
         self.pid_reset_fd: int | None = None
@@ -142,8 +149,8 @@ class Fences:
             for flags in (CLONE_NEWNS | CLONE_NEWPID | others, CLONE_NEWNS | others, others):
                 if self.unshare(CLONE_NEWUSER | flags):
                     self.userns = self.netns = self.ipc_per_job = True
-                    self._map_ids()
-                    self.mountns = bool(flags & CLONE_NEWNS) and self._try_build_root()
+                    mapped = self._map_ids()
+                    self.mountns = bool(flags & CLONE_NEWNS) and mapped and self._try_build_root()
                     # Our pid namespace starts with our first child: `main` forks into it.
                     self.outer_pidns = bool(flags & CLONE_NEWPID)
                     break
@@ -182,8 +189,8 @@ class Fences:
             os._exit(0 if self.install_seccomp() else 1)
         return os.waitpid(pid, 0)[1] == 0
 
-    def _map_ids(self) -> None:
-        uid, gid = os.geteuid(), os.getegid()  # ourselves, unchanged, inside the namespace
+    def _map_ids(self) -> bool:
+        uid, gid = self.host_ids  # ourselves, unchanged, inside the namespace
         try:
             for path, text in (
                 ("/proc/self/setgroups", "deny"),
@@ -192,8 +199,11 @@ class Fences:
             ):
                 with open(path, "w") as fh:
                     fh.write(text)
-        except OSError:
-            pass
+            return True
+        except OSError as exc:
+            # Unmapped, no private root can be built: say so; `mount` is then not claimed.
+            sys.stderr.write(f"sandbox: could not map our ids in the user namespace ({exc})\n")
+            return False
 
     def _try_build_root(self) -> bool:
         try:
@@ -306,6 +316,15 @@ SECCOMP_ARCHES = {
             "memfd_create": 319,
             "shmget": 29,
             "msgget": 68,
+            "semget": 64,
+            "mq_open": 240,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "io_uring_setup": 425,
+            "userfaultfd": 323,
+            "perf_event_open": 298,
+            "bpf": 321,
             "fork": 57,
             "vfork": 58,
             "clone": 56,
@@ -314,9 +333,34 @@ SECCOMP_ARCHES = {
     ),
     "aarch64": (
         0xC00000B7,
-        {"memfd_create": 279, "shmget": 194, "msgget": 186, "clone": 220, "clone3": 435},
+        {
+            "memfd_create": 279,
+            "shmget": 194,
+            "msgget": 186,
+            "semget": 190,
+            "mq_open": 180,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "io_uring_setup": 425,
+            "userfaultfd": 282,
+            "perf_event_open": 241,
+            "bpf": 280,
+            "clone": 220,
+            "clone3": 435,
+        },
     ),
 }
+# Refused with EPERM. Kernel objects that no limit of ours bounds without a memory cgroup:
+# memfd, System V shared memory, message queues and semaphores (615 semaphore sets held
+# 1.2 GB of kernel memory under memory_mb=256, issue 29), POSIX message queues and keys
+# (quotas per uid, shared with the host's user where there is no `uid` layer); and kernel
+# interfaces no scored program needs that are common exploit paths (io_uring, userfaultfd,
+# perf events, bpf). Then fork and vfork (see `seccomp_filter`).
+DENIED_SYSCALLS = (
+    "memfd_create shmget msgget semget mq_open add_key request_key keyctl io_uring_setup "
+    "userfaultfd perf_event_open bpf fork vfork"
+).split()
 CLONE_THREAD = 0x00010000
 RET_ALLOW, RET_EPERM, RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
@@ -324,7 +368,8 @@ RET_ALLOW, RET_EPERM, RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 def seccomp_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp program that bounds what a program can hold outside RLIMIT_AS:
 
-    - memfd_create, shmget, msgget: EPERM (RAM no mount's size bounds; /tmp is bounded);
+    - DENIED_SYSCALLS: EPERM (memfd and System V objects: RAM that no mount's size bounds;
+      /tmp is bounded);
     - fork, vfork, and clone without CLONE_THREAD: EPERM; clone3: ENOSYS, so that libc falls
       back to clone. Threads share one address space (one RLIMIT_AS); new processes would
       each get their own;
@@ -333,9 +378,7 @@ def seccomp_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
     if machine not in SECCOMP_ARCHES:
         return None
     audit_arch, numbers = SECCOMP_ARCHES[machine]
-    deny = [
-        numbers[n] for n in ("memfd_create", "shmget", "msgget", "fork", "vfork") if n in numbers
-    ]
+    deny = [numbers[n] for n in DENIED_SYSCALLS if n in numbers]
     # Symbolic program: ("ld", offset) | ("jeq"/"jset", k, label_true, label_false) |
     # ("ret", value) | label strings; jumps are resolved to offsets below.
     code: list = [("ld", 4), ("jeq", audit_arch, None, "deny"), ("ld", 0)]
@@ -510,10 +553,17 @@ def main() -> None:
     import resource  # noqa: F401  (imported here once, for every program)
     import traceback  # noqa: F401  (failing programs print one; importing it costs ~1 ms)
 
-    request = marshal.loads(sys.stdin.buffer.read())
-    BATCH[:] = request["jobs"]
     fences = Fences()
     fences.setup()
+    # The batch on stdin holds only limits and where each job's code and tests lie in the
+    # host's file (fd `sources_fd`): no program code or test ever enters this process, the
+    # one every program is forked from, and the checkers' output (a failed test's traceback
+    # shows its expected value) goes to the host on `report_fd` without passing through us.
+    # Non-dumpable (after setup: the uid map is written through /proc/self): a program of
+    # our own uid (no `uid` layer) can neither ptrace us nor open those fds in /proc.
+    fences.prctl(PR_SET_DUMPABLE, 0)
+    request = marshal.loads(sys.stdin.buffer.read())
+    fences.sources_fd, fences.report_fd = request["sources_fd"], request["report_fd"]
     if fences.outer_pidns:
         # Unprivileged: only the pid namespace's first process can reset it per job (setns
         # needs CAP_SYS_ADMIN over the namespace), so carry on in a child that is its pid 1.
@@ -535,7 +585,7 @@ def main() -> None:
     gc.freeze()  # the forks then share our objects: the collector no longer touches their pages
     for index, job in enumerate(request["jobs"]):
         try:
-            record = run_job(fences, job, index)
+            record = run_job(fences, dict(job, i=index), index)
         except Exception as exc:  # a supervisor bug must not lose the other jobs' results
             record = result("crash", None, b"", f"sandbox error: {exc!r}".encode(), 0.0)
         record["i"] = index
@@ -856,6 +906,7 @@ def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tup
     out_w, err_w, st_w, nt_w, rp_w = pipes
     try:
         fences.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed supervisor takes us along
+        code = read_source(fences.sources_fd, job["code"])  # this job's program, nothing else
         if cgroup is not None and not write_file(f"{cgroup}/cgroup.procs", "0"):
             raise OSError("could not enter the job's memory cgroup")
         flags = (CLONE_NEWNS if fences.mountns else 0) | (CLONE_NEWIPC if fences.ipc_per_job else 0)
@@ -884,7 +935,9 @@ def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tup
             if checker == 0:
                 for fd in (rp_w, nt_w, req_r, ans_w):
                     os.close(fd)
-                run_program(fences, job, workdir, out_w, err_w, st_w, (ans_r, req_w), True)
+                tests = read_source(fences.sources_fd, job["tests"])  # only ever read here
+                run_program(fences, job, tests, workdir, out_w, err_w, st_w, (ans_r, req_w), True)
+            close_host_fds(fences)  # before the program exists: it must never reach them
             fences.prctl(PR_SET_DUMPABLE, 1)
             send(rp_w, f"program {checker}")
             os.close(st_w)
@@ -892,15 +945,17 @@ def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tup
             if program == 0:
                 for fd in (rp_w, req_w, ans_r):
                     os.close(fd)
-                run_program(fences, job, workdir, out_w, err_w, nt_w, (req_r, ans_w), False)
+                run_program(fences, job, code, workdir, out_w, err_w, nt_w, (req_r, ans_w), False)
             for fd in (req_r, req_w, ans_r, ans_w):
                 os.close(fd)
         else:
             os.close(st_w)
+            close_host_fds(fences)
+            fences.prctl(PR_SET_DUMPABLE, 1)  # as in a test job: the program as before
             program = os.fork()
             if program == 0:
                 os.close(rp_w)
-                run_program(fences, job, workdir, out_w, err_w, nt_w, None, False)
+                run_program(fences, job, code, workdir, out_w, err_w, nt_w, None, False)
         send(rp_w, f"program {program}")
         for fd in (out_w, err_w, nt_w):
             os.close(fd)
@@ -927,6 +982,40 @@ def run_init(fences: Fences, job: dict, workdir, pidns: bool, cgroup, pipes: tup
         os._exit(0)
 
 
+def read_source(fd: int, where: tuple[int, int]) -> str:
+    """One job's code or tests from the host's file: `where` is (offset, length) in bytes."""
+    offset, length = where
+    data = bytearray()
+    while len(data) < length:
+        chunk = os.pread(fd, length - len(data), offset + len(data))
+        if not chunk:
+            raise OSError("the host's file of code and tests is cut short")
+        data.extend(chunk)
+    return data.decode("utf-8", "surrogatepass")
+
+
+def close_host_fds(fences: Fences) -> None:
+    for fd in (fences.sources_fd, fences.report_fd):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def report_checker_output(job: dict) -> None:
+    """The checker's captured stdout and stderr, one frame to the host on REPORT_FD."""
+    cap = int(job["max_output"])
+    record = {
+        "i": job["i"],
+        "stdout": sys.stdout.getvalue()[:cap],
+        "stderr": sys.stderr.getvalue()[:cap],
+    }
+    blob = marshal.dumps(record)
+    view = memoryview(len(blob).to_bytes(4, "little") + blob)
+    while view:
+        view = view[os.write(REPORT_FD, view) :]
+
+
 def limit_ipc(disk_mb: int) -> None:
     """In the job's own IPC namespace: System V shared memory up to `disk_mb` in all (the
     memory cgroup, where present, bounds it anyway), and no POSIX message queues."""
@@ -943,6 +1032,7 @@ def limit_ipc(disk_mb: int) -> None:
 def run_program(
     fences: Fences,
     job: dict,
+    code: str,
     workdir,
     out_w: int,
     err_w: int,
@@ -954,16 +1044,15 @@ def run_program(
     for a test job, then answers the checker's calls) or the checker (runs the tests)."""
     import resource  # preloaded by main(): no file lookups after the fork
 
-    code = job["tests"] if checker else job["code"]
-    if not checker:
-        for other in BATCH:  # the tests live in the checker only, not among our objects
-            other["tests"] = other["code"] = None
     try:
         import fcntl  # preloaded by main()
 
-        # 0 stdin, 1 stdout, 2 stderr, 3 status, then (4, 5) the checker channel. Copied
-        # above the targets first: a source may sit on another one's target number.
+        # 0 stdin, 1 stdout, 2 stderr, 3 status, then (4, 5) the checker channel and, in the
+        # checker, 6 its report to the host. Copied above the targets first: a source may
+        # sit on another one's target number.
         sources = [os.open("/dev/null", os.O_RDONLY), out_w, err_w, st_w, *(channel or ())]
+        if checker:
+            sources.append(fences.report_fd)  # becomes REPORT_FD
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in sources]
         for target, fd in enumerate(high):
             os.dup2(fd, target)
@@ -1013,8 +1102,15 @@ def run_program(
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        if checker:
+            import io
+
+            # Kept, and sent to the host at the end: a failed test's traceback shows its
+            # expected value, which must never reach the supervisor (see `main`).
+            sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
         if job["python_guard"] and not checker:
             install_guard()
+        report = job if checker else None
         del job, fences
     except BaseException as exc:
         os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
@@ -1064,6 +1160,8 @@ def run_program(
             os.write(2, b"the program raised an exception (traceback unavailable)\n")
         exit_code = 1
     try:
+        if report is not None:
+            report_checker_output(report)
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:

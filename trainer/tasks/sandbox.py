@@ -16,6 +16,14 @@ that forks the program — and, for a test job, a *checker* first (`trainer/task
 Forking from a warm supervisor costs a few milliseconds per program instead of a new
 interpreter each, and no `preexec_fn` ever runs in the (multi-threaded) host.
 
+No program is forked from a process that ever held tests: the host writes each job's code
+and tests into an unlinked file and hands the supervisor only its descriptor, the limits and
+where each text lies. A job's init reads its own program's code; its checker alone reads the
+tests; init closes the file (and the checkers' report pipe) before it forks the program; and
+the checker's output — a failed test's traceback shows the expected value — goes to the host
+on that pipe, never through the supervisor. The supervisor is non-dumpable, so a program of
+its uid (modes without `uid`) cannot ptrace it or open its descriptors either.
+
 Who decides "passed"
 --------------------
 A test job (`run_tests`, `tests_job`) passes only on the checker's verdict. The checker runs
@@ -30,7 +38,9 @@ tests; standard-library module names are the checker's own imports), or raising
 StopIteration into a test's loop (it reaches the tests as RuntimeError). The program cannot
 reach the checker: the verdict pipe is never open in it, the checker is non-dumpable (no
 ptrace, /proc/<pid>/mem or fd access for a same-uid process without capabilities), and the
-tests are scrubbed from the program's copy of the job list. What still holds for the program:
+tests never were in the memory the program inherits (see above: a program that scans its own
+memory with process_vm_readv finds neither its batch's tests nor a failed test's traceback;
+tested). What still holds for the program:
 it sees the arguments the tests call it with, one call at a time; it may kill the checker (the job
 then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
 plain value, as in plain Python. Objects other than plain data and instances of the
@@ -48,12 +58,17 @@ worker logs them when it starts: workers/sandbox_report.py)
 - `rlimits`: RLIMIT_CPU, RLIMIT_AS (`memory_mb` of address space per process: memory bombs
   hit MemoryError), RLIMIT_NPROC, RLIMIT_FSIZE (`disk_mb`: also the largest file, memfd or
   shared-memory file), RLIMIT_NOFILE = 64, RLIMIT_CORE = 0.
-- `seccomp`: a filter refuses memfd_create, shmget and msgget (RAM that no size limit of a
-  mount bounds), fork, vfork and clone without CLONE_THREAD (each process would get its own
-  address-space cap; threads share one) and every other ABI (i386/x32 numbers). So without a
-  memory cgroup, a program's RAM is still bounded: its address space (`memory_mb`) plus its
-  private /tmp (`disk_mb`, with `mount`), plus pipe and socket buffers of at most 64
-  descriptors.
+- `seccomp`: a filter refuses memfd_create and the creation of System V shared memory,
+  message queues and semaphore sets and of POSIX message queues (memory that no size limit
+  of a mount bounds: 615 semaphore sets once held 1.2 GB of kernel memory under
+  memory_mb=256), kernel keys, io_uring, userfaultfd, perf events and bpf (no use to a
+  program; common exploit paths), fork, vfork and clone without CLONE_THREAD (each process
+  would get its own address-space cap; threads share one) and every other ABI (i386/x32
+  numbers). So without a memory cgroup a program's RAM is bounded by its address space
+  (`memory_mb`), its private /tmp (`disk_mb`, with `mount`), the buffers of at most 64
+  descriptors (pipes up to 1 MB each) and the kernel's per-thread structures of at most
+  `max_processes` threads — as far as the deny list goes: a kernel object that it misses
+  would not be bounded. The memory cgroup bounds everything; the compose workers lack one.
 - `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
   cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
   `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
@@ -62,7 +77,8 @@ worker logs them when it starts: workers/sandbox_report.py)
   kernel kills every process left in the namespace; host pids are invisible.
 - `net`: a network namespace with only a downed loopback device: no connection leaves.
 - `ipc`: a fresh IPC namespace per job (System V objects and POSIX message queues), gone
-  with the job's last process; the next job of the batch sees nothing of it.
+  with the job's last process; the next job of the batch sees nothing of it, and the host's
+  objects are out of reach (with `seccomp` a program can create none itself).
 - `mount`: the program is chrooted into a read-only skeleton holding only /usr, the
   interpreter's prefix, /dev/{null,zero,urandom} and a fresh size-limited tmpfs at /tmp — its
   working directory, which vanishes with the job. The repository, .env files, /etc, /dev/shm,
@@ -82,6 +98,8 @@ What does NOT hold
   list, and there is no VM. CPU is not shared fairly (no cpu cgroup).
 - World-readable files under /usr and the interpreter prefix are readable.
 - The test inputs a program is called with are visible to it (the expected values are not).
+- A program's memory may hold what earlier programs of its batch printed (the supervisor
+  read it), never their code or any test.
 - The checker decodes the program's answers with marshal before checking their types; a
   crafted answer that crashes the (sandboxed) checker only fails the job.
 - A program whose entry point is named like a builtin (`def sum(...)`) fails its tests: the
@@ -97,10 +115,12 @@ Modes (check `isolation`; tests/trainer/test_sandbox_modes.py runs the sandbox i
   writable and world-readable files visible; after each job the supervisor kills what is
   left of the sandbox uid and removes its System V objects and /dev/shm files. Below the
   default minimum: code tasks refuse to score.
-- non-root with unprivileged user namespaces: rlimits, pid, net, ipc, mount, seccomp,
-  userns; no uid (the program keeps the host user's uid, without any capability) and no
-  memcg.
-- non-root without them: rlimits and seccomp only; below the default minimum.
+- non-root with unprivileged user namespaces (any uid; tested as 65534 and 1000): rlimits,
+  pid, net, ipc, mount, seccomp, userns; no uid (the program keeps the host user's uid,
+  without any capability) and no memcg.
+- non-root without them: rlimits and seccomp only; below the default minimum. The program
+  then shares the host user's uid and pid namespace: it can signal or ptrace that user's
+  processes, the host's among them (the supervisor alone is non-dumpable).
 
 Minimum isolation for scoring
 -----------------------------
@@ -329,12 +349,32 @@ def _launch_command() -> list[str]:
 def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     """One supervisor process for `jobs`; a backstop deadline kills it if it overruns."""
     import selectors
+    import tempfile
 
+    # The code and tests go in an unlinked file that only each job's init (its own code)
+    # and checker (its tests) read; the supervisor, which every program is forked from,
+    # gets only where they lie (hole 1 of issue 29: a program read the tests of its batch
+    # from the supervisor's memory).
+    sources = tempfile.TemporaryFile(prefix="troupe-sandbox-")
+
+    def place(text: str | None) -> tuple[int, int] | None:
+        if text is None:
+            return None
+        data = str(text).encode("utf-8", "surrogatepass")
+        offset = sources.tell()
+        sources.write(data)
+        return (offset, len(data))
+
+    placed = [(place(j.code), place(j.tests)) for j in jobs]
+    sources.flush()
+    report_r, report_w = os.pipe()  # the checkers' output, straight from them to us
     payload = marshal.dumps(
         {
+            "sources_fd": sources.fileno(),
+            "report_fd": report_w,
             "jobs": [
                 {
-                    "code": str(j.code),
+                    "code": code_at,
                     "timeout": float(j.timeout),
                     "memory_mb": int(j.memory_mb),
                     "max_output": int(j.max_output),
@@ -343,10 +383,10 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
                     "max_processes": int(j.max_processes),
                     "require_completion": bool(j.require_completion),
                     "python_guard": bool(j.python_guard),
-                    "tests": None if j.tests is None else str(j.tests),
+                    "tests": tests_at,
                 }
-                for j in jobs
-            ]
+                for j, (code_at, tests_at) in zip(jobs, placed)
+            ],
         }
     )
     deadline = time.monotonic() + 10.0 + sum(j.timeout + 0.5 for j in jobs)
@@ -362,13 +402,20 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
             cwd="/",
             start_new_session=True,
             close_fds=True,
+            pass_fds=(sources.fileno(), report_w),
         )
     except OSError as exc:
+        sources.close()
+        os.close(report_r)
+        os.close(report_w)
         return [SandboxResult("crash", None, "", f"could not start the sandbox: {exc}", 0.0)] * len(
             jobs
         )
 
-    out, err = bytearray(), bytearray()
+    sources.close()  # the supervisor has its own descriptor
+    os.close(report_w)
+    report = os.fdopen(report_r, "rb", buffering=0)
+    out, err, checker_out = bytearray(), bytearray(), bytearray()
     killed = False
     try:
         proc.stdin.write(payload)  # the supervisor reads all of it before writing anything
@@ -378,6 +425,7 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sel.register(report, selectors.EVENT_READ, checker_out)
         while sel.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or len(out) > cap:
@@ -399,10 +447,12 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     _kill_group(proc.pid)  # whatever is left in the supervisor's group (nothing, normally)
     proc.stdout.close()
     proc.stderr.close()
+    report.close()
 
     frames = _supervisor.read_frames(bytes(out))
     header = next((f for f in frames if "isolation" in f), {})
     by_index = {f["i"]: f for f in frames if "i" in f}
+    checker_said = {f["i"]: f for f in _supervisor.read_frames(bytes(checker_out))}
     isolation = tuple(header.get("isolation", ()))
     problem = err.decode("utf-8", "replace")[-2000:]
     if killed:
@@ -419,12 +469,13 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
                 "seconds": round(time.monotonic() - started, 4),
                 "truncated": False,
             }
+        said = checker_said.get(i, {})  # the tests' own output and traceback come last
         results.append(
             SandboxResult(
                 status=record["status"],
                 returncode=record["returncode"],
-                stdout=record["stdout"],
-                stderr=record["stderr"],
+                stdout=record["stdout"] + said.get("stdout", ""),
+                stderr=record["stderr"] + said.get("stderr", ""),
                 seconds=record["seconds"],
                 truncated=record["truncated"],
                 network_isolated="net" in isolation,
