@@ -66,10 +66,17 @@ from typing import Any
 import numpy as np
 
 ACCURACY_KEY = "eval/accuracy"
+ACCURACY_SE_KEY = "eval/accuracy_se"  # its standard error, problems as the unit
 # Comparisons against thresholds ignore float noise (0.3 - 0.1 must not count as below 0.2).
 _EPS = 1e-9
 
-ACCURACY_DEFAULTS = {"min_drop": 0.10, "drop_frac": 0.5, "smooth": 3, "final_window": 3}
+ACCURACY_DEFAULTS = {
+    "alpha": 0.05,
+    "drop_frac": 0.5,
+    "min_drop": 0.0,
+    "smooth": 3,
+    "final_window": 3,
+}
 AMPLIFICATION_DEFAULTS = {"baseline_frac": 0.2, "k_mad": 3.0, "consecutive": 3, "mad_floor": 0.01}
 CAPTURE_DEFAULTS = {"threshold": 0.6, "majority": 0.5}
 
@@ -128,28 +135,91 @@ def _rolling_median(v: np.ndarray, window: int) -> np.ndarray:
 # --- accuracy --------------------------------------------------------------------------------
 
 
+def _normal_sf(x: float) -> float:
+    """P(Z > x) for a standard normal Z."""
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def _noise_sd(v: np.ndarray) -> float:
+    """One evaluation's noise SD estimated from the series itself, when nothing else is
+    logged: the robust SD (1.4826 × MAD about 0) of successive differences, over √2. A trend
+    or a cliff inflates it, so the fallback errs toward calling fewer cliffs."""
+    if len(v) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(v))) / math.sqrt(2))
+
+
+def _drop_noise(
+    s: np.ndarray,
+    v: np.ndarray,
+    se: np.ndarray | None,
+    per_problem: Mapping | None,
+    peak_idx: int,
+    final_window: int,
+) -> tuple[str, float]:
+    """(method, SE of peak − final) from the best evidence at hand: "paired" (per-problem
+    accuracies at the peak and in the final window, problems as the unit), "se"
+    (`eval/accuracy_se`, evaluations independent) or "series" (estimated from the curve)."""
+    tail = range(len(s) - final_window, len(s))
+    if per_problem:
+        peak_row = per_problem.get(_step(s[peak_idx]))
+        rows = [per_problem.get(_step(s[i])) for i in tail]
+        if peak_row is not None and all(r is not None and len(r) == len(peak_row) for r in rows):
+            d = np.asarray(peak_row, float) - np.mean(np.asarray(rows, float), axis=0)
+            if len(d) >= 2:
+                return "paired", float(d.std(ddof=1) / math.sqrt(len(d)))
+    if se is not None and np.all(np.isfinite(se[[peak_idx, *tail]])):
+        final_var = float(np.sum(se[list(tail)] ** 2)) / final_window**2
+        return "se", math.sqrt(float(se[peak_idx]) ** 2 + final_var)
+    sd = _noise_sd(v)
+    return "series", sd * math.sqrt(1 + 1 / final_window)
+
+
 def summarize_accuracy(
     steps: Sequence,
     values: Sequence,
     *,
-    min_drop: float = 0.10,
+    se: Sequence | None = None,
+    per_problem: Mapping | None = None,
+    alpha: float = 0.05,
     drop_frac: float = 0.5,
+    min_drop: float = 0.0,
     smooth: int = 3,
     final_window: int = 3,
     running: bool = False,
 ) -> dict[str, Any]:
     """Base, peak, final, gains and the terminal-cliff verdict of one `eval/accuracy` series.
 
+    `se`: `eval/accuracy_se` aligned with `steps` (None/NaN where missing); `per_problem`:
+    {step: per-problem accuracies in one fixed problem order} (`eval_problems.jsonl`).
+    Either makes the noise test sharper; without them the noise is estimated from the curve.
+
     Returns `base`, `peak`, `peak_step`, `final`, `gain`, `final_gain`, `cliff` (bool),
     `cliff_onset` (step or None) — the DESIGN.md §6 contract — plus `cliff_status` ("none",
-    "cliff", "provisional", "insufficient"), `theta` (θ), `threshold` (peak − θ), `n_evals`,
-    `first_step`, `last_step` and `running` (echoed). With no evaluations every number is None.
+    "cliff", "provisional", "degradation", "insufficient"), `theta` (θ), `threshold`
+    (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `degradation_onset`,
+    `n_evals`, `first_step`, `last_step` and `running` (echoed). With no evaluations every
+    number is None.
     """
     if smooth < 1 or smooth % 2 == 0:
         raise ValueError(f"smooth must be a positive odd number of points, not {smooth}")
     if final_window < 1:
         raise ValueError(f"final_window must be at least 1, not {final_window}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, not {alpha}")
+    se_by_step: dict[float, float | None] = {}
+    if se is not None:
+        if len(se) != len(steps):
+            raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
+        # Keyed by step with the values' rules: a repeated step keeps its last SE, and a
+        # missing SE stays NaN (that evaluation then cannot give "se" evidence).
+        for st, x, e in zip(steps, values, se, strict=True):
+            if _num(x) is not None and _num(st) is not None:
+                se_by_step[float(st)] = _num(e)
     s, v = _clean(steps, values)
+    se_arr = None
+    if se is not None:
+        se_arr = np.array([np.nan if se_by_step.get(x) is None else se_by_step[x] for x in s])
     n = len(s)
     out: dict[str, Any] = {
         "base": None,
@@ -163,6 +233,8 @@ def summarize_accuracy(
         "cliff_status": "insufficient",
         "theta": None,
         "threshold": None,
+        "cliff_test": None,
+        "degradation_onset": None,
         "n_evals": n,
         "first_step": None,
         "last_step": None,
@@ -174,9 +246,8 @@ def summarize_accuracy(
     base = float(v[0])
     peak_idx = int(np.argmax(v))  # argmax returns the first maximum: the first step attaining it
     peak = float(v[peak_idx])
-    final = float(np.mean(v[-final_window:]))
-    theta = max(min_drop, drop_frac * (peak - base))
-    threshold = peak - theta
+    window = min(final_window, n)
+    final = float(np.mean(v[-window:]))
     out.update(
         base=base,
         peak=peak,
@@ -184,10 +255,37 @@ def summarize_accuracy(
         final=final,
         gain=peak - base,
         final_gain=final - base,
-        theta=theta,
-        threshold=threshold,
         first_step=_step(s[0]),
         last_step=_step(s[-1]),
+    )
+    method, se_drop = _drop_noise(s, v, se_arr, per_problem, peak_idx, window)
+    # The peak is the largest of n noisy evaluations, so a drop from it is judged at the
+    # Bonferroni level α/n: a flat, noisy run then calls a cliff at most α of the time.
+    z = statistics.NormalDist().inv_cdf(1 - alpha / n)
+    gain_margin = drop_frac * (peak - base)
+    noise_margin = z * se_drop
+    theta = max(min_drop, gain_margin, noise_margin)
+    threshold = peak - theta
+    drop = peak - final
+    if se_drop > 0:
+        p = min(1.0, n * _normal_sf(drop / se_drop))
+    else:
+        p = 0.0 if drop > _EPS else 1.0
+    out.update(
+        theta=theta,
+        threshold=threshold,
+        cliff_test={
+            "method": method,
+            "drop": drop,
+            "se_drop": se_drop,
+            "z": z,
+            "alpha": alpha,
+            "n_compared": n,
+            "noise_margin": noise_margin,
+            "gain_margin": gain_margin,
+            "min_drop": min_drop,
+            "p": p,
+        },
     )
     if n < max(2, smooth, final_window):
         return out  # too few points for the final mean and the smoothing to mean anything
@@ -208,12 +306,42 @@ def summarize_accuracy(
         )
         status = "provisional" if tail_down else "none"
         is_cliff = tail_down
+    if is_cliff and peak_idx == 0:
+        # Nothing was ever learned above the base: a fall below it is degradation, not a cliff
+        # from a learned peak.
+        out.update(cliff_status="degradation", degradation_onset=_step(s[start]))
+        return out
     out.update(
         cliff=bool(is_cliff),
         cliff_onset=_step(s[start]) if is_cliff else None,
         cliff_status=status,
     )
     return out
+
+
+def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
+    """The verdict with its threshold and evidence, in one line for a page's hover or cell:
+    "peak 0.067 (step 20) → final 0.000; threshold 0.041 = peak − θ, θ = 0.026 = max(½ gain
+    0.008, 2.58 × SE 0.010 of the drop [se]); one-sided p = 0.0004 over 10 evaluations"."""
+    acc = accuracy or {}
+    test = acc.get("cliff_test")
+    if acc.get("peak") is None or not test:
+        return "no evaluations"
+    text = (
+        f"peak {acc['peak']:.3f} (step {acc['peak_step']}) → final {acc['final']:.3f}; "
+        f"threshold {acc['threshold']:.3f} = peak − θ, θ = {acc['theta']:.3f} = max("
+        f"{test['gain_margin']:.3f} lost gain, {test['z']:.2f} × SE {test['se_drop']:.4f} of "
+        f"the drop [{test['method']}]"
+    )
+    if test.get("min_drop"):
+        text += f", floor {test['min_drop']:.3f}"
+    text += f"); one-sided p = {test['p']:.2g} over {test['n_compared']} evaluations"
+    status = acc.get("cliff_status")
+    if status == "insufficient":
+        text += "; too few evaluations for a verdict"
+    elif status == "degradation":
+        text += f"; no learned peak: below the base from step {acc['degradation_onset']}"
+    return text
 
 
 # --- gradient dynamics -------------------------------------------------------------------------
@@ -380,9 +508,13 @@ def summarize_run(
     *,
     running: bool = False,
     sharing: str | None = None,
+    per_problem: Mapping | None = None,
     **thresholds: Any,
 ) -> dict[str, Any]:
     """§6 for one run, given `{key: (steps, values)}` (DESIGN.md §5 metric names).
+
+    The cliff test uses `eval/accuracy_se` when the run logged it, and `per_problem`
+    ({step: per-problem accuracies}, from `eval_problems.jsonl`) when given.
 
     Returns:
       `accuracy`: `summarize_accuracy` of `eval/accuracy` (all None when absent);
@@ -391,17 +523,25 @@ def summarize_run(
       `lead`: {role: cliff_onset − onset, or None when either is missing};
       `policy_amplification`: {policy: onset or None} from `policy/<p>/grad_norm`;
       `capture`: the capturing role or None, from `role/<role>/grad_share` — computed only
-        when `sharing` is "shared" or not given (per-role policies trivially have share 1);
+        when two or more roles put gradient on one policy: `sharing` "shared" or not given,
+        and at least two roles with a share (a lone role, or per-role policies, trivially
+        have share 1);
       `capture_fractions`: {role: fraction of last-half steps above the capture threshold},
         empty when capture is not computed.
 
-    `thresholds` take the keyword names of `summarize_accuracy` (min_drop, drop_frac, smooth,
-    final_window) and `amplification_onset` (baseline_frac, k_mad, consecutive, mad_floor),
+    `thresholds` take the keyword names of `summarize_accuracy` (alpha, drop_frac, min_drop,
+    smooth, final_window) and `amplification_onset` (baseline_frac, k_mad, consecutive, mad_floor),
     and `capture_threshold` / `capture_majority` for `capture`.
     """
     acc_kw, amp_kw, cap_kw = _split_thresholds(thresholds)
     acc_steps, acc_values = series.get(ACCURACY_KEY, ((), ()))
-    accuracy = summarize_accuracy(acc_steps, acc_values, running=running, **acc_kw)
+    se = None
+    if ACCURACY_SE_KEY in series:
+        by_step = dict(zip(*series[ACCURACY_SE_KEY], strict=True))
+        se = [by_step.get(x) for x in acc_steps]
+    accuracy = summarize_accuracy(
+        acc_steps, acc_values, se=se, per_problem=per_problem, running=running, **acc_kw
+    )
     # Every role/<role>/<metric> key names a role, whatever the metric.
     roles = sorted({k.split("/")[1] for k in series if k.startswith("role/") and k.count("/") >= 2})
 
@@ -421,7 +561,7 @@ def summarize_run(
 
     captured, fractions = None, {}
     share_roles = [r for r in roles if f"role/{r}/grad_share" in series]
-    if sharing in (None, "shared") and share_roles:
+    if sharing in (None, "shared") and len(share_roles) >= 2:
         steps, shares = _align({r: series[f"role/{r}/grad_share"] for r in share_roles})
         fractions = capture_fractions(steps, shares, threshold=cap_kw.get("threshold", 0.6))
         captured = capture(steps, shares, **cap_kw)
