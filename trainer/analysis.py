@@ -197,7 +197,8 @@ def summarize_accuracy(
     Returns `base`, `peak`, `peak_step`, `final`, `gain`, `final_gain`, `cliff` (bool),
     `cliff_onset` (step or None) — the DESIGN.md §6 contract — plus `cliff_status` ("none",
     "cliff", "provisional", "degradation", "insufficient"), `theta` (θ), `threshold`
-    (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `degradation_onset`,
+    (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `evidence` (it in one
+    line, `describe_cliff`), `degradation_onset`,
     `n_evals`, `first_step`, `last_step` and `running` (echoed). With no evaluations every
     number is None.
     """
@@ -241,6 +242,7 @@ def summarize_accuracy(
         "running": bool(running),
     }
     if n == 0:
+        out["evidence"] = describe_cliff(out)
         return out
 
     base = float(v[0])
@@ -288,6 +290,7 @@ def summarize_accuracy(
         },
     )
     if n < max(2, smooth, final_window):
+        out["evidence"] = describe_cliff(out)
         return out  # too few points for the final mean and the smoothing to mean anything
 
     below = _rolling_median(v, smooth) < threshold - _EPS
@@ -310,12 +313,14 @@ def summarize_accuracy(
         # Nothing was ever learned above the base: a fall below it is degradation, not a cliff
         # from a learned peak.
         out.update(cliff_status="degradation", degradation_onset=_step(s[start]))
+        out["evidence"] = describe_cliff(out)
         return out
     out.update(
         cliff=bool(is_cliff),
         cliff_onset=_step(s[start]) if is_cliff else None,
         cliff_status=status,
     )
+    out["evidence"] = describe_cliff(out)
     return out
 
 

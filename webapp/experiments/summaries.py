@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import connection
 
-from trainer.analysis import ACCURACY_KEY, summarize_cells, summarize_run
+from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY, summarize_cells, summarize_run
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
@@ -121,7 +121,8 @@ def clear_cache() -> None:
 
 def _key_filter(gradients: bool) -> tuple[str, list[str]]:
     """The WHERE clause on `key` for the series `summarize_run` reads, and its parameters."""
-    clauses, params = ["key = %s"], [ACCURACY_KEY]
+    # The SE feeds the cliff's noise test (docs/analysis.md): read with the accuracy.
+    clauses, params = ["key = %s", "key = %s"], [ACCURACY_KEY, ACCURACY_SE_KEY]
     if gradients:
         clauses += ["key LIKE %s"] * len(_GRADIENT_PATTERNS)
         params += list(_GRADIENT_PATTERNS)
