@@ -662,6 +662,8 @@ def mean_ci(values: Iterable, level: float = 0.95) -> dict[str, Any]:
 
 
 CELL_AXES = ("workflow", "task", "model", "sharing")
+# Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
+MIN_SEEDS = 3
 
 
 def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[dict]:
@@ -669,7 +671,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
     "summary": summarize_run(...)}` dicts, in order of each cell's first run.
 
     Row keys: the four axes; `n_seeds`, `seeds`; for gain and final_gain `<x>_mean`,
-    `<x>_low`, `<x>_high` (`mean_ci`; interval None with one seed) and `<x>_n`; `base_mean`,
+    `<x>_low`, `<x>_high` (`mean_ci`; none from fewer than MIN_SEEDS (3) seeds) and `<x>_n`;
+    `base_mean`,
     `peak_mean`, `final_mean`; `n_cliffs`, `n_provisional`, `n_judged` (seeds with a verdict,
     i.e. not "insufficient") and `cliff_fraction` = n_cliffs / n_judged (None when 0;
     provisional cliffs count as cliffs); for shared cells `capture` (the most common capturing
@@ -691,6 +694,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
         row["seeds"] = sorted((s for s in seeds if s is not None), key=lambda x: (str(type(x)), x))
         for name in ("gain", "final_gain"):
             ci = mean_ci([a.get(name) for a in accs], level)
+            if ci["n"] < MIN_SEEDS:
+                ci.update(low=None, high=None)
             row.update(
                 {f"{name}_mean": ci["mean"], f"{name}_low": ci["low"], f"{name}_high": ci["high"]}
             )
