@@ -54,7 +54,7 @@ N_BOOT = 10_000
 N_PERM = 10_000
 SEED = 0
 METRICS = ("peak", "final", "gain", "final_gain", "cliff")
-INSUFFICIENT = f"insufficient: fewer than {MIN_SEEDS} seeds"
+INSUFFICIENT = f"not enough data: fewer than {MIN_SEEDS} seeds"
 # Bootstrap resamples are drawn in chunks of at most this many indices (memory, not result).
 _CHUNK = 2_000_000
 
@@ -230,7 +230,7 @@ def _pooled_effect(
         out.update(mean=ci["estimate"], low=ci["low"], high=ci["high"], se=ci["se"], df=ci["df"])
     out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
     if not counted:
-        out["verdict"] = f"insufficient: no cell has {MIN_SEEDS} seeds"
+        out["verdict"] = f"not enough data: no cell has {MIN_SEEDS} seeds"
     out["n_needed"] = out["more_needed"] = None  # planned per cell
     return out
 
@@ -438,7 +438,7 @@ def main_effects(
                     "above": f"{lv} above the average of {axis}",
                     "below": f"{lv} below the average of {axis}",
                     "undecided": "undecided: interval straddles 0",
-                    "insufficient": f"insufficient: a cell with fewer than {MIN_SEEDS} seeds",
+                    "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
                 }[row["decision"]]
                 rows.append(row)
             out[axis][m] = rows
