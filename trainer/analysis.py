@@ -57,6 +57,7 @@ paired sharing-mode effect, main effects, seeds needed and the lead test across 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import Counter
@@ -611,6 +612,7 @@ def _t_two_sided_mass(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked for the same few (q, df) over and over
 def student_t_quantile(q: float, df: int) -> float:
     """The q-quantile of Student's t with `df` degrees of freedom (q in (0, 1)), no scipy.
 
