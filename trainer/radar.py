@@ -250,6 +250,7 @@ def prefix_cliff_statuses(
                 "step": _step(s[j]),
                 "cliff_status": summary["cliff_status"],
                 "cliff_onset": summary["cliff_onset"],
+                "degradation_onset": summary["degradation_onset"],
                 "threshold": summary["threshold"],
             }
         )
@@ -276,8 +277,10 @@ def _cliff_events(
     for row in prefix_cliff_statuses(s, v, **acc_kw):
         if row["cliff_status"] == "none":
             armed = True
-        elif row["cliff_status"] == "provisional" and armed:
-            onset = row["cliff_onset"]
+        elif row["cliff_status"] in ("provisional", "degradation") and armed:
+            # A fall below a base never beaten is "degradation", judged and confirmed alike.
+            kind = "cliff" if row["cliff_status"] == "provisional" else "degradation"
+            onset = row["cliff_onset"] if kind == "cliff" else row["degradation_onset"]
             if (
                 int(np.count_nonzero(s[: np.searchsorted(s, row["step"]) + 1] >= onset))
                 >= own["cliff_confirm"]
@@ -285,7 +288,7 @@ def _cliff_events(
                 at = int(np.searchsorted(s, onset))
                 events.append(
                     _event(
-                        "cliff",
+                        kind,
                         None,
                         ACCURACY_KEY,
                         onset,
@@ -298,17 +301,18 @@ def _cliff_events(
                 armed = False
     summary = summarize_accuracy(s, v, running=running, **acc_kw)
     status = summary["cliff_status"]
-    if armed and status in ("provisional", "cliff"):
-        onset = summary["cliff_onset"]
+    if armed and status in ("provisional", "cliff", "degradation"):
+        degraded = status == "degradation"
+        onset = summary["degradation_onset"] if degraded else summary["cliff_onset"]
         at = int(np.searchsorted(s, onset))
         events.append(
             _event(
-                "cliff",
+                "degradation" if degraded else "cliff",
                 None,
                 ACCURACY_KEY,
                 onset,
                 s[-1],
-                status == "provisional",
+                status == "provisional" or (degraded and running),
                 v[at],
                 summary["threshold"],
             )

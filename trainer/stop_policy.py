@@ -25,7 +25,8 @@ def cliff_stop_reason(evals: Sequence[Sequence[float]], after: int) -> str | Non
     if all(len(e) > 2 for e in evals):
         series[ACCURACY_SE_KEY] = (steps, [e[2] for e in evals])
     found = radar(series, running=True)["events"]
-    confirmed = [e for e in found if e["kind"] == "cliff" and not e["provisional"]]
+    # Terminal degradation (a fall below a base never beaten) spends compute the same way.
+    confirmed = [e for e in found if e["kind"] in ("cliff", "degradation") and not e["provisional"]]
     if not confirmed:
         return None
     cliff = confirmed[0]
@@ -33,7 +34,8 @@ def cliff_stop_reason(evals: Sequence[Sequence[float]], after: int) -> str | Non
     if since < after:
         return None
     return (
-        f"Stopping early (stop_after_cliff={after}): the accuracy cliff at step {cliff['step']} "
+        f"Stopping early (stop_after_cliff={after}): the accuracy "
+        f"{'cliff' if cliff['kind'] == 'cliff' else 'degradation'} at step {cliff['step']} "
         f"was confirmed at step {cliff['seen_at']}, {since} evaluation"
         f"{'s' if since != 1 else ''} ago."
     )

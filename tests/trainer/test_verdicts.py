@@ -262,3 +262,17 @@ def test_the_pooled_effect_treats_cells_as_cells():
     overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
     assert overall["mean"] == pytest.approx(0.05)
     assert overall["n_cells"] == 2 and overall["low"] < 0.05 < overall["high"]
+
+
+def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
+    from trainer.stop_policy import cliff_stop_reason
+
+    # Never above the base .30, then down to 0 from step 3: degradation, confirmed once five
+    # evaluations are down, and no "cliff" event.
+    values = [0.30, 0.28, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    se = binomial_se(values)
+    series = {"eval/accuracy": (STEPS10, values), "eval/accuracy_se": (STEPS10, se)}
+    found = radar(series, running=True)["events"]
+    assert [(e["kind"], e["step"], e["provisional"]) for e in found] == [("degradation", 30, False)]
+    evals = [(s, a, e) for s, a, e in zip(STEPS10, values, se, strict=True)]
+    assert "degradation at step 30" in cliff_stop_reason(evals, 1)

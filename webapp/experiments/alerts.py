@@ -55,7 +55,14 @@ from webapp.experiments.models import Alert, MetricPoint, Run
 log = logging.getLogger(__name__)
 
 ROLE_SUFFIXES = ("/grad_norm", "/grad_share", "/entropy")
-KINDS = ("cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups")
+KINDS = (
+    "cliff",
+    "degradation",
+    "amplification",
+    "capture",
+    "entropy_collapse",
+    "zero_std_groups",
+)
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
 
 
