@@ -74,7 +74,7 @@ def test_cliff_onset_is_first_step_of_the_final_run_below_threshold():
     # Peak .7 first at step 10, threshold .45. Smoothed: .45 .3 .3 .3 .68 .68 .3 .2 .2 .2 — an
     # early dip (steps 10–30) recovers; the final stretch below starts at step 60.
     values = [0.2, 0.7, 0.3, 0.3, 0.68, 0.7, 0.3, 0.2, 0.2, 0.2]
-    out = summarize_accuracy(range(0, 100, 10), values)
+    out = summarize_accuracy(range(0, 100, 10), values, se=[0.01] * 10)
     assert out["peak_step"] == 10
     assert out["cliff"] is True and out["cliff_onset"] == 60
 

@@ -119,9 +119,10 @@ def test_the_same_points_give_the_same_events():
 def test_a_dip_that_recovers_drops_its_provisional_cliff():
     acc = [0.2, 0.5, 0.7, 0.7, 0.2, 0.2, 0.2, 0.7, 0.7, 0.7]
     steps = list(range(0, 100, 10))
-    dipped = radar({"eval/accuracy": (steps[:7], acc[:7])})
+    se = [0.02] * 10  # evaluation noise far below the dip, as a Troupe run logs it
+    dipped = radar({"eval/accuracy": (steps[:7], acc[:7]), "eval/accuracy_se": (steps, se)})
     assert brief(dipped["events"]) == [("cliff", None, 40, 60, True)]
-    recovered = radar({"eval/accuracy": (steps, acc)})
+    recovered = radar({"eval/accuracy": (steps, acc), "eval/accuracy_se": (steps, se)})
     assert recovered["events"] == [] and recovered["cliff_status"] == "none"
 
 
