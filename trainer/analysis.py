@@ -224,6 +224,38 @@ def summarize_accuracy(
     se_arr = None
     if se is not None:
         se_arr = np.array([np.nan if se_by_step.get(x) is None else se_by_step[x] for x in s])
+    return _judge_accuracy(
+        s,
+        v,
+        se_arr,
+        per_problem,
+        alpha=alpha,
+        drop_frac=drop_frac,
+        min_drop=min_drop,
+        smooth=smooth,
+        final_window=final_window,
+        running=running,
+    )
+
+
+def _judge_accuracy(
+    s: np.ndarray,
+    v: np.ndarray,
+    se_arr: np.ndarray | None,
+    per_problem: Mapping | None,
+    *,
+    alpha: float,
+    drop_frac: float,
+    min_drop: float,
+    smooth: int,
+    final_window: int,
+    running: bool,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """`summarize_accuracy` on a cleaned series (sorted unique steps, finite values; `se_arr`
+    aligned, NaN where missing). `quick` (the radar's prefix scan, running only): skip the
+    smoothing and the evidence text when the last `final_window` values are not all below
+    the threshold, since a running run is then "none" whatever the smoothing says."""
     n = len(s)
     out: dict[str, Any] = {
         "base": None,
@@ -306,6 +338,13 @@ def summarize_accuracy(
     if n < max(2, smooth, final_window):
         out["evidence"] = describe_cliff(out)
         return out  # too few points for the final mean and the smoothing to mean anything
+    if quick and running:
+        tail_down = n - final_window > peak_idx and bool(
+            np.all(v[-final_window:] < threshold - _EPS)
+        )
+        if not tail_down:
+            out.update(cliff_status="none", evidence=None)
+            return out
 
     below = _rolling_median(v, smooth) < threshold - _EPS
     # Start of the final stretch below threshold: one past the last index that is not below.

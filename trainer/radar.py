@@ -65,6 +65,8 @@ from trainer.analysis import (
     CAPTURE_DEFAULTS,
     _align,
     _clean,
+    _judge_accuracy,
+    _num,
     _split_thresholds,
     _step,
     amplification_baseline,
@@ -232,18 +234,24 @@ def prefix_cliff_statuses(
     if se is not None:
         if len(se) != len(steps):
             raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
-        by_step = {float(a): b for a, b in zip(steps, se, strict=True) if a is not None}
-        se_arr = [by_step.get(float(x)) for x in s]
+        by_step = {float(a): _num(b) for a, b in zip(steps, se, strict=True) if a is not None}
+        se_arr = np.array([np.nan if by_step.get(x) is None else by_step[x] for x in s])
+    kw = {**ACCURACY_DEFAULTS, **acc_kw}
+    if kw["smooth"] < 1 or kw["smooth"] % 2 == 0:
+        raise ValueError(f"smooth must be a positive odd number of points, not {kw['smooth']}")
+    if kw["final_window"] < 1:
+        raise ValueError(f"final_window must be at least 1, not {kw['final_window']}")
     out = []
     for j in range(len(s)):
         m = j + 1
-        summary = summarize_accuracy(
+        summary = _judge_accuracy(
             s[:m],
             v[:m],
-            se=None if se_arr is None else se_arr[:m],
-            per_problem=per_problem,
+            None if se_arr is None else se_arr[:m],
+            per_problem,
             running=True,
-            **acc_kw,
+            quick=True,
+            **kw,
         )
         out.append(
             {
