@@ -448,10 +448,50 @@ def _baseline(
     }
 
 
+def planned_amplification(
+    s: np.ndarray,
+    v: np.ndarray,
+    total_steps: float,
+    *,
+    baseline_frac: float = 0.2,
+    k_mad: float = 3.0,
+    consecutive: int = 3,
+    mad_floor: float = 0.01,
+) -> dict[str, Any] | None:
+    """Amplification with the baseline fixed by the run's planned length, on a cleaned
+    series: the points with step − first step < `baseline_frac` × `total_steps` (at least 3),
+    judged once a point past that boundary is logged. `{"index" (of the onset), "limit",
+    "seen_index"}` (seen: when both the run of points and the baseline are complete), or None.
+    The radar and `summarize_run(total_steps=…)` both use it; on a finished run logged every
+    step it equals the count-based `amplification_onset`."""
+    if not len(s):
+        return None
+    inside = int(np.count_nonzero(s - s[0] < baseline_frac * total_steps - _EPS))
+    nb = max(3, inside)
+    if inside == len(s) or len(s) < nb:
+        return None  # the baseline is not complete until a point past it is logged
+    base = _baseline(s[:nb], v[:nb], baseline_frac=1.0, k_mad=k_mad, mad_floor=mad_floor)
+    above = (v > base["limit"] + _EPS).astype(int)
+    if len(v) < consecutive:
+        return None
+    hits = np.flatnonzero(
+        np.convolve(above, np.ones(consecutive, dtype=int), "valid") == consecutive
+    )
+    if not len(hits):
+        return None
+    first = int(hits[0])
+    return {
+        "index": first,
+        "limit": base["limit"],
+        "seen_index": max(first + consecutive - 1, inside, nb - 1),
+    }
+
+
 def amplification_onset(
     steps: Sequence,
     values: Sequence,
     *,
+    total_steps: float | None = None,
     baseline_frac: float = 0.2,
     k_mad: float = 3.0,
     consecutive: int = 3,
@@ -461,11 +501,23 @@ def amplification_onset(
 
     See the module docstring for the baseline (first 20% of points, ≥ 3; median + 3 × MAD,
     MAD floored at 1% of the median). Missing values are dropped, so "consecutive" means
-    consecutive among the logged points.
+    consecutive among the logged points. With `total_steps` (the run's planned length) the
+    baseline is fixed by step instead (`planned_amplification`, the radar's rule).
     """
     if consecutive < 1:
         raise ValueError(f"consecutive must be at least 1, not {consecutive}")
     s, v = _clean(steps, values)
+    if total_steps:
+        found = planned_amplification(
+            s,
+            v,
+            total_steps,
+            baseline_frac=baseline_frac,
+            k_mad=k_mad,
+            consecutive=consecutive,
+            mad_floor=mad_floor,
+        )
+        return None if found is None else _step(s[found["index"]])
     base = _baseline(s, v, baseline_frac=baseline_frac, k_mad=k_mad, mad_floor=mad_floor)
     if base["limit"] is None or len(v) < consecutive:
         return None
@@ -567,12 +619,14 @@ def summarize_run(
     running: bool = False,
     sharing: str | None = None,
     per_problem: Mapping | None = None,
+    total_steps: float | None = None,
     **thresholds: Any,
 ) -> dict[str, Any]:
     """§6 for one run, given `{key: (steps, values)}` (DESIGN.md §5 metric names).
 
     The cliff test uses `eval/accuracy_se` when the run logged it, and `per_problem`
-    ({step: per-problem accuracies}, from `eval_problems.jsonl`) when given.
+    ({step: per-problem accuracies}, from `eval_problems.jsonl`) when given. `total_steps`
+    (the run's planned length) fixes the amplification baseline by step, as the radar does.
 
     Returns:
       `accuracy`: `summarize_accuracy` of `eval/accuracy` (all None when absent);
@@ -608,12 +662,16 @@ def summarize_run(
     onset_cliff = accuracy["cliff_onset"]
     for role in roles:
         key = f"role/{role}/grad_norm"
-        onset = amplification_onset(*series[key], **amp_kw) if key in series else None
+        onset = (
+            amplification_onset(*series[key], total_steps=total_steps, **amp_kw)
+            if key in series
+            else None
+        )
         amplification[role] = onset
         lead[role] = onset_cliff - onset if onset is not None and onset_cliff is not None else None
 
     policy_amplification = {
-        p: amplification_onset(*series[f"policy/{p}/grad_norm"], **amp_kw)
+        p: amplification_onset(*series[f"policy/{p}/grad_norm"], total_steps=total_steps, **amp_kw)
         for p in _names(series, "policy/", "/grad_norm")
     }
 

@@ -72,6 +72,7 @@ from trainer.analysis import (
     amplification_baseline,
     amplification_onset,
     capture,
+    planned_amplification,
     summarize_accuracy,
 )
 
@@ -349,21 +350,22 @@ def _amplification(
         i = int(np.searchsorted(s, onset))
         seen = s[min(i + consecutive - 1, len(s) - 1)] if not running else s[-1]
         return [_event("amplification", role, key, onset, seen, running, v[i], limit)]
-    if not len(s):
+    found = planned_amplification(s, v, total_steps, **amp_kw)
+    if found is None:
         return []
-    boundary = baseline_frac * total_steps
-    inside = int(np.count_nonzero(s - s[0] < boundary - _EPS))
-    nb = max(3, inside)
-    if inside == len(s) or len(s) < nb:
-        return []  # the baseline is not complete until a point past it is logged
-    base = amplification_baseline(s[:nb], v[:nb], baseline_frac=1.0, **base_kw)
-    first = _first_run(v > base["limit"] + _EPS, consecutive)
-    if first is None:
-        return []
-    # Seen once the run of points is complete and the baseline is fixed (a point past the
-    # boundary and at least 3 baseline points), whichever comes later.
-    seen = s[max(first + consecutive - 1, inside, nb - 1)]
-    return [_event("amplification", role, key, s[first], seen, False, v[first], base["limit"])]
+    first = found["index"]
+    return [
+        _event(
+            "amplification",
+            role,
+            key,
+            s[first],
+            s[found["seen_index"]],
+            False,
+            v[first],
+            found["limit"],
+        )
+    ]
 
 
 def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: dict) -> list:

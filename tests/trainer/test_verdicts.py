@@ -276,3 +276,18 @@ def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
     assert [(e["kind"], e["step"], e["provisional"]) for e in found] == [("degradation", 30, False)]
     evals = [(s, a, e) for s, a, e in zip(STEPS10, values, se, strict=True)]
     assert "degradation at step 30" in cliff_stop_reason(evals, 1)
+
+
+# --- amplification: the radar's rule is the summary's -------------------------------------------
+
+
+def test_the_summary_takes_the_radars_amplification_baseline_from_the_planned_length():
+    # A run planned for 100 steps that logged 60: the radar's baseline is steps 0–19 (20% of
+    # 100): eight at 1.0 and twelve at 1.2, median 1.2, so nothing amplifies. Counting 20% of
+    # the 60 points logged instead (12, median 1.0) would call an onset at step 8.
+    steps = list(range(60))
+    series = {"role/gen/grad_norm": (steps, [1.0] * 8 + [1.2] * 52)}
+    found = radar(series, running=False, total_steps=100)["events"]
+    assert not [e for e in found if e["kind"] == "amplification"]
+    assert summarize_run(series, total_steps=100)["amplification"] == {"gen": None}
+    assert summarize_run(series)["amplification"] == {"gen": 8}

@@ -56,7 +56,16 @@ _cache_lock = threading.Lock()
 
 
 def _runs(experiment: Experiment) -> list[Run]:
-    fields = ("id", "experiment_id", "status", "seed", "external", "parent_id", *AXES)
+    fields = (
+        "id",
+        "experiment_id",
+        "status",
+        "seed",
+        "external",
+        "parent_id",
+        "total_steps",
+        *AXES,
+    )
     return list(experiment.runs.only(*fields).order_by("id"))
 
 

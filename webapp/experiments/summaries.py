@@ -54,7 +54,12 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
     stale: list[Run] = []
     with _cache_lock:
         for run in runs:
-            signature = (run.status in LIVE_STATUSES, run.sharing, signatures.get(run.id))
+            signature = (
+                run.status in LIVE_STATUSES,
+                run.sharing,
+                run.total_steps,
+                signatures.get(run.id),
+            )
             hit = _cache.get((run.id, gradients))
             if hit is not None and hit[0] == signature:
                 _cache.move_to_end((run.id, gradients))
@@ -67,9 +72,13 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
         for run in stale:
             running = run.status in LIVE_STATUSES
             fresh[run.id] = summarize_run(
-                series.get(run.id, {}), running=running, sharing=run.sharing or None
+                series.get(run.id, {}),
+                running=running,
+                sharing=run.sharing or None,
+                # The radar's amplification baseline: one rule on every page (issue 21).
+                total_steps=run.total_steps or None,
             )
-            signature = (running, run.sharing, signatures.get(run.id))
+            signature = (running, run.sharing, run.total_steps, signatures.get(run.id))
             with _cache_lock:
                 _cache[(run.id, gradients)] = (signature, fresh[run.id])
                 _cache.move_to_end((run.id, gradients))
@@ -84,7 +93,15 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
     the ids of the cell's runs in seed order (for links to the panel's compare view)."""
     runs = list(
         experiment.runs.only(
-            "id", "workflow", "task", "model", "sharing", "seed", "status", "experiment_id"
+            "id",
+            "workflow",
+            "task",
+            "model",
+            "sharing",
+            "seed",
+            "status",
+            "total_steps",
+            "experiment_id",
         ).order_by("seed", "id")
     )
     return summarize_experiment_cells(runs, run_summaries(runs, gradients=gradients))
