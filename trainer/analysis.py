@@ -57,6 +57,7 @@ paired sharing-mode effect, main effects, seeds needed and the lead test across 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import Counter
@@ -66,10 +67,17 @@ from typing import Any
 import numpy as np
 
 ACCURACY_KEY = "eval/accuracy"
+ACCURACY_SE_KEY = "eval/accuracy_se"  # its standard error, problems as the unit
 # Comparisons against thresholds ignore float noise (0.3 - 0.1 must not count as below 0.2).
 _EPS = 1e-9
 
-ACCURACY_DEFAULTS = {"min_drop": 0.10, "drop_frac": 0.5, "smooth": 3, "final_window": 3}
+ACCURACY_DEFAULTS = {
+    "alpha": 0.05,
+    "drop_frac": 0.5,
+    "min_drop": 0.0,
+    "smooth": 3,
+    "final_window": 3,
+}
 AMPLIFICATION_DEFAULTS = {"baseline_frac": 0.2, "k_mad": 3.0, "consecutive": 3, "mad_floor": 0.01}
 CAPTURE_DEFAULTS = {"threshold": 0.6, "majority": 0.5}
 
@@ -128,28 +136,126 @@ def _rolling_median(v: np.ndarray, window: int) -> np.ndarray:
 # --- accuracy --------------------------------------------------------------------------------
 
 
+def _normal_sf(x: float) -> float:
+    """P(Z > x) for a standard normal Z."""
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def _noise_sd(v: np.ndarray) -> float:
+    """One evaluation's noise SD estimated from the series itself, when nothing else is
+    logged: the robust SD (1.4826 × median |x|) of second differences a(i+1) − 2a(i) + a(i−1),
+    over √6 (their SD for independent noise). Second differences cancel a steady trend, and
+    the median ignores the few large ones a cliff or a kink makes; what is left inflates the
+    estimate, so the fallback errs toward calling fewer cliffs."""
+    if len(v) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(v, n=2))) / math.sqrt(6))
+
+
+def _drop_noise(
+    s: np.ndarray,
+    v: np.ndarray,
+    se: np.ndarray | None,
+    per_problem: Mapping | None,
+    peak_idx: int,
+    final_window: int,
+) -> tuple[str, float]:
+    """(method, SE of peak − final) from the best evidence at hand: "paired" (per-problem
+    accuracies at the peak and in the final window, problems as the unit), "se"
+    (`eval/accuracy_se`, evaluations independent) or "series" (estimated from the curve)."""
+    tail = range(len(s) - final_window, len(s))
+    if per_problem:
+        peak_row = per_problem.get(_step(s[peak_idx]))
+        rows = [per_problem.get(_step(s[i])) for i in tail]
+        if peak_row is not None and all(r is not None and len(r) == len(peak_row) for r in rows):
+            d = np.asarray(peak_row, float) - np.mean(np.asarray(rows, float), axis=0)
+            if len(d) >= 2:
+                return "paired", float(d.std(ddof=1) / math.sqrt(len(d)))
+    if se is not None and np.all(np.isfinite(se[[peak_idx, *tail]])):
+        final_var = float(np.sum(se[list(tail)] ** 2)) / final_window**2
+        return "se", math.sqrt(float(se[peak_idx]) ** 2 + final_var)
+    sd = _noise_sd(v)
+    return "series", sd * math.sqrt(1 + 1 / final_window)
+
+
 def summarize_accuracy(
     steps: Sequence,
     values: Sequence,
     *,
-    min_drop: float = 0.10,
+    se: Sequence | None = None,
+    per_problem: Mapping | None = None,
+    alpha: float = 0.05,
     drop_frac: float = 0.5,
+    min_drop: float = 0.0,
     smooth: int = 3,
     final_window: int = 3,
     running: bool = False,
 ) -> dict[str, Any]:
     """Base, peak, final, gains and the terminal-cliff verdict of one `eval/accuracy` series.
 
+    `se`: `eval/accuracy_se` aligned with `steps` (None/NaN where missing); `per_problem`:
+    {step: per-problem accuracies in one fixed problem order} (`eval_problems.jsonl`).
+    Either makes the noise test sharper; without them the noise is estimated from the curve.
+
     Returns `base`, `peak`, `peak_step`, `final`, `gain`, `final_gain`, `cliff` (bool),
     `cliff_onset` (step or None) — the DESIGN.md §6 contract — plus `cliff_status` ("none",
-    "cliff", "provisional", "insufficient"), `theta` (θ), `threshold` (peak − θ), `n_evals`,
-    `first_step`, `last_step` and `running` (echoed). With no evaluations every number is None.
+    "cliff", "provisional", "degradation", "insufficient"), `theta` (θ), `threshold`
+    (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `evidence` (it in one
+    line, `describe_cliff`), `degradation_onset`,
+    `n_evals`, `first_step`, `last_step` and `running` (echoed). With no evaluations every
+    number is None.
     """
     if smooth < 1 or smooth % 2 == 0:
         raise ValueError(f"smooth must be a positive odd number of points, not {smooth}")
     if final_window < 1:
         raise ValueError(f"final_window must be at least 1, not {final_window}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, not {alpha}")
+    se_by_step: dict[float, float | None] = {}
+    if se is not None:
+        if len(se) != len(steps):
+            raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
+        # Keyed by step with the values' rules: a repeated step keeps its last SE, and a
+        # missing SE stays NaN (that evaluation then cannot give "se" evidence).
+        for st, x, e in zip(steps, values, se, strict=True):
+            if _num(x) is not None and _num(st) is not None:
+                se_by_step[float(st)] = _num(e)
     s, v = _clean(steps, values)
+    se_arr = None
+    if se is not None:
+        se_arr = np.array([np.nan if se_by_step.get(x) is None else se_by_step[x] for x in s])
+    return _judge_accuracy(
+        s,
+        v,
+        se_arr,
+        per_problem,
+        alpha=alpha,
+        drop_frac=drop_frac,
+        min_drop=min_drop,
+        smooth=smooth,
+        final_window=final_window,
+        running=running,
+    )
+
+
+def _judge_accuracy(
+    s: np.ndarray,
+    v: np.ndarray,
+    se_arr: np.ndarray | None,
+    per_problem: Mapping | None,
+    *,
+    alpha: float,
+    drop_frac: float,
+    min_drop: float,
+    smooth: int,
+    final_window: int,
+    running: bool,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """`summarize_accuracy` on a cleaned series (sorted unique steps, finite values; `se_arr`
+    aligned, NaN where missing). `quick` (the radar's prefix scan, running only): skip the
+    smoothing and the evidence text when the last `final_window` values are not all below
+    the threshold, since a running run is then "none" whatever the smoothing says."""
     n = len(s)
     out: dict[str, Any] = {
         "base": None,
@@ -163,20 +269,22 @@ def summarize_accuracy(
         "cliff_status": "insufficient",
         "theta": None,
         "threshold": None,
+        "cliff_test": None,
+        "degradation_onset": None,
         "n_evals": n,
         "first_step": None,
         "last_step": None,
         "running": bool(running),
     }
     if n == 0:
+        out["evidence"] = describe_cliff(out)
         return out
 
     base = float(v[0])
     peak_idx = int(np.argmax(v))  # argmax returns the first maximum: the first step attaining it
     peak = float(v[peak_idx])
-    final = float(np.mean(v[-final_window:]))
-    theta = max(min_drop, drop_frac * (peak - base))
-    threshold = peak - theta
+    window = min(final_window, n)
+    final = float(np.mean(v[-window:]))
     out.update(
         base=base,
         peak=peak,
@@ -184,13 +292,59 @@ def summarize_accuracy(
         final=final,
         gain=peak - base,
         final_gain=final - base,
-        theta=theta,
-        threshold=threshold,
         first_step=_step(s[0]),
         last_step=_step(s[-1]),
     )
+    method, se_drop = _drop_noise(s, v, se_arr, per_problem, peak_idx, window)
+    # The peak is the largest of n noisy evaluations, so a drop from it is judged at the
+    # Bonferroni level α/n: a flat, noisy run then calls a cliff at most α of the time.
+    z = statistics.NormalDist().inv_cdf(1 - alpha / n)
+    if method == "series" and n >= 3:
+        # The SD is itself estimated, from n − 2 second differences: Student's t with that
+        # many degrees of freedom in place of the normal keeps the level (measured: at most
+        # 5% false cliffs on flat runs of 6–100 evaluations, docs/analysis.md).
+        z = student_t_quantile(1 - alpha / n, n - 2)
+    gain_margin = drop_frac * (peak - base)
+    noise_margin = z * se_drop
+    theta = max(min_drop, gain_margin, noise_margin)
+    threshold = peak - theta
+    drop = peak - final
+    if se_drop > 0:
+        x = drop / se_drop
+        if method == "series" and n >= 3:
+            tail = (1 - _t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as z above
+            tail = tail if x >= 0 else 1 - tail
+        else:
+            tail = _normal_sf(x)
+        p = min(1.0, n * tail)
+    else:
+        p = 0.0 if drop > _EPS else 1.0
+    out.update(
+        theta=theta,
+        threshold=threshold,
+        cliff_test={
+            "method": method,
+            "drop": drop,
+            "se_drop": se_drop,
+            "z": z,
+            "alpha": alpha,
+            "n_compared": n,
+            "noise_margin": noise_margin,
+            "gain_margin": gain_margin,
+            "min_drop": min_drop,
+            "p": p,
+        },
+    )
     if n < max(2, smooth, final_window):
+        out["evidence"] = describe_cliff(out)
         return out  # too few points for the final mean and the smoothing to mean anything
+    if quick and running:
+        tail_down = n - final_window > peak_idx and bool(
+            np.all(v[-final_window:] < threshold - _EPS)
+        )
+        if not tail_down:
+            out.update(cliff_status="none", evidence=None)
+            return out
 
     below = _rolling_median(v, smooth) < threshold - _EPS
     # Start of the final stretch below threshold: one past the last index that is not below.
@@ -208,12 +362,44 @@ def summarize_accuracy(
         )
         status = "provisional" if tail_down else "none"
         is_cliff = tail_down
+    if is_cliff and peak_idx == 0:
+        # Nothing was ever learned above the base: a fall below it is degradation, not a cliff
+        # from a learned peak.
+        out.update(cliff_status="degradation", degradation_onset=_step(s[start]))
+        out["evidence"] = describe_cliff(out)
+        return out
     out.update(
         cliff=bool(is_cliff),
         cliff_onset=_step(s[start]) if is_cliff else None,
         cliff_status=status,
     )
+    out["evidence"] = describe_cliff(out)
     return out
+
+
+def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
+    """The verdict with its threshold and evidence, in one line for a page's hover or cell:
+    "peak 0.067 (step 20) → final 0.000; threshold 0.041 = peak − θ, θ = 0.026 = max(½ gain
+    0.008, 2.58 × SE 0.010 of the drop [se]); one-sided p = 0.0004 over 10 evaluations"."""
+    acc = accuracy or {}
+    test = acc.get("cliff_test")
+    if acc.get("peak") is None or not test:
+        return "no evaluations"
+    text = (
+        f"peak {acc['peak']:.3f} (step {acc['peak_step']}) → final {acc['final']:.3f}; "
+        f"threshold {acc['threshold']:.3f} = peak − θ, θ = {acc['theta']:.3f} = max("
+        f"{test['gain_margin']:.3f} lost gain, {test['z']:.2f} × SE {test['se_drop']:.4f} of "
+        f"the drop [{test['method']}]"
+    )
+    if test.get("min_drop"):
+        text += f", floor {test['min_drop']:.3f}"
+    text += f"); one-sided p = {test['p']:.2g} over {test['n_compared']} evaluations"
+    status = acc.get("cliff_status")
+    if status == "insufficient":
+        text += "; too few evaluations for a verdict"
+    elif status == "degradation":
+        text += f"; no learned peak: below the base from step {acc['degradation_onset']}"
+    return text
 
 
 # --- gradient dynamics -------------------------------------------------------------------------
@@ -262,10 +448,50 @@ def _baseline(
     }
 
 
+def planned_amplification(
+    s: np.ndarray,
+    v: np.ndarray,
+    total_steps: float,
+    *,
+    baseline_frac: float = 0.2,
+    k_mad: float = 3.0,
+    consecutive: int = 3,
+    mad_floor: float = 0.01,
+) -> dict[str, Any] | None:
+    """Amplification with the baseline fixed by the run's planned length, on a cleaned
+    series: the points with step − first step < `baseline_frac` × `total_steps` (at least 3),
+    judged once a point past that boundary is logged. `{"index" (of the onset), "limit",
+    "seen_index"}` (seen: when both the run of points and the baseline are complete), or None.
+    The radar and `summarize_run(total_steps=…)` both use it; on a finished run logged every
+    step it equals the count-based `amplification_onset`."""
+    if not len(s):
+        return None
+    inside = int(np.count_nonzero(s - s[0] < baseline_frac * total_steps - _EPS))
+    nb = max(3, inside)
+    if inside == len(s) or len(s) < nb:
+        return None  # the baseline is not complete until a point past it is logged
+    base = _baseline(s[:nb], v[:nb], baseline_frac=1.0, k_mad=k_mad, mad_floor=mad_floor)
+    above = (v > base["limit"] + _EPS).astype(int)
+    if len(v) < consecutive:
+        return None
+    hits = np.flatnonzero(
+        np.convolve(above, np.ones(consecutive, dtype=int), "valid") == consecutive
+    )
+    if not len(hits):
+        return None
+    first = int(hits[0])
+    return {
+        "index": first,
+        "limit": base["limit"],
+        "seen_index": max(first + consecutive - 1, inside, nb - 1),
+    }
+
+
 def amplification_onset(
     steps: Sequence,
     values: Sequence,
     *,
+    total_steps: float | None = None,
     baseline_frac: float = 0.2,
     k_mad: float = 3.0,
     consecutive: int = 3,
@@ -275,11 +501,23 @@ def amplification_onset(
 
     See the module docstring for the baseline (first 20% of points, ≥ 3; median + 3 × MAD,
     MAD floored at 1% of the median). Missing values are dropped, so "consecutive" means
-    consecutive among the logged points.
+    consecutive among the logged points. With `total_steps` (the run's planned length) the
+    baseline is fixed by step instead (`planned_amplification`, the radar's rule).
     """
     if consecutive < 1:
         raise ValueError(f"consecutive must be at least 1, not {consecutive}")
     s, v = _clean(steps, values)
+    if total_steps:
+        found = planned_amplification(
+            s,
+            v,
+            total_steps,
+            baseline_frac=baseline_frac,
+            k_mad=k_mad,
+            consecutive=consecutive,
+            mad_floor=mad_floor,
+        )
+        return None if found is None else _step(s[found["index"]])
     base = _baseline(s, v, baseline_frac=baseline_frac, k_mad=k_mad, mad_floor=mad_floor)
     if base["limit"] is None or len(v) < consecutive:
         return None
@@ -380,9 +618,15 @@ def summarize_run(
     *,
     running: bool = False,
     sharing: str | None = None,
+    per_problem: Mapping | None = None,
+    total_steps: float | None = None,
     **thresholds: Any,
 ) -> dict[str, Any]:
     """§6 for one run, given `{key: (steps, values)}` (DESIGN.md §5 metric names).
+
+    The cliff test uses `eval/accuracy_se` when the run logged it, and `per_problem`
+    ({step: per-problem accuracies}, from `eval_problems.jsonl`) when given. `total_steps`
+    (the run's planned length) fixes the amplification baseline by step, as the radar does.
 
     Returns:
       `accuracy`: `summarize_accuracy` of `eval/accuracy` (all None when absent);
@@ -391,17 +635,25 @@ def summarize_run(
       `lead`: {role: cliff_onset − onset, or None when either is missing};
       `policy_amplification`: {policy: onset or None} from `policy/<p>/grad_norm`;
       `capture`: the capturing role or None, from `role/<role>/grad_share` — computed only
-        when `sharing` is "shared" or not given (per-role policies trivially have share 1);
+        when two or more roles put gradient on one policy: `sharing` "shared" or not given,
+        and at least two roles with a share (a lone role, or per-role policies, trivially
+        have share 1);
       `capture_fractions`: {role: fraction of last-half steps above the capture threshold},
         empty when capture is not computed.
 
-    `thresholds` take the keyword names of `summarize_accuracy` (min_drop, drop_frac, smooth,
-    final_window) and `amplification_onset` (baseline_frac, k_mad, consecutive, mad_floor),
+    `thresholds` take the keyword names of `summarize_accuracy` (alpha, drop_frac, min_drop,
+    smooth, final_window) and `amplification_onset` (baseline_frac, k_mad, consecutive, mad_floor),
     and `capture_threshold` / `capture_majority` for `capture`.
     """
     acc_kw, amp_kw, cap_kw = _split_thresholds(thresholds)
     acc_steps, acc_values = series.get(ACCURACY_KEY, ((), ()))
-    accuracy = summarize_accuracy(acc_steps, acc_values, running=running, **acc_kw)
+    se = None
+    if ACCURACY_SE_KEY in series:
+        by_step = dict(zip(*series[ACCURACY_SE_KEY], strict=True))
+        se = [by_step.get(x) for x in acc_steps]
+    accuracy = summarize_accuracy(
+        acc_steps, acc_values, se=se, per_problem=per_problem, running=running, **acc_kw
+    )
     # Every role/<role>/<metric> key names a role, whatever the metric.
     roles = sorted({k.split("/")[1] for k in series if k.startswith("role/") and k.count("/") >= 2})
 
@@ -410,18 +662,22 @@ def summarize_run(
     onset_cliff = accuracy["cliff_onset"]
     for role in roles:
         key = f"role/{role}/grad_norm"
-        onset = amplification_onset(*series[key], **amp_kw) if key in series else None
+        onset = (
+            amplification_onset(*series[key], total_steps=total_steps, **amp_kw)
+            if key in series
+            else None
+        )
         amplification[role] = onset
         lead[role] = onset_cliff - onset if onset is not None and onset_cliff is not None else None
 
     policy_amplification = {
-        p: amplification_onset(*series[f"policy/{p}/grad_norm"], **amp_kw)
+        p: amplification_onset(*series[f"policy/{p}/grad_norm"], total_steps=total_steps, **amp_kw)
         for p in _names(series, "policy/", "/grad_norm")
     }
 
     captured, fractions = None, {}
     share_roles = [r for r in roles if f"role/{r}/grad_share" in series]
-    if sharing in (None, "shared") and share_roles:
+    if sharing in (None, "shared") and len(share_roles) >= 2:
         steps, shares = _align({r: series[f"role/{r}/grad_share"] for r in share_roles})
         fractions = capture_fractions(steps, shares, threshold=cap_kw.get("threshold", 0.6))
         captured = capture(steps, shares, **cap_kw)
@@ -466,6 +722,7 @@ def _t_two_sided_mass(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked for the same few (q, df) over and over
 def student_t_quantile(q: float, df: int) -> float:
     """The q-quantile of Student's t with `df` degrees of freedom (q in (0, 1)), no scipy.
 
@@ -517,6 +774,8 @@ def mean_ci(values: Iterable, level: float = 0.95) -> dict[str, Any]:
 
 
 CELL_AXES = ("workflow", "task", "model", "sharing")
+# Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
+MIN_SEEDS = 3
 
 
 def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[dict]:
@@ -524,7 +783,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
     "summary": summarize_run(...)}` dicts, in order of each cell's first run.
 
     Row keys: the four axes; `n_seeds`, `seeds`; for gain and final_gain `<x>_mean`,
-    `<x>_low`, `<x>_high` (`mean_ci`; interval None with one seed) and `<x>_n`; `base_mean`,
+    `<x>_low`, `<x>_high` (`mean_ci`; none from fewer than MIN_SEEDS (3) seeds) and `<x>_n`;
+    `base_mean`,
     `peak_mean`, `final_mean`; `n_cliffs`, `n_provisional`, `n_judged` (seeds with a verdict,
     i.e. not "insufficient") and `cliff_fraction` = n_cliffs / n_judged (None when 0;
     provisional cliffs count as cliffs); for shared cells `capture` (the most common capturing
@@ -546,6 +806,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
         row["seeds"] = sorted((s for s in seeds if s is not None), key=lambda x: (str(type(x)), x))
         for name in ("gain", "final_gain"):
             ci = mean_ci([a.get(name) for a in accs], level)
+            if ci["n"] < MIN_SEEDS:
+                ci.update(low=None, high=None)
             row.update(
                 {f"{name}_mean": ci["mean"], f"{name}_low": ci["low"], f"{name}_high": ci["high"]}
             )

@@ -51,7 +51,6 @@ zero-std threshold). Events are sorted by (step, kind, role).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -61,14 +60,19 @@ from trainer.analysis import (
     _EPS,
     ACCURACY_DEFAULTS,
     ACCURACY_KEY,
+    ACCURACY_SE_KEY,
     AMPLIFICATION_DEFAULTS,
     CAPTURE_DEFAULTS,
+    _align,
     _clean,
-    _rolling_median,
+    _judge_accuracy,
+    _num,
     _split_thresholds,
     _step,
     amplification_baseline,
     amplification_onset,
+    capture,
+    planned_amplification,
     summarize_accuracy,
 )
 
@@ -127,7 +131,7 @@ def radar(
         raise ValueError(f"total_steps must be positive or None, not {total_steps}")
 
     # Only the keys the radar reads are cleaned: a run logs dozens of others.
-    wanted = (ACCURACY_KEY, ZERO_STD_KEY)
+    wanted = (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY)
     suffixes = ("/grad_norm", "/entropy", "/grad_share")
     clean = {
         key: _clean(*pair)
@@ -135,7 +139,9 @@ def radar(
         if key in wanted or (key.startswith("role/") and key.endswith(suffixes))
     }
     events: list[dict[str, Any]] = []
-    cliff_events, status = _cliff_events(clean.get(ACCURACY_KEY), running, own, acc_kw)
+    cliff_events, status = _cliff_events(
+        clean.get(ACCURACY_KEY), clean.get(ACCURACY_SE_KEY), running, own, acc_kw
+    )
     events += cliff_events
 
     roles = sorted({k.split("/")[1] for k in clean if k.startswith("role/") and k.count("/") >= 2})
@@ -147,8 +153,8 @@ def radar(
         if key in clean:
             events += _entropy_collapse(key, role, *clean[key], own)
     share_roles = [r for r in roles if f"role/{r}/grad_share" in clean]
-    if sharing in (None, "shared") and share_roles:
-        events += _capture(clean, share_roles, own, cap_kw)
+    if sharing in (None, "shared") and len(share_roles) >= 2:
+        events += _capture(clean, share_roles, running, own, cap_kw)
     if ZERO_STD_KEY in clean:
         s, v = clean[ZERO_STD_KEY]
         first = _first_run(v > own["zero_std_threshold"] + _EPS, own["zero_std_consecutive"])
@@ -211,75 +217,79 @@ def prefix_cliff_statuses(
     steps: Sequence,
     values: Sequence,
     *,
-    min_drop: float = 0.10,
-    drop_frac: float = 0.5,
-    smooth: int = 3,
-    final_window: int = 3,
+    se: Sequence | None = None,
+    per_problem: Mapping | None = None,
+    **acc_kw: Any,
 ) -> list[dict[str, Any]]:
     """For every prefix of an accuracy series (the evaluations up to each step), what
     `summarize_accuracy(..., running=True)` says of it: `{"step", "cliff_status",
     "cliff_onset", "threshold"}` per evaluation, in step order.
 
-    One pass instead of one `summarize_accuracy` call per prefix: the centred rolling median
-    of a prefix equals the whole series' except in its last smooth // 2 points, and a prefix
-    can only be "provisional" when its last `final_window` values already lie below its
-    threshold, so most prefixes are settled by that test alone. tests/trainer/test_radar.py
-    checks it against `summarize_accuracy` prefix by prefix.
+    It calls `summarize_accuracy` itself on each prefix, so the radar, the stop policy and
+    the pages share one cliff rule (a faster re-implementation drifted from it once). A
+    series holds one point per evaluation (tens to a few hundred), so this stays in
+    milliseconds.
     """
-    if smooth < 1 or smooth % 2 == 0:
-        raise ValueError(f"smooth must be a positive odd number of points, not {smooth}")
-    if final_window < 1:
-        raise ValueError(f"final_window must be at least 1, not {final_window}")
     s, v = _clean(steps, values)
-    n = len(v)
-    if n == 0:
-        return []
-    half = smooth // 2
-    full = _rolling_median(v, smooth)
-    cummax = np.maximum.accumulate(v)
-    # Index of the first maximum of each prefix: the last strict new maximum so far.
-    new_peak = np.append(True, v[1:] > cummax[:-1])
-    peak_idx = np.maximum.accumulate(np.where(new_peak, np.arange(n), 0))
-    threshold = cummax - np.maximum(min_drop, drop_frac * (cummax - v[0]))
-    min_n = max(2, smooth, final_window)
+    se_arr = None
+    if se is not None:
+        if len(se) != len(steps):
+            raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
+        by_step = {float(a): _num(b) for a, b in zip(steps, se, strict=True) if a is not None}
+        se_arr = np.array([np.nan if by_step.get(x) is None else by_step[x] for x in s])
+    kw = {**ACCURACY_DEFAULTS, **acc_kw}
+    if kw["smooth"] < 1 or kw["smooth"] % 2 == 0:
+        raise ValueError(f"smooth must be a positive odd number of points, not {kw['smooth']}")
+    if kw["final_window"] < 1:
+        raise ValueError(f"final_window must be at least 1, not {kw['final_window']}")
     out = []
-    for j in range(n):
+    for j in range(len(s)):
         m = j + 1
-        row = {"step": _step(s[j]), "cliff_status": "none", "cliff_onset": None}
-        row["threshold"] = float(threshold[j])
-        if m < min_n:
-            row["cliff_status"] = "insufficient"
-            out.append(row)
-            continue
-        limit = threshold[j] - _EPS
-        tail = v[m - final_window : m]
-        if m - final_window > peak_idx[j] and bool(np.all(tail < limit)):
-            smoothed = full[:m].copy()
-            for i in range(max(0, m - half), m):  # windows cut short by the prefix's end
-                # statistics.median on ≤ smooth floats: the same value as np.median, faster.
-                smoothed[i] = statistics.median(v[max(0, i - half) : m].tolist())
-            not_below = np.flatnonzero(~(smoothed < limit))
-            start = int(not_below[-1]) + 1 if len(not_below) else 0
-            start = max(start, int(peak_idx[j]) + 1)
-            if float(np.mean(tail)) < limit and start < m:
-                row.update(cliff_status="provisional", cliff_onset=_step(s[start]))
-        out.append(row)
+        summary = _judge_accuracy(
+            s[:m],
+            v[:m],
+            None if se_arr is None else se_arr[:m],
+            per_problem,
+            running=True,
+            quick=True,
+            **kw,
+        )
+        out.append(
+            {
+                "step": _step(s[j]),
+                "cliff_status": summary["cliff_status"],
+                "cliff_onset": summary["cliff_onset"],
+                "degradation_onset": summary["degradation_onset"],
+                "threshold": summary["threshold"],
+            }
+        )
     return out
 
 
 def _cliff_events(
-    acc: tuple[np.ndarray, np.ndarray] | None, running: bool, own: dict, acc_kw: dict
+    acc: tuple[np.ndarray, np.ndarray] | None,
+    acc_se: tuple[np.ndarray, np.ndarray] | None,
+    running: bool,
+    own: dict,
+    acc_kw: dict,
 ) -> tuple[list[dict], str]:
     if acc is None or not len(acc[0]):
         return [], "insufficient"
     s, v = acc
+    se = None
+    if acc_se is not None:
+        by_step = dict(zip(acc_se[0].tolist(), acc_se[1].tolist(), strict=True))
+        se = [by_step.get(x) for x in s.tolist()]
+        acc_kw = {**acc_kw, "se": se}
     events = []
     armed = True  # False from a confirmed cliff until the run is seen to recover
     for row in prefix_cliff_statuses(s, v, **acc_kw):
         if row["cliff_status"] == "none":
             armed = True
-        elif row["cliff_status"] == "provisional" and armed:
-            onset = row["cliff_onset"]
+        elif row["cliff_status"] in ("provisional", "degradation") and armed:
+            # A fall below a base never beaten is "degradation", judged and confirmed alike.
+            kind = "cliff" if row["cliff_status"] == "provisional" else "degradation"
+            onset = row["cliff_onset"] if kind == "cliff" else row["degradation_onset"]
             if (
                 int(np.count_nonzero(s[: np.searchsorted(s, row["step"]) + 1] >= onset))
                 >= own["cliff_confirm"]
@@ -287,7 +297,7 @@ def _cliff_events(
                 at = int(np.searchsorted(s, onset))
                 events.append(
                     _event(
-                        "cliff",
+                        kind,
                         None,
                         ACCURACY_KEY,
                         onset,
@@ -300,17 +310,18 @@ def _cliff_events(
                 armed = False
     summary = summarize_accuracy(s, v, running=running, **acc_kw)
     status = summary["cliff_status"]
-    if armed and status in ("provisional", "cliff"):
-        onset = summary["cliff_onset"]
+    if armed and status in ("provisional", "cliff", "degradation"):
+        degraded = status == "degradation"
+        onset = summary["degradation_onset"] if degraded else summary["cliff_onset"]
         at = int(np.searchsorted(s, onset))
         events.append(
             _event(
-                "cliff",
+                "degradation" if degraded else "cliff",
                 None,
                 ACCURACY_KEY,
                 onset,
                 s[-1],
-                status == "provisional",
+                status == "provisional" or (degraded and running),
                 v[at],
                 summary["threshold"],
             )
@@ -339,21 +350,22 @@ def _amplification(
         i = int(np.searchsorted(s, onset))
         seen = s[min(i + consecutive - 1, len(s) - 1)] if not running else s[-1]
         return [_event("amplification", role, key, onset, seen, running, v[i], limit)]
-    if not len(s):
+    found = planned_amplification(s, v, total_steps, **amp_kw)
+    if found is None:
         return []
-    boundary = baseline_frac * total_steps
-    inside = int(np.count_nonzero(s - s[0] < boundary - _EPS))
-    nb = max(3, inside)
-    if inside == len(s) or len(s) < nb:
-        return []  # the baseline is not complete until a point past it is logged
-    base = amplification_baseline(s[:nb], v[:nb], baseline_frac=1.0, **base_kw)
-    first = _first_run(v > base["limit"] + _EPS, consecutive)
-    if first is None:
-        return []
-    # Seen once the run of points is complete and the baseline is fixed (a point past the
-    # boundary and at least 3 baseline points), whichever comes later.
-    seen = s[max(first + consecutive - 1, inside, nb - 1)]
-    return [_event("amplification", role, key, s[first], seen, False, v[first], base["limit"])]
+    first = found["index"]
+    return [
+        _event(
+            "amplification",
+            role,
+            key,
+            s[first],
+            s[found["seen_index"]],
+            False,
+            v[first],
+            found["limit"],
+        )
+    ]
 
 
 def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: dict) -> list:
@@ -375,43 +387,45 @@ def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: di
     ]
 
 
-def _capture(clean: dict, roles: list[str], own: dict, cap_kw: dict) -> list[dict]:
-    threshold = cap_kw.get("threshold", 0.6)
-    majority = cap_kw.get("majority", 0.5)
-    steps = np.unique(np.concatenate([clean[f"role/{r}/grad_share"][0] for r in roles]))
+def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: dict) -> list:
+    """The capture verdict of `analysis.capture` on the points so far (the one rule the
+    gradients page uses too), dated at the first logged step from which that role has held
+    it without a break. Provisional while the run is running: the verdict is about the last
+    half of the run, which moves as the run goes on."""
+    steps, shares = _align({r: clean[f"role/{r}/grad_share"] for r in roles})
     n = len(steps)
     if n < own["capture_min_points"]:
         return []
-    above = np.zeros((len(roles), n))
-    values = np.full((len(roles), n), np.nan)
-    for i, role in enumerate(roles):
-        s, v = clean[f"role/{role}/grad_share"]
-        idx = np.searchsorted(steps, s)
-        values[i, idx] = v
-        above[i, idx] = v > threshold + _EPS
-    # Fraction above in the later half of each prefix of m logged steps, for every m at once.
+    role = capture(steps, shares, **cap_kw)
+    if role is None:
+        return []
+    # When did it start? Per prefix of m logged steps, the same rule as `capture` (share above
+    # the threshold in more than `majority` of the later half, more often than any other
+    # role), vectorised over every m; the event is at the start of the final stretch of
+    # prefixes that name this role.
+    threshold = cap_kw.get("threshold", CAPTURE_DEFAULTS["threshold"])
+    majority = cap_kw.get("majority", CAPTURE_DEFAULTS["majority"])
+    table = np.array([shares[r] for r in roles], dtype=float)
+    with np.errstate(invalid="ignore"):
+        above = np.nan_to_num(table, nan=-np.inf) > threshold + _EPS
     cum = np.concatenate([np.zeros((len(roles), 1)), np.cumsum(above, axis=1)], axis=1)
     m = np.arange(1, n + 1)
     frac = (cum[:, m] - cum[:, m // 2]) / (m - m // 2)  # (roles, n)
-    events = []
-    for i, role in enumerate(roles):
-        others = np.delete(frac, i, axis=0)
-        best_other = others.max(axis=0) if len(others) else np.full(n, -np.inf)
-        ok = (frac[i] > majority + _EPS) & (frac[i] > best_other)
-        ok[: own["capture_min_points"] - 1] = False
-        hits = np.flatnonzero(ok)
-        if len(hits):
-            j = int(hits[0])
-            events.append(
-                _event(
-                    "capture",
-                    role,
-                    f"role/{role}/grad_share",
-                    steps[j],
-                    steps[j],
-                    False,
-                    values[i, j],
-                    threshold,
-                )
-            )
-    return events
+    i = roles.index(role)
+    others = np.delete(frac, i, axis=0).max(axis=0)
+    holds = (frac[i] > majority + _EPS) & (frac[i] > others)
+    not_holding = np.flatnonzero(~holds)
+    first = int(not_holding[-1]) + 1 if len(not_holding) else 0
+    first = min(max(first, own["capture_min_points"] - 1), n - 1)
+    return [
+        _event(
+            "capture",
+            role,
+            f"role/{role}/grad_share",
+            steps[first],
+            steps[-1],
+            running,
+            shares[role][first],
+            threshold,
+        )
+    ]

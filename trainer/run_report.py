@@ -54,7 +54,11 @@ def analyze_dir(path: str | Path, *, running: bool | None = None, **thresholds: 
         running = not complete
     try:
         summary = summarize_run(
-            series, running=running, sharing=config.get("sharing"), **thresholds
+            series,
+            running=running,
+            sharing=config.get("sharing"),
+            per_problem=_per_problem(path),
+            **thresholds,
         )
     except ValueError as exc:
         return {**result, "error": f"cannot analyse {path}: {exc}"}
@@ -93,11 +97,32 @@ def _table(header: Sequence[str], rows: list[Sequence[str]]) -> list[str]:
     ]
 
 
+def _per_problem(path: Path) -> dict[int, list[float]] | None:
+    """{step: per-problem accuracies} from the run's eval_problems.jsonl (written by
+    `trainer.evaluate.record_per_problem`; a step's last line wins), None without one. Read
+    here rather than through trainer.evaluate, which imports torch."""
+    file = path / "eval_problems.jsonl"
+    if not file.exists():
+        return None
+    rows: dict[int, list[float]] = {}
+    try:
+        for line in file.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[int(row["step"])] = row["per_problem"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # the cliff test falls back to eval/accuracy_se
+    return rows
+
+
 def _cliff_text(acc: dict) -> str:
     status = acc["cliff_status"]
+    below = f" (< {acc['threshold']:.3f})" if acc.get("threshold") is not None else ""
     if status in ("cliff", "provisional"):
-        return f"{'yes' if status == 'cliff' else 'provisional'} @{acc['cliff_onset']}"
-    return "no" if status == "none" else "too few evals"
+        return f"{'yes' if status == 'cliff' else 'provisional'} @{acc['cliff_onset']}{below}"
+    if status == "degradation":
+        return f"degradation @{acc['degradation_onset']}{below}"
+    return ("no" + below) if status == "none" else "too few evals"
 
 
 def _role_line(summary: dict) -> str:

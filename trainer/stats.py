@@ -11,16 +11,26 @@ cliff status is "cliff" or "provisional", 0.0 when "none", missing when "insuffi
 the mean of `cliff` over runs is the cliff rate. A missing metric drops that run from that
 metric only.
 
-Intervals are percentile bootstraps of the mean with `n_boot` = 10,000 resamples
-(`bootstrap_mean_ci`): resample the n values with replacement, take each resample's mean,
-report the (1 − level)/2 and (1 + level)/2 quantiles (numpy's linear interpolation). With one
-value there is no interval (low = high = None). Percentile intervals of tiny samples are too
-narrow (with 3 seeds they cover less than 95%); the seeds-needed figure says how far from
-enough a cell is.
+Intervals across seeds are Student-t intervals, the one method of both the experiment page
+(`analysis.mean_ci`) and the statistics page, because with 3–10 seeds a percentile bootstrap
+undercovers (it cannot see beyond the seeds' own range). Seeds are the replication unit:
+
+- no interval and no verdict from fewer than `MIN_SEEDS` (3) seeds in a cell: "insufficient:
+  fewer than 3 seeds";
+- a cell's effect: the t-interval of its paired differences (df n − 1);
+- the pooled effect over cells treats cells as cells: the unweighted mean of the cells'
+  mean differences, each with its own seed variance, SE = √(Σ sᶜ²/nᶜ)/k and the
+  Welch–Satterthwaite df (floored, so the interval errs wide); only cells with at least
+  `MIN_SEEDS` pairs enter it. Its truth is the average effect over these cells, whatever
+  their heterogeneity (`tests/trainer/test_stats_simulation.py` checks coverage);
+- a main effect is the same kind of contrast of cell means (a level's cells against the
+  average of the levels), so it exists only where every cell in it repeats seeds.
+
+`bootstrap_mean_ci` is kept for comparisons over hundreds of problems, where it is sound.
 
 Decisions: an interval entirely above 0 → the second level is higher; entirely below → the
-first is higher; otherwise (0 inside or on the edge) "undecided: interval straddles 0". Fewer
-than two values → "insufficient".
+first is higher; otherwise (0 inside or on the edge) "undecided: interval straddles 0". No
+interval → "insufficient".
 
 Seeds needed (`seeds_needed`): the normal-approximation sample size of a two-sided paired
 test at α = 0.05 with 80% power, taking the observed mean difference d and the observed SD
@@ -38,12 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from trainer.analysis import CELL_AXES, _num, _step
+from trainer.analysis import CELL_AXES, MIN_SEEDS, _num, _step, mean_ci, student_t_quantile
 
 N_BOOT = 10_000
 N_PERM = 10_000
 SEED = 0
 METRICS = ("peak", "final", "gain", "final_gain", "cliff")
+INSUFFICIENT = f"not enough data: fewer than {MIN_SEEDS} seeds"
 # Bootstrap resamples are drawn in chunks of at most this many indices (memory, not result).
 _CHUNK = 2_000_000
 
@@ -132,7 +143,7 @@ def decide(low: float | None, high: float | None, first: str, second: str) -> tu
     """(decision, verdict) for an interval of (second − first): decision is "second_higher",
     "first_higher", "undecided" or "insufficient"; verdict says it in words."""
     if low is None or high is None:
-        return "insufficient", "insufficient: fewer than two values"
+        return "insufficient", INSUFFICIENT
     if low > 0:
         return "second_higher", f"{second} higher"
     if high < 0:
@@ -140,30 +151,87 @@ def decide(low: float | None, high: float | None, first: str, second: str) -> tu
     return "undecided", "undecided: interval straddles 0"
 
 
-def _effect(
-    strata: Sequence[np.ndarray],
-    first: str,
-    second: str,
-    *,
-    level: float,
-    n_boot: int,
-    rng: np.random.Generator,
+def t_mean_ci(values: Iterable, *, level: float = 0.95) -> dict[str, Any]:
+    """Mean and Student-t interval over seeds: `{"n", "mean", "sd", "low", "high"}`;
+    no interval from fewer than `MIN_SEEDS` values (sd from 2)."""
+    x = _finite(values)
+    ci = mean_ci(x, level) if len(x) >= MIN_SEEDS else {"low": None, "high": None}
+    return {
+        "n": len(x),
+        "mean": float(x.mean()) if len(x) else None,
+        "sd": float(x.std(ddof=1)) if len(x) >= 2 else None,
+        "low": ci["low"],
+        "high": ci["high"],
+    }
+
+
+def contrast_ci(
+    parts: Sequence[tuple[float, np.ndarray]], *, level: float = 0.95
 ) -> dict[str, Any]:
-    """Mean of differences (second − first), stratified bootstrap interval, verdict and
-    seeds needed."""
-    strata = [x for x in strata if len(x)]
-    x = np.concatenate(strata) if strata else np.zeros(0)
-    n = len(x)
-    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "low": None, "high": None}
-    if n:
-        out["mean"] = float(x.mean())
-    if n >= 2:
-        out["sd"] = float(x.std(ddof=1))
-        out["low"], out["high"] = _interval(_boot_means(strata, n_boot, rng), level)
-    out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
+    """Σ wᶜ · mean(xᶜ) over cells c, with a t-interval from the cells' own seed variances:
+    SE² = Σ wᶜ² sᶜ²/nᶜ, Welch–Satterthwaite df (floored). `parts`: (weight, values) per cell.
+    No interval unless every cell has at least `MIN_SEEDS` values. `{"estimate", "se",
+    "df", "low", "high"}`."""
+    out: dict[str, Any] = {"estimate": None, "se": None, "df": None, "low": None, "high": None}
+    if not parts or any(len(x) == 0 for _, x in parts):
+        return out
+    out["estimate"] = float(sum(w * x.mean() for w, x in parts))
+    if any(len(x) < MIN_SEEDS for _, x in parts):
+        return out
+    terms = [(w * w * x.var(ddof=1) / len(x), len(x) - 1) for w, x in parts]
+    var = sum(v for v, _ in terms)
+    denominator = sum(v * v / d for v, d in terms)
+    # All cells without spread: the df is the seeds' (the interval is a point anyway).
+    df = var * var / denominator if denominator > 0 else sum(d for _, d in terms)
+    df = max(1, math.floor(df + 1e-9))
+    half = student_t_quantile((1 + level) / 2, df) * math.sqrt(var)
+    out.update(se=math.sqrt(var), df=df)
+    out["low"], out["high"] = out["estimate"] - half, out["estimate"] + half
+    return out
+
+
+def _plan(out: dict[str, Any], n: int) -> None:
+    """`n_needed` (pairs the cell wants: at least MIN_SEEDS, else the planning figure) and
+    `more_needed` (n_needed − n, at least 0), for an insufficient or undecided effect."""
     needed = seeds_needed(out["mean"], out["sd"])
+    if out["decision"] == "insufficient":
+        needed = max(MIN_SEEDS, needed or 0)
+    elif needed is not None:
+        needed = max(MIN_SEEDS, needed)
     out["n_needed"] = needed
     out["more_needed"] = None if needed is None else max(0, needed - n)
+
+
+def _effect(x: np.ndarray, first: str, second: str, *, level: float) -> dict[str, Any]:
+    """One cell's mean of differences (second − first), t-interval, verdict, seeds needed."""
+    out = t_mean_ci(x, level=level)
+    out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
+    _plan(out, len(x))
+    return out
+
+
+def _pooled_effect(
+    cells: Sequence[np.ndarray], first: str, second: str, *, level: float
+) -> dict[str, Any]:
+    """The effect over cells, cells as the unit (see the module docstring): the mean of the
+    cell means; its interval from the cells with at least MIN_SEEDS pairs."""
+    present = [x for x in cells if len(x)]
+    counted = [x for x in present if len(x) >= MIN_SEEDS]
+    out: dict[str, Any] = {
+        "n": int(sum(len(x) for x in counted)),
+        "n_cells": len(counted),
+        "mean": float(np.mean([x.mean() for x in present])) if present else None,
+        "sd": None,
+        "low": None,
+        "high": None,
+    }
+    if counted:
+        ci = contrast_ci([(1 / len(counted), x) for x in counted], level=level)
+        out.update(mean=ci["estimate"], low=ci["low"], high=ci["high"], se=ci["se"], df=ci["df"])
+    out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
+    if not counted:
+        out["verdict"] = f"not enough data: no cell has {MIN_SEEDS} seeds"
+    out["n_needed"] = out["more_needed"] = None  # planned per cell
     return out
 
 
@@ -190,7 +258,8 @@ def cell_stats(
     seed: int = SEED,
 ) -> list[dict[str, Any]]:
     """One row per matrix cell, in order of each cell's first run: the axes, `n_seeds`,
-    `seeds`, and per metric `bootstrap_mean_ci` of its values over the cell's seeds."""
+    `seeds`, and per metric `t_mean_ci` of its values over the cell's seeds (no interval
+    from fewer than MIN_SEEDS). `n_boot` and `seed` are accepted and unused (no resampling)."""
     _check(level, n_boot)
     groups: dict[tuple, list] = {}
     for run in runs:
@@ -204,9 +273,7 @@ def cell_stats(
         )
         values = [run_metrics(m.get("summary")) for m in members]
         for name in metrics:
-            row[name] = bootstrap_mean_ci(
-                [v[name] for v in values], level=level, n_boot=n_boot, seed=seed
-            )
+            row[name] = t_mean_ci([v[name] for v in values], level=level)
         rows.append(row)
     return rows
 
@@ -235,9 +302,10 @@ def paired_effect(
 
     Returns `{"factor", "first", "second", "metrics", "overall": {metric: effect},
     "cells": [{<other axes>, "n_pairs", "seeds", metric: effect}], "unpaired"}`; cells in
-    order of first appearance. `overall` pools every pair, with the bootstrap resampling
-    pairs within each cell (the cells' sizes stay fixed). Raises ValueError when `factor` is
-    not an axis, or two runs claim the same place (same axes, level and seed).
+    order of first appearance. A cell's interval is the t-interval of its differences (at
+    least MIN_SEEDS pairs); `overall` treats cells as cells (`_pooled_effect`: "n_cells",
+    "se", "df" added). Raises ValueError when `factor` is not an axis, or two runs claim the
+    same place (same axes, level and seed). `n_boot` and `seed` are accepted and unused.
     """
     _check(level, n_boot)
     if factor not in axes:
@@ -269,26 +337,20 @@ def paired_effect(
             if a is not None and b is not None:
                 cell["diffs"][m].append(b - a)
 
-    # One generator for the whole call, drawn in a fixed order: same inputs, same numbers.
-    rng = np.random.default_rng(seed)
     rows = []
     for key, cell in cells.items():
         row: dict[str, Any] = dict(zip(others, key, strict=True))
         row["n_pairs"] = len(cell["seeds"])
         row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=_seed_order)
         for m in metrics:
-            row[m] = _effect(
-                [np.array(cell["diffs"][m])], first, second, level=level, n_boot=n_boot, rng=rng
-            )
+            row[m] = _effect(np.array(cell["diffs"][m]), first, second, level=level)
         rows.append(row)
     overall = {
-        m: _effect(
-            [np.array(c["diffs"][m]) for c in cells.values()],
+        m: _pooled_effect(
+            [np.array(c["diffs"][m], dtype=float) for c in cells.values()],
             first,
             second,
             level=level,
-            n_boot=n_boot,
-            rng=rng,
         )
         for m in metrics
     }
@@ -315,42 +377,59 @@ def main_effects(
     n_boot: int = N_BOOT,
     seed: int = SEED,
 ) -> dict[str, Any]:
-    """Main effect of every axis with at least two levels: for each level, its mean minus
-    the grand mean, the grand mean being the unweighted mean of the level means (so a level
-    with more runs does not pull it). The bootstrap resamples runs within each level.
+    """Main effect of every axis with at least two levels, cells as the unit: a level's
+    mean is the unweighted mean of its cells' means (a cell: every axis fixed; its seeds the
+    replicates), its effect that minus the unweighted mean of the level means. The interval
+    is `contrast_ci` of that contrast of cell means, so it exists only where seeds repeat:
+    every cell of the axis's levels has at least MIN_SEEDS seeds.
 
-    Returns `{axis: {metric: [{"level", "n", "mean" (the level's mean), "effect", "low",
-    "high", "decision" ("above", "below", "undecided", "insufficient"), "verdict"}]}}`, levels
-    in order of first appearance. In an unbalanced matrix a level's mean also carries the
-    other axes' mix; read it with the per-cell table.
+    Returns `{axis: {metric: [{"level", "n" (runs), "n_cells", "mean", "effect", "low",
+    "high", "decision" ("above", "below", "undecided", "insufficient"), "verdict"}]}}`,
+    levels in order of first appearance. `n_boot` and `seed` are accepted and unused.
     """
-    _check(level, n_boot)
     runs = list(runs)
     values = [run_metrics(r.get("summary")) for r in runs]
-    rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     for axis in axes:
-        levels: dict[Any, list[int]] = {}
+        levels: dict[Any, dict[tuple, list[int]]] = {}
         for i, run in enumerate(runs):
-            levels.setdefault((run.get("cell") or {}).get(axis), []).append(i)
+            lv = (run.get("cell") or {}).get(axis)
+            levels.setdefault(lv, {}).setdefault(_cell_key(run, axes), []).append(i)
         if len(levels) < 2:
             continue
         out[axis] = {}
         for m in metrics:
-            data = {lv: _finite(values[i][m] for i in idx) for lv, idx in levels.items()}
-            present = {lv: x for lv, x in data.items() if len(x)}
-            boots = {lv: _boot_means([x], n_boot, rng) for lv, x in present.items()}
-            grand = float(np.mean([x.mean() for x in present.values()])) if present else None
-            grand_boot = np.mean(list(boots.values()), axis=0) if boots else None
+            cells = {
+                lv: [x for idx in by_cell.values() if len(x := _finite(values[i][m] for i in idx))]
+                for lv, by_cell in levels.items()
+            }
+            present = [lv for lv, xs in cells.items() if xs]
+            n_levels = len(present)
             rows = []
-            for lv, x in data.items():
-                row: dict[str, Any] = {"level": lv, "n": len(x), "mean": None, "effect": None}
-                row.update(low=None, high=None)
-                if len(x):
-                    row["mean"] = float(x.mean())
-                    row["effect"] = row["mean"] - grand
-                if len(x) >= 2 and len(present) >= 2:
-                    row["low"], row["high"] = _interval(boots[lv] - grand_boot, level)
+            for lv, by_cell in levels.items():
+                xs = cells[lv]
+                row: dict[str, Any] = {
+                    "level": lv,
+                    "n": int(sum(len(x) for x in xs)),
+                    "n_cells": len(xs),
+                    "mean": float(np.mean([x.mean() for x in xs])) if xs else None,
+                    "effect": None,
+                    "low": None,
+                    "high": None,
+                }
+                if xs and n_levels >= 2:
+                    # Weights on cell means: this level's cells 1/k − 1/(L·k), others −1/(L·k').
+                    parts = [
+                        (
+                            (1 if other == lv else 0) / len(cells[other])
+                            - 1 / (n_levels * len(cells[other])),
+                            x,
+                        )
+                        for other in present
+                        for x in cells[other]
+                    ]
+                    ci = contrast_ci(parts, level=level)
+                    row.update(effect=ci["estimate"], low=ci["low"], high=ci["high"])
                 decision, _ = decide(row["low"], row["high"], "", "")
                 row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(
                     decision, decision
@@ -359,7 +438,7 @@ def main_effects(
                     "above": f"{lv} above the average of {axis}",
                     "below": f"{lv} below the average of {axis}",
                     "undecided": "undecided: interval straddles 0",
-                    "insufficient": "insufficient: fewer than two values",
+                    "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
                 }[row["decision"]]
                 rows.append(row)
             out[axis][m] = rows

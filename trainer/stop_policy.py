@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainer.analysis import ACCURACY_KEY
+from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
 from trainer.radar import radar
 
 
-def cliff_stop_reason(evals: Sequence[tuple[int, float]], after: int) -> str | None:
-    """Why the run should stop now, or None. `evals`: (step, accuracy) so far, in order."""
+def cliff_stop_reason(evals: Sequence[Sequence[float]], after: int) -> str | None:
+    """Why the run should stop now, or None. `evals`: (step, accuracy) or (step, accuracy,
+    standard error) so far, in order; with the SE the radar's noise test uses it, as the
+    pages do on the run's `eval/accuracy_se` (checkpoints saved before it hold pairs)."""
     if after <= 0 or not evals:
         return None
-    steps = [s for s, _ in evals]
-    values = [a for _, a in evals]
-    found = radar({ACCURACY_KEY: (steps, values)}, running=True)["events"]
-    confirmed = [e for e in found if e["kind"] == "cliff" and not e["provisional"]]
+    steps = [e[0] for e in evals]
+    series = {ACCURACY_KEY: (steps, [e[1] for e in evals])}
+    if all(len(e) > 2 for e in evals):
+        series[ACCURACY_SE_KEY] = (steps, [e[2] for e in evals])
+    found = radar(series, running=True)["events"]
+    # Terminal degradation (a fall below a base never beaten) spends compute the same way.
+    confirmed = [e for e in found if e["kind"] in ("cliff", "degradation") and not e["provisional"]]
     if not confirmed:
         return None
     cliff = confirmed[0]
@@ -29,7 +34,8 @@ def cliff_stop_reason(evals: Sequence[tuple[int, float]], after: int) -> str | N
     if since < after:
         return None
     return (
-        f"Stopping early (stop_after_cliff={after}): the accuracy cliff at step {cliff['step']} "
+        f"Stopping early (stop_after_cliff={after}): the accuracy "
+        f"{'cliff' if cliff['kind'] == 'cliff' else 'degradation'} at step {cliff['step']} "
         f"was confirmed at step {cliff['seen_at']}, {since} evaluation"
         f"{'s' if since != 1 else ''} ago."
     )

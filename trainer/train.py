@@ -149,7 +149,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
         record_per_problem(out, done, result)
         best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
-        evals.append((done, result["accuracy"]))
+        evals.append((done, result["accuracy"], result["accuracy_se"]))
         reporter.log(
             done,
             {
@@ -188,7 +188,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
             metrics.update(_eval_metrics(result))
             best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
             metrics.update(_best_metrics(best))
-            evals.append((step, result["accuracy"]))
+            evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed

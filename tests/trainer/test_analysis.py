@@ -74,7 +74,7 @@ def test_cliff_onset_is_first_step_of_the_final_run_below_threshold():
     # Peak .7 first at step 10, threshold .45. Smoothed: .45 .3 .3 .3 .68 .68 .3 .2 .2 .2 — an
     # early dip (steps 10–30) recovers; the final stretch below starts at step 60.
     values = [0.2, 0.7, 0.3, 0.3, 0.68, 0.7, 0.3, 0.2, 0.2, 0.2]
-    out = summarize_accuracy(range(0, 100, 10), values)
+    out = summarize_accuracy(range(0, 100, 10), values, se=[0.01] * 10)
     assert out["peak_step"] == 10
     assert out["cliff"] is True and out["cliff_onset"] == 60
 
@@ -82,7 +82,8 @@ def test_cliff_onset_is_first_step_of_the_final_run_below_threshold():
 def test_cliff_onset_is_never_at_or_before_the_peak():
     # An isolated spike: the smoothed series is below threshold everywhere, peak step included,
     # so the final stretch is cut to start just after the peak.
-    out = summarize_accuracy([0, 10, 20, 30, 40], [0.2, 0.9, 0.2, 0.2, 0.2])
+    # SE .01 per evaluation: the drop of .7 is far beyond noise.
+    out = summarize_accuracy([0, 10, 20, 30, 40], [0.2, 0.9, 0.2, 0.2, 0.2], se=[0.01] * 5)
     assert out["cliff"] is True and out["cliff_onset"] == 20
 
 
@@ -99,13 +100,14 @@ def test_a_final_single_drop_is_not_a_cliff():
     assert out["cliff"] is False
 
 
-def test_a_small_drop_needs_at_least_min_drop():
-    # gain .05, so θ = max(.10, .025) = .10 and the threshold is .45: a fall to .47 is no cliff.
-    steps, values = range(6), [0.5, 0.55, 0.55, 0.47, 0.47, 0.47]
-    assert summarize_accuracy(steps, values)["cliff"] is False
-    # With min_drop .05, θ = .05 and the threshold is .50: now it is one, from step 3.
-    out = summarize_accuracy(steps, values, min_drop=0.05)
+def test_min_drop_is_an_optional_absolute_floor():
+    # SE .005: noise margin z(.05/6) × .0058 ≈ .014, lost-gain margin .025, so θ = .025 and
+    # the threshold .525: a fall to .47 is a cliff from step 3.
+    steps, values, se = range(6), [0.5, 0.55, 0.55, 0.47, 0.47, 0.47], [0.005] * 6
+    out = summarize_accuracy(steps, values, se=se)
     assert out["cliff"] is True and out["cliff_onset"] == 3
+    # With the old absolute floor .10 (now off by default), θ = .10: no cliff.
+    assert summarize_accuracy(steps, values, se=se, min_drop=0.10)["cliff"] is False
 
 
 def test_drop_frac_scales_theta_with_the_gain():
@@ -119,8 +121,9 @@ def test_smoothing_window_is_a_parameter():
     values = [0.2, 0.7, 0.3, 0.7, 0.3, 0.3, 0.3]
     # Smoothed: .45 .3 .7 .3 .3 .3 .3 — the lone .7 at step 3 is smoothed away, so the final
     # stretch below .45 starts there; unsmoothed (smooth=1) it starts right after it.
-    assert summarize_accuracy(range(7), values)["cliff_onset"] == 3
-    assert summarize_accuracy(range(7), values, smooth=1)["cliff_onset"] == 4
+    se = [0.01] * 7
+    assert summarize_accuracy(range(7), values, se=se)["cliff_onset"] == 3
+    assert summarize_accuracy(range(7), values, se=se, smooth=1)["cliff_onset"] == 4
     with pytest.raises(ValueError, match="odd"):
         summarize_accuracy(range(7), values, smooth=2)
 
@@ -165,19 +168,19 @@ def test_no_evaluations_give_none_everywhere():
 def test_a_flat_curve_gains_nothing_and_has_no_cliff():
     out = summarize_accuracy(range(6), [0.5] * 6)
     assert out["gain"] == 0.0 and out["final_gain"] == 0.0
-    assert out["theta"] == 0.1
+    assert out["theta"] == 0.0  # no gain, and a flat curve shows no noise
     assert out["cliff"] is False and out["cliff_status"] == "none"
 
 
 def test_running_run_gets_provisional_verdict_only_when_already_below():
     # Down for only two evaluations: finished, it would be a cliff; running, no verdict yet.
-    values = [0.2, 0.4, 0.6, 0.7, 0.65, 0.2, 0.2]
-    assert summarize_accuracy(range(7), values)["cliff_status"] == "cliff"
-    early = summarize_accuracy(range(7), values, running=True)
+    values, se = [0.2, 0.4, 0.6, 0.7, 0.65, 0.2, 0.2], [0.02] * 8
+    assert summarize_accuracy(range(7), values, se=se[:7])["cliff_status"] == "cliff"
+    early = summarize_accuracy(range(7), values, se=se[:7], running=True)
     assert early["cliff"] is False and early["cliff_onset"] is None
     assert early["cliff_status"] == "none" and early["running"] is True
     # Down for the last three evaluations (final_window): a provisional cliff from step 5.
-    later = summarize_accuracy(range(8), values + [0.2], running=True)
+    later = summarize_accuracy(range(8), values + [0.2], se=se, running=True)
     assert later["cliff"] is True and later["cliff_onset"] == 5
     assert later["cliff_status"] == "provisional"
 

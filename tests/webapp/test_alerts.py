@@ -32,9 +32,12 @@ ACCURACY = [0.2, 0.4, 0.6, 0.7, 0.7, 0.3, 0.2, 0.2, 0.2, 0.2, 0.2]
 
 
 def accuracy_points(upto=None):
+    # With the SE a Troupe run logs beside each evaluation (.02 here: noise far below the
+    # drop), so the cliff's noise test has its evidence (docs/analysis.md).
     return [
-        {"key": "eval/accuracy", "step": s, "value": v}
+        {"key": key, "step": s, "value": value}
         for s, v in zip(STEPS, ACCURACY, strict=True)
+        for key, value in (("eval/accuracy", v), ("eval/accuracy_se", 0.02))
         if upto is None or s <= upto
     ]
 

@@ -133,7 +133,9 @@ def test_no_effect_leaves_the_cell_undecided_with_the_seeds_it_needs(client, no_
     assert cell["undecided"] and cell["plan"] == {
         "wanted": 16, "pending": 0, "to_queue": 16, "reason": "undecided"
     }  # fmt: skip
-    assert stats["plan"] == {"undecided_cells": 1, "seeds": 16, "runs": 32, "max_runs": 50}
+    assert stats["plan"] == {
+        "undecided_cells": 1, "insufficient_cells": 0, "seeds": 16, "runs": 32, "max_runs": 50
+    }  # fmt: skip
     assert stats["state"] == "ok" and stats["runs"]["counted"] == 8
 
     html = page(client, no_effect)

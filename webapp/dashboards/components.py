@@ -170,7 +170,17 @@ def render_table(
     )
     body = html.Tbody(
         [
-            html.Tr([html.Td(_cell(c, row), className=tables.cell_class(c, row)) for c in columns])
+            html.Tr(
+                [
+                    # `<column>_title` in a row is that cell's hover text (a verdict's evidence).
+                    html.Td(
+                        _cell(c, row),
+                        className=tables.cell_class(c, row),
+                        **({"title": row[f"{c.id}_title"]} if row.get(f"{c.id}_title") else {}),
+                    )
+                    for c in columns
+                ]
+            )
             for row in rows
         ]
     )

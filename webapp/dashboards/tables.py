@@ -125,6 +125,7 @@ RUN_COLUMNS = [
     Column("final_gain", "Final gain", "signed"),
     Column("cliff", "Cliff"),
     Column("cliff_onset", "Cliff onset", "int"),
+    Column("cliff_threshold", "Cliff threshold", "num"),
 ]
 RUN_CSV = [
     "run",
@@ -144,6 +145,8 @@ RUN_CSV = [
     "final_gain",
     "cliff",
     "cliff_onset",
+    "cliff_threshold",
+    "cliff_evidence",
 ]
 
 
@@ -166,6 +169,10 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
                 **{k: accuracy.get(k) for k in ("base", "peak", "peak_step", "final")},
                 **{k: accuracy.get(k) for k in ("gain", "final_gain", "cliff_onset")},
                 "cliff": accuracy.get("cliff_status", "insufficient"),
+                # The threshold in use beside the verdict, the evidence on hover (issue 21).
+                "cliff_threshold": accuracy.get("threshold"),
+                "cliff_evidence": accuracy.get("evidence"),
+                "cliff_title": accuracy.get("evidence"),
             }
         )
     return rows
@@ -210,7 +217,8 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
     for run in runs:
         summary = summaries.get(run.id) or {}
         cliff = (summary.get("accuracy") or {}).get("cliff_onset")
-        shared = run.sharing == "shared"
+        evidence = (summary.get("accuracy") or {}).get("evidence")
+        shared = _shares_a_policy(run, summary)
         fractions = summary.get("capture_fractions") or {}
         for role in summary.get("roles") or [None]:
             onset = (summary.get("amplification") or {}).get(role)
@@ -227,10 +235,12 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
                     "role": role or "—",
                     "amplification_onset": onset,
                     "cliff_onset": cliff,
+                    "cliff_onset_title": evidence,
                     "lead": lead,
                     "precedes": _precedes(cliff, onset, lead),
                     "capture_fraction": fractions.get(role) if shared else None,
                     "captured": _captured(summary, role) if shared else "— (own policy)",
+                    "captured_title": _capture_rule(summary, role) if shared else None,
                 }
             )
     return rows
@@ -244,6 +254,17 @@ def _precedes(cliff, onset, lead) -> str:
     if lead > 0:
         return f"yes, by {lead} steps"
     return "no: same step" if lead == 0 else f"no: {-lead} steps after"
+
+
+def _shares_a_policy(run, summary: dict) -> bool:
+    """Capture is a question only where two or more roles put gradient on one policy."""
+    return run.sharing == "shared" and len(summary.get("roles") or ()) >= 2
+
+
+def _capture_rule(summary: dict, role: str | None) -> str:
+    share = (summary.get("capture_fractions") or {}).get(role)
+    seen = "no share logged" if share is None else f"{share:.0%} of them"
+    return f"captures when its grad_share > 0.6 in most steps of the last half ({seen})"
 
 
 def _captured(summary: dict, role: str | None) -> str:
@@ -277,7 +298,7 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
             f"Amplification precedes the cliff in {len(ahead)} of {len(cliffs)} run(s) with a "
             "terminal cliff" + (f" ({'; '.join(ahead)})." if ahead else ".")
         )
-    shared = [r for r in runs if r.sharing == "shared"]
+    shared = [r for r in runs if _shares_a_policy(r, summaries.get(r.id) or {})]
     if shared:
         captured = [
             f"run {r.id}: {summaries[r.id]['capture']}"

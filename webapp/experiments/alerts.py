@@ -48,20 +48,27 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from trainer.analysis import ACCURACY_KEY
+from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
 from trainer.radar import ZERO_STD_KEY, radar
 from webapp.experiments.models import Alert, MetricPoint, Run
 
 log = logging.getLogger(__name__)
 
 ROLE_SUFFIXES = ("/grad_norm", "/grad_share", "/entropy")
-KINDS = ("cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups")
+KINDS = (
+    "cliff",
+    "degradation",
+    "amplification",
+    "capture",
+    "entropy_collapse",
+    "zero_std_groups",
+)
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
 
 
 def reads(key: str) -> bool:
     """Whether the radar reads `key` (only then can a new point change its events)."""
-    return key in (ACCURACY_KEY, ZERO_STD_KEY) or (
+    return key in (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY) or (
         key.startswith("role/") and key.endswith(ROLE_SUFFIXES)
     )
 
@@ -185,7 +192,7 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts). On PostgreSQL one row a key with its arrays, in binary, as
     `series.read_series` does: a tenth of the time of one row a point (BENCHMARKS.md)."""
-    params = [run_id, [ACCURACY_KEY, ZERO_STD_KEY]]
+    params = [run_id, [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY]]
     table = MetricPoint._meta.db_table
     if connection.vendor == "postgresql":
         where = _RADAR_KEYS.replace("run_id = %s AND ", "").replace("%s", "%(keys)s")
@@ -195,7 +202,7 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
             cursor.execute(sql, {"run": run_id, "keys": params[1]}, binary=True)
             return {key: (steps, values) for key, steps, values in cursor.fetchall()}
     series: dict[str, tuple[list, list]] = {}
-    where = _RADAR_KEYS.replace("= ANY(%s)", "IN (%s, %s)")
+    where = _RADAR_KEYS.replace("= ANY(%s)", "IN (%s, %s, %s)")
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT key, step, value FROM {table} WHERE {where}", [run_id, *params[1]])
         for key, step, value in cursor.fetchall():

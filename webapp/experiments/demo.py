@@ -257,6 +257,9 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     acc[0] = base  # step 0 is the base model itself
     for step, value in zip(evals, acc):
         yield "eval/accuracy", int(step), round(float(value), 4)
+        # Its standard error, as a Troupe run logs it: the noise the curves were drawn with,
+        # which the cliff's noise test reads (docs/analysis.md).
+        yield "eval/accuracy_se", int(step), 0.012
 
     # Training signals follow the policy's accuracy; entropy collapses with it.
     reward = np.clip(accuracy_at(train) + 0.04 + rng.normal(0, 0.03, steps), 0, 1)

@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from trainer.config import ConfigError, config_from_dict
-from trainer.stats import lead_inputs, lead_test, main_effects, paired_effect
+from trainer.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries
@@ -56,7 +56,16 @@ _cache_lock = threading.Lock()
 
 
 def _runs(experiment: Experiment) -> list[Run]:
-    fields = ("id", "experiment_id", "status", "seed", "external", "parent_id", *AXES)
+    fields = (
+        "id",
+        "experiment_id",
+        "status",
+        "seed",
+        "external",
+        "parent_id",
+        "total_steps",
+        *AXES,
+    )
     return list(experiment.runs.only(*fields).order_by("id"))
 
 
@@ -150,6 +159,8 @@ def experiment_stats(experiment: Experiment) -> dict[str, Any]:
     for cell in sharing["cells"]:
         cell["plan"] = _cell_plan(cell, pending)
         cell["undecided"] = any(cell[m]["decision"] == "undecided" for m in METRICS)
+        # Fewer than MIN_SEEDS pairs: no interval and no verdict, only "not enough data".
+        cell["insufficient"] = cell["n_pairs"] < MIN_SEEDS
     lead = lead_test(leads)
     lead.update(
         n_cliffs=n_cliffs,
@@ -199,8 +210,9 @@ def _state(stats: dict) -> str:
 
 def _cell_plan(cell: dict, pending: Sequence[Run]) -> dict[str, Any]:
     """How many more seeds (pairs) the cell wants: the largest `more_needed` of its undecided
-    metrics, less the seeds it already has queued or running."""
-    undecided = [m for m in METRICS if cell[m]["decision"] == "undecided"]
+    or insufficient metrics (fewer than MIN_SEEDS pairs: up to MIN_SEEDS at least), less the
+    seeds it already has queued or running."""
+    undecided = [m for m in METRICS if cell[m]["decision"] in ("undecided", "insufficient")]
     estimates = [cell[m]["more_needed"] for m in undecided if cell[m]["more_needed"] is not None]
     on_the_way = {
         r.seed
@@ -209,18 +221,19 @@ def _cell_plan(cell: dict, pending: Sequence[Run]) -> dict[str, Any]:
     } - set(cell["seeds"])
     plan: dict[str, Any] = {"wanted": None, "pending": len(on_the_way), "to_queue": 0}
     if not undecided:
-        plan["reason"] = (
-            "decided"
-            if any(cell[m]["decision"] != "insufficient" for m in METRICS)
-            else "fewer than two pairs"
-        )
+        plan["reason"] = "decided"
         return plan
     if not estimates:
         plan["reason"] = "no difference observed: seeds needed cannot be estimated"
         return plan
     plan["wanted"] = max(estimates)
     plan["to_queue"] = max(0, plan["wanted"] - plan["pending"])
-    plan["reason"] = "undecided" if plan["to_queue"] else "enough seeds queued or running"
+    if not plan["to_queue"]:
+        plan["reason"] = "enough seeds queued or running"
+    elif cell["n_pairs"] < MIN_SEEDS:
+        plan["reason"] = f"not enough data: fewer than {MIN_SEEDS} seeds"
+    else:
+        plan["reason"] = "undecided"
     return plan
 
 
@@ -228,6 +241,7 @@ def _plan_totals(cells: list[dict]) -> dict[str, int]:
     seeds = sum(c["plan"]["to_queue"] for c in cells)
     return {
         "undecided_cells": sum(1 for c in cells if c["undecided"]),
+        "insufficient_cells": sum(1 for c in cells if c["insufficient"]),
         "seeds": seeds,
         "runs": 2 * seeds,
         "max_runs": MAX_QUEUE,
@@ -386,7 +400,7 @@ def sharing_sentence(stats: dict) -> str:
         text += f" ({effect['verdict']})"
         parts.append(text)
     cells = sharing["cells"]
-    undecided = sum(1 for c in cells if c["undecided"])
+    undecided = sum(1 for c in cells if c["undecided"] or c["insufficient"])
     n_pairs = sum(c["n_pairs"] for c in cells)
     said = (
         f"Over {_plural(n_pairs, 'pair')} in {_plural(len(cells), 'cell')}, {SECOND} − {FIRST}: "
@@ -395,7 +409,12 @@ def sharing_sentence(stats: dict) -> str:
     )
     if undecided:
         plan = stats["plan"]
-        said += f" Undecided in {undecided} of {_plural(len(cells), 'cell')}: "
+        what = (
+            "Undecided"
+            if not any(c["insufficient"] for c in cells)
+            else ("Undecided or without enough seeds")
+        )
+        said += f" {what} in {undecided} of {_plural(len(cells), 'cell')}: "
         if plan["seeds"]:
             said += f"resolving them takes about {_plural(plan['seeds'], 'more seed')} "
             said += f"({plan['runs']} runs)."
@@ -405,9 +424,12 @@ def sharing_sentence(stats: dict) -> str:
             said += "no difference seen there to estimate the seeds needed from."
     else:
         said += " No cell is undecided."
-    single = sum(1 for c in cells if all(c[m]["decision"] == "insufficient" for m in METRICS))
-    if single:
-        said += f" {_plural(single, 'cell')} with a single pair cannot have an interval yet."
+    few = sum(1 for c in cells if c["insufficient"])
+    if few:
+        said += (
+            f" Not enough data in {_plural(few, 'cell')}: fewer than {MIN_SEEDS} seeds give "
+            "no interval and no verdict."
+        )
     return said
 
 

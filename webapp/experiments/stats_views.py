@@ -35,7 +35,7 @@ def experiment_stats_page(request: HttpRequest, experiment_id: int) -> HttpRespo
             "axes": [cell[a] for a in PAIR_AXES],
             "n_pairs": cell["n_pairs"],
             "seeds": cell["seeds"],
-            "undecided": cell["undecided"],
+            "undecided": cell["undecided"] or cell["insufficient"],
             "plan": cell["plan"],
             "effects": [cell[m] for m in METRICS],
         }
@@ -89,9 +89,8 @@ def experiment_stats_queue(request: HttpRequest, experiment_id: int) -> HttpResp
     elif not result["skipped"]:
         messages.info(
             request,
-            "Nothing to queue: no undecided cell is missing seeds (cells that are decided, "
-            "have fewer than two pairs, or show no difference at all get none, and seeds "
-            "already queued or running count).",
+            "Nothing to queue: no cell is missing seeds (cells that are decided or show no "
+            "difference at all get none, and seeds already queued or running count).",
         )
     return redirect("experiment_stats", experiment.id)
 

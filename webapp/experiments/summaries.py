@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import connection
 
-from trainer.analysis import ACCURACY_KEY, summarize_cells, summarize_run
+from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY, summarize_cells, summarize_run
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
@@ -54,7 +54,12 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
     stale: list[Run] = []
     with _cache_lock:
         for run in runs:
-            signature = (run.status in LIVE_STATUSES, run.sharing, signatures.get(run.id))
+            signature = (
+                run.status in LIVE_STATUSES,
+                run.sharing,
+                run.total_steps,
+                signatures.get(run.id),
+            )
             hit = _cache.get((run.id, gradients))
             if hit is not None and hit[0] == signature:
                 _cache.move_to_end((run.id, gradients))
@@ -67,9 +72,13 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
         for run in stale:
             running = run.status in LIVE_STATUSES
             fresh[run.id] = summarize_run(
-                series.get(run.id, {}), running=running, sharing=run.sharing or None
+                series.get(run.id, {}),
+                running=running,
+                sharing=run.sharing or None,
+                # The radar's amplification baseline: one rule on every page (issue 21).
+                total_steps=run.total_steps or None,
             )
-            signature = (running, run.sharing, signatures.get(run.id))
+            signature = (running, run.sharing, run.total_steps, signatures.get(run.id))
             with _cache_lock:
                 _cache[(run.id, gradients)] = (signature, fresh[run.id])
                 _cache.move_to_end((run.id, gradients))
@@ -84,7 +93,15 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
     the ids of the cell's runs in seed order (for links to the panel's compare view)."""
     runs = list(
         experiment.runs.only(
-            "id", "workflow", "task", "model", "sharing", "seed", "status", "experiment_id"
+            "id",
+            "workflow",
+            "task",
+            "model",
+            "sharing",
+            "seed",
+            "status",
+            "total_steps",
+            "experiment_id",
         ).order_by("seed", "id")
     )
     return summarize_experiment_cells(runs, run_summaries(runs, gradients=gradients))
@@ -121,7 +138,8 @@ def clear_cache() -> None:
 
 def _key_filter(gradients: bool) -> tuple[str, list[str]]:
     """The WHERE clause on `key` for the series `summarize_run` reads, and its parameters."""
-    clauses, params = ["key = %s"], [ACCURACY_KEY]
+    # The SE feeds the cliff's noise test (docs/analysis.md): read with the accuracy.
+    clauses, params = ["key = %s", "key = %s"], [ACCURACY_KEY, ACCURACY_SE_KEY]
     if gradients:
         clauses += ["key LIKE %s"] * len(_GRADIENT_PATTERNS)
         params += list(_GRADIENT_PATTERNS)

@@ -9,7 +9,8 @@
   var table = document.querySelector("[data-radar-experiment]");
   if (!root || !table || root.dataset.active === "0") return;
   var experiment = table.dataset.radarExperiment;
-  var SEVERITY = ["cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups"];
+  var SEVERITY = ["cliff", "degradation", "amplification", "capture", "entropy_collapse",
+    "zero_std_groups"];
 
   function rank(a) {
     var kind = SEVERITY.indexOf(a.kind);

@@ -32,7 +32,9 @@ def layout(
                 "Compare runs",
                 "One metric of the selected runs, overlaid. On held-out accuracy, ★ marks each "
                 "run's peak and ✕ with a dotted line the onset of a terminal cliff (accuracy "
-                "stays below peak − θ to the end).",
+                "stays below peak − θ to the end; θ = max(half the gain, the drop evaluation "
+                "noise could explain): the table shows each run's threshold, and its test on "
+                "hover).",
                 html.Span(id="curves-links", className="panel-links"),
             ),
             html.Div(

@@ -44,8 +44,9 @@ def layout(runs=None, **_ignored) -> html.Div:
                 html.Ul(id="gradients-findings", className="findings"),
                 components.table("gradients-table"),
                 note="Lead = cliff onset − amplification onset, in training steps (positive: "
-                "the role amplified first). Capture: under a shared policy, a role whose share "
-                "of the gradient exceeds 0.6 in most steps of the run's last half.",
+                "the role amplified first). Capture: where two or more roles share one policy, "
+                "a role whose share of the gradient exceeds 0.6 in most steps of the run's "
+                "last half. Hover a cliff onset for its threshold and test.",
                 actions=components.csv_actions("gradients"),
             ),
             components.graph_card("gradients-graph", "troupe-gradients"),

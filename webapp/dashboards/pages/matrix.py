@@ -70,7 +70,10 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
                 "Cells",
                 components.table("matrix-table"),
                 note="Means over seeds; the interval is a Student-t 95% interval across "
-                "seeds (none with one seed). A cliff is a terminal drop below peak − θ.",
+                "seeds (none from fewer than 3 seeds). A cliff is a terminal drop below "
+                "peak − θ, θ = max(half the gain, the drop evaluation noise could explain at "
+                "α 0.05 over the run's evaluations); each run's threshold and test are in the "
+                "compare view's table (docs/analysis.md).",
                 actions=[
                     components.csv_button("matrix-csv", "Download CSV"),
                     dcc.Download(id="matrix-download"),

@@ -16,7 +16,14 @@ register = template.Library()
 BEST_STEP_KEY = "ckpt/best_step"
 BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 # The worst event of a run comes first: a confirmed cliff outranks everything else.
-SEVERITY = ("cliff", "amplification", "capture", "entropy_collapse", "zero_std_groups")
+SEVERITY = (
+    "cliff",
+    "degradation",
+    "amplification",
+    "capture",
+    "entropy_collapse",
+    "zero_std_groups",
+)
 
 
 def best_checkpoint(run_id: int) -> dict | None:
