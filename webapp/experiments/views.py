@@ -107,7 +107,14 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     for run in runs:
         run.label = run_label(run)
         run.accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
-    seeds = sorted({run.seed for run in runs})
+    # Branches are not seeds: the matrix shows them under the root run they came from.
+    branches: dict[int, list[Run]] = {}
+    for run in runs:
+        if run.branch_step is not None and run.parent_id is not None:
+            branches.setdefault(run.parent_id, []).append(run)
+    for run in runs:
+        run.branches = branches.get(run.id, [])
+    seeds = sorted({run.seed for run in runs if run.branch_step is None})
     cells = cell_summaries(experiment, gradients=False)
     by_id = {run.id: run for run in runs}
     for cell in cells:
