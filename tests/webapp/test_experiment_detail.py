@@ -124,6 +124,16 @@ def test_an_unknown_experiment_is_a_404_page(client, bob):
     assert "There is no experiment 424242." in response.content.decode()
 
 
+def test_an_unknown_address_says_so_in_words_not_an_exception_name(client, bob):
+    client.force_login(bob)
+
+    response = client.get("/no-such-page/")
+
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "There is nothing at this address." in html and "Resolver404" not in html
+
+
 def test_an_experiment_without_runs_renders(client, alice):
     empty = Experiment.objects.create(owner=alice, name="Empty")
     client.force_login(alice)
