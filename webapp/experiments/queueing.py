@@ -11,6 +11,8 @@
   conditional UPDATE.
 - `resume_run`, `cancel_run` and `requeue_stale_runs` move runs between states, each with a
   conditional UPDATE, so two requests (or two workers) racing over a run never both win.
+- Runs start in the order they are sent: Redis queues are first in, first out, and on the
+  embedded filesystem broker no two sends share a millisecond (its messages' order).
 
 Tasks are sent once the transaction that queued the run commits (`transaction.on_commit`), so
 a worker never looks for a run that is not there yet, and nothing is sent for a rolled-back one.
@@ -19,10 +21,13 @@ a worker never looks for a run that is not there yet, and nothing is sent for a 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from datetime import timedelta
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -90,11 +95,29 @@ def send_runs(runs: list[Run]) -> None:
         send_run(run)
 
 
+_last_send_ms = 0
+_send_lock = threading.Lock()
+
+
+def _after_the_last_send_ms() -> None:
+    """Wait (a millisecond at most) until the clock has moved past the last send's
+    millisecond. kombu's filesystem transport names a message `<monotonic ms>_<uuid>` and
+    hands messages out in name order, so two sent within one millisecond come out in random
+    order: runs queued together would not start in the order they were queued."""
+    global _last_send_ms
+    with _send_lock:
+        while (now := int(round(time.monotonic() * 1000))) <= _last_send_ms:
+            time.sleep(0.0002)
+        _last_send_ms = now
+
+
 def send_run(run: Run) -> bool:
     """Publish the run's task; when the broker cannot be reached the run is marked failed
     (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
     from webapp.celery import app  # the Celery app only: no task module, no trainer
 
+    if urlsplit(app.conf.broker_url or "").scheme == "filesystem":
+        _after_the_last_send_ms()
     task_id = str(uuid.uuid4())
     Run.objects.filter(id=run.id).update(celery_task_id=task_id)
     try:
