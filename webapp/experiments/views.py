@@ -41,10 +41,12 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
             n_runs=Count("runs"),
             **status_counts,
             steps_total=Sum("runs__total_steps"),
-            # A finished run counts as done whatever step it stopped at.
+            # A succeeded run counts as done whatever step it stopped at (an early stop after
+            # a cliff); a cancelled or failed one only as far as it trained: a run cancelled
+            # while queued did no work, and counting it whole showed 50% of nothing done.
             steps_done=Sum(
                 Case(
-                    When(runs__status__in=Run.FINISHED, then=F("runs__total_steps")),
+                    When(runs__status=Run.SUCCEEDED, then=F("runs__total_steps")),
                     default=F("runs__step"),
                 )
             ),  # fmt: skip
