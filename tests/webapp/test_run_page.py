@@ -129,7 +129,7 @@ def test_the_teammate_may_not_resume(client, run, bob):
 
 def test_the_owner_sees_resume_after_a_failure(client, run, alice):
     Run.objects.filter(id=run.id).update(
-        status=Run.FAILED, error_type="ModelUnavailable", error_message="no such model",
+        status=Run.FAILED, error_type="RuntimeError", error_message="out of memory",
         error_traceback="Traceback (most recent call last): …",
     )  # fmt: skip
     client.force_login(alice)
@@ -137,8 +137,24 @@ def test_the_owner_sees_resume_after_a_failure(client, run, alice):
     html = client.get(f"/runs/{run.id}/").content.decode()
 
     assert 'id="resume-run"' in html
-    assert "<strong>ModelUnavailable</strong>: no such model" in html
+    assert "<strong>RuntimeError</strong>: out of memory" in html
     assert "Traceback (most recent call last)" in html
+
+
+def test_a_run_whose_model_cannot_load_offers_no_resume(client, run, alice):
+    Run.objects.filter(id=run.id).update(
+        status=Run.FAILED, error_type="ModelUnavailable", error_message="no such model"
+    )
+    client.force_login(alice)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'id="resume-run"' not in html and "A resume would fail the same way" in html
+    response = client.post(f"/runs/{run.id}/resume/")
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    api = client.post(f"/api/v1/runs/{run.id}/resume")
+    assert api.status_code == 409 and "ModelUnavailable" in api.json()["error"]
 
 
 def test_resuming_a_succeeded_run_is_refused_with_a_message(client, run, alice):

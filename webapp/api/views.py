@@ -243,6 +243,12 @@ def resume(request: HttpRequest, run_id: int) -> JsonResponse:
     found = get_run_for_user(request.user, run_id, manage=True)
     if found.external:
         raise ApiError(409, f"Run {run_id} is external: it is not trained here.")
+    if found.error_type in Run.HOPELESS_ERRORS:
+        raise ApiError(
+            409,
+            f"Run {run_id} failed with {found.error_type}: a resume would fail the same way. "
+            "Clone it with another value.",
+        )
     if not resume_run(found):
         raise ApiError(
             409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume."

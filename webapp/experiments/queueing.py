@@ -21,11 +21,13 @@ a worker never looks for a run that is not there yet, and nothing is sent for a 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,12 +35,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.config import TINY_MODELS, Config, expand_matrix
+from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from webapp.experiments.models import Experiment, Run, RunLog
 
 log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "workers.tasks.execute_run"
+LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local path
 
 
 def queue_for(config: Config) -> str:
@@ -64,6 +67,27 @@ def new_run(experiment: Experiment, config: Config) -> Run:
     )
 
 
+def _missing_local_model(model: str) -> str | None:
+    """Why a local model path cannot be used, or None. Hugging Face ids and the tiny models
+    are the worker's to find; a path is checked here, where the web server sees the same
+    data directory as the workers, so a typo is named in the form and not hours later."""
+    if not model.startswith(LOCAL_PATH_PREFIXES):
+        return None
+    path = Path(os.path.expanduser(model))
+    if not path.is_dir():
+        return f"there is no directory {model!r} on this server"
+    if not (path / "config.json").exists():
+        return f"{model!r} holds no model: save one there with save_pretrained (config.json)"
+    return None
+
+
+def check_models(configs: list[Config]) -> None:
+    """ConfigError naming `model` when a local model path does not hold a model."""
+    for model in sorted({config.model for config in configs}):
+        if problem := _missing_local_model(model):
+            raise ConfigError({"model": problem})
+
+
 def create_experiment(
     owner,
     name: str,
@@ -76,6 +100,7 @@ def create_experiment(
     """Store the experiment and its runs and queue them; ConfigError (naming the fields, or
     `matrix.<axis>`) before anything is stored when the spec is invalid."""
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
+    check_models(configs)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -164,7 +189,7 @@ def cancel_run(run: Run) -> str:
 
 def resume_run(run: Run) -> bool:
     """Queue a failed or cancelled run again; it continues from its last checkpoint."""
-    if run.external:
+    if not run.resumable:
         return False
     updated = Run.objects.filter(id=run.id, status__in=(Run.FAILED, Run.CANCELLED)).update(
         status=Run.QUEUED,

@@ -98,7 +98,13 @@ def _initial(request: HttpRequest) -> dict:
             initial["description"] = experiment.description
             return initial
     preset = request.GET.get("preset", "cpu-demo")
-    return initial_for(preset if preset in ("", *PRESETS) else "cpu-demo")
+    initial = initial_for(preset if preset in ("", *PRESETS) else "cpu-demo")
+    # Switching preset reloads the page: the name and description typed so far come along
+    # in the address (experiment_form.js adds them to the preset links).
+    for field in ("name", "description"):
+        if typed := request.GET.get(field, "").strip():
+            initial[field] = typed
+    return initial
 
 
 @login_required
