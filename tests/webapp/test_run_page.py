@@ -150,7 +150,7 @@ def test_a_run_whose_model_cannot_load_offers_no_resume(client, run, alice):
     html = client.get(f"/runs/{run.id}/").content.decode()
 
     assert 'id="resume-run"' not in html and "A resume would fail the same way" in html
-    response = client.post(f"/runs/{run.id}/resume/")
+    client.post(f"/runs/{run.id}/resume/")
     run.refresh_from_db()
     assert run.status == Run.FAILED
     api = client.post(f"/api/v1/runs/{run.id}/resume")
