@@ -255,12 +255,19 @@ def _captured(summary: dict, role: str | None) -> str:
 def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     """The two questions of the gradient view, answered in a sentence each for these runs."""
     findings = []
-    cliffs = [
-        r
-        for r in runs
-        if ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
-    ]
-    if not cliffs:
+
+    def accuracy(run) -> dict:
+        return (summaries.get(run.id) or {}).get("accuracy") or {}
+
+    # A question is answered only over the runs with data for it: before any evaluation or
+    # gradient point, "0 of 1" would read as a finding.
+    judged = [r for r in runs if accuracy(r).get("cliff_status") not in (None, "insufficient")]
+    cliffs = [r for r in judged if accuracy(r).get("cliff_onset") is not None]
+    if not judged:
+        findings.append(
+            "No run has enough evaluations for a cliff verdict yet, so there is no lead to measure."
+        )
+    elif not cliffs:
         findings.append("None of these runs has a terminal cliff, so there is no lead to measure.")
     else:
         ahead = []
@@ -278,6 +285,10 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
             "terminal cliff" + (f" ({'; '.join(ahead)})." if ahead else ".")
         )
     shared = [r for r in runs if r.sharing == "shared"]
+    logged = [r for r in shared if (summaries.get(r.id) or {}).get("capture_fractions")]
+    if shared and not logged:
+        findings.append("No shared run has logged gradient shares yet, so capture is not judged.")
+    shared = logged
     if shared:
         captured = [
             f"run {r.id}: {summaries[r.id]['capture']}"
