@@ -1,8 +1,11 @@
 """The run page: config, status, progress, latest metrics with sparklines, log tail, and the
 cancel, resume and clone actions for who may use them; and the JSON it polls."""
 
+from pathlib import Path
+
 import pytest
 
+from tests.webapp.test_alerts import accuracy_points
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
 
@@ -182,3 +185,20 @@ def test_an_unknown_run_is_a_404_page(client, bob):
     client.force_login(bob)
 
     assert client.get("/runs/777777/").status_code == 404
+
+
+def test_the_radar_explains_value_and_limit_and_numbers_align_with_their_headings(client, run, bob):
+    write_points(run.id, [(p["key"], p["step"], p["value"]) for p in accuracy_points()])
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    start = html.index("data-radar-legend")
+    legend = html[start : html.index("</p>", start)]
+    assert "hidden" not in legend.split(">")[0]  # shown: the run has events
+    assert "<strong>Value</strong> is the metric at the event's step" in legend
+    assert "peak − θ" in legend
+    css = (Path(__file__).parents[2] / "webapp/static/troupe.css").read_text()
+    # `.table td { text-align: left }` outranks a bare `.num`: the number cells need a rule
+    # as specific as their headings', or they sit left under right-aligned headings.
+    assert ".table td.num" in css and ".table th.num, .table td.num { text-align: right; }" in css

@@ -10,6 +10,7 @@
   var table = panel.querySelector("[data-radar]");
   var empty = panel.querySelector("[data-radar-empty]");
   var best = panel.querySelector("[data-best]");
+  var legend = panel.querySelector("[data-radar-legend]");
 
   function cell(text, className) {
     var td = document.createElement("td");
@@ -44,6 +45,7 @@
     });
     table.hidden = !alerts.length;
     empty.hidden = !!alerts.length;
+    if (legend) legend.hidden = !alerts.length;
   }
 
   function renderBest(series) {
