@@ -1,10 +1,13 @@
 """The run page: config, status, progress, latest metrics with sparklines, log tail, and the
 cancel, resume and clone actions for who may use them; and the JSON it polls."""
 
+import re
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from tests.branches import give_checkpoints
 from tests.webapp.test_alerts import accuracy_points
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
@@ -74,6 +77,34 @@ def test_live_json_carries_what_the_page_updates(client, trained, bob):
     sparks = {s["key"]: s for s in data["sparklines"]}
     assert sparks["eval/accuracy"]["steps"] == [0, 2] and sparks["eval/accuracy"]["last"] == 0.5
     assert [e["line"] for e in data["logs"]][-1] == "step 3/30 · reward 0.300 · 1.2 s"
+
+
+def test_every_block_of_the_live_page_follows_the_run(client, trained, alice, tmp_path, settings):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.TROUPE_RADAR_MIN_SECONDS = 0  # judge every batch: no trailing timer in a test
+    client.force_login(alice)
+    before = client.get(f"/runs/{trained.id}/live.json").json()["blocks"]
+    assert "best-" not in before["lineage"]  # nothing to branch from yet
+    assert "No events so far" in before["radar"]
+
+    # The run trains on: a collapse to 0, a checkpoint, a heartbeat, a second attempt.
+    write_points(trained.id, [("eval/accuracy", s, 0.0) for s in (4, 6, 8, 10, 12, 14, 16)])
+    write_points(trained.id, [("ckpt/best_step", 16, 2), ("ckpt/best_accuracy", 16, 0.5)])
+    give_checkpoints(trained, tmp_path / "out", best=2, steps=(14,))
+    Run.objects.filter(id=trained.id).update(
+        status=Run.RUNNING, step=16, attempts=2, checkpoint_step=14,
+        heartbeat=timezone.now().replace(hour=12, minute=34, second=56),
+    )  # fmt: skip
+    after = client.get(f"/runs/{trained.id}/live.json").json()["blocks"]
+
+    final = re.search(r"<dt>final</dt><dd>([0-9.]+)</dd>", after["results"]).group(1)
+    assert float(final) < 0.1  # not the 0.375 of the first two evaluations
+    assert "@4" in after["results"] and "@4" not in before["results"]  # the cliff's onset
+    assert "<dt>Attempts</dt><dd>2</dd>" in after["facts"]
+    assert "step 14" in after["facts"] and "12:34:56" in after["facts"]
+    assert 'value="best-000002"' in after["lineage"] and 'value="step-000014"' in after["lineage"]
+    assert 'data-alert-kind="cliff"' in after["radar"]
+    assert "Best checkpoint: step <strong>2</strong>" in after["radar"]
 
 
 WARM_START = "Preparing model tiny-s: warm start 40%"
