@@ -137,3 +137,16 @@ def test_a_branch_is_a_band_of_its_own_not_a_seed_of_its_parents_cell(study, bob
     assert means["voting · math · tiny-s · shared (3 runs)"][-1] == pytest.approx(0.5)
     branch_name = "voting · math · tiny-s · shared · branch: control (no change) (1 run)"
     assert means[branch_name][-1] == pytest.approx(0.9)
+
+
+def test_the_table_names_each_branchs_parent(study, bob):
+    parent = Run.objects.get(id=study.ids[0])
+    branch = stored_run(study.experiment, seed=0, sharing="shared", accuracy=flat(0.9))
+    Run.objects.filter(id=branch.id).update(parent=parent, branch_step=4, intervention={})
+
+    table = bands.update_table([*study.ids, branch.id], "(cell)", {}, 0)
+
+    headings = [th.children.children for th in table.children[0].children.children]
+    assert "Branch of" in headings
+    last = table.children[1].children[-1]
+    assert f"#{parent.id} @4" in [td.children for td in last.children]

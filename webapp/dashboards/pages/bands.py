@@ -196,7 +196,8 @@ def update_table(run_ids, by, sort, _tick):
     _fields, varying = seed_bands.config_fields(list(configs.values()))
     fields = run_table.shown_fields(list(configs.values()), varying)
     group_by = by if by != seed_bands.NO_GROUP and any(by in c for c in configs.values()) else ""
-    columns = run_table.columns(fields, group_by)
+    branches = any(r.branch_step is not None for r in runs)
+    columns = run_table.columns(fields, group_by, branches)
     rows = run_table.rows(runs, configs, run_summaries(runs, gradients=False))
     sort = sort or {}
     ordered = run_table.sort_rows(rows, sort.get("col"), bool(sort.get("desc")))
