@@ -124,16 +124,24 @@ _last_send_ms = 0
 _send_lock = threading.Lock()
 
 
-def _after_the_last_send_ms() -> None:
-    """Wait (a millisecond at most) until the clock has moved past the last send's
-    millisecond. kombu's filesystem transport names a message `<monotonic ms>_<uuid>` and
-    hands messages out in name order, so two sent within one millisecond come out in random
-    order: runs queued together would not start in the order they were queued."""
+def _monotonic_ms() -> int:
+    return int(round(time.monotonic() * 1000))  # kombu's filesystem transport's own clock
+
+
+def _send_in_order(send) -> None:
+    """Call `send` once the clock has moved past the millisecond the previous send ended in
+    (a millisecond's wait at most). kombu's filesystem transport names a message
+    `<monotonic ms>_<uuid>` and hands messages out in name order, so two sent within one
+    millisecond come out in random order: runs queued together would not start in the order
+    they were queued."""
     global _last_send_ms
     with _send_lock:
-        while (now := int(round(time.monotonic() * 1000))) <= _last_send_ms:
+        while _monotonic_ms() <= _last_send_ms:
             time.sleep(0.0002)
-        _last_send_ms = now
+        try:
+            send()
+        finally:
+            _last_send_ms = _monotonic_ms()  # the message's name holds this or an earlier ms
 
 
 def send_run(run: Run) -> bool:
@@ -141,12 +149,14 @@ def send_run(run: Run) -> bool:
     (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
     from webapp.celery import app  # the Celery app only: no task module, no trainer
 
-    if urlsplit(app.conf.broker_url or "").scheme == "filesystem":
-        _after_the_last_send_ms()
     task_id = str(uuid.uuid4())
     Run.objects.filter(id=run.id).update(celery_task_id=task_id)
     try:
-        app.send_task(EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
+        send = partial(app.send_task, EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
+        if urlsplit(app.conf.broker_url or "").scheme == "filesystem":
+            _send_in_order(send)
+        else:
+            send()
     except Exception as exc:  # kombu and redis-py raise many types; the advice is the same
         reason = " ".join(str(exc).split()) or type(exc).__name__
         log.warning("could not queue run %s: %s", run.id, reason)
