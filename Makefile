@@ -23,7 +23,7 @@ test: export TROUPE_DATA_DIR ?= $(CURDIR)/.data/test
 test: export OMP_WAIT_POLICY ?= PASSIVE
 test: $(STAMP)
 	@bash scripts/ensure_chromium.sh      # the browser tests' Chromium: installed, or how to
-	$(PY) -m trainer build-model tiny-s   # once per data dir (a few minutes), then cached
+	$(PY) -m trainer build-model tiny-s   # shipped: at once (a changed recipe: built, cached)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 venv: $(STAMP)

@@ -93,8 +93,14 @@ class TroupeServer:
     (the environment the server runs with: DATABASE_URL and a private TROUPE_DATA_DIR).
     """
 
-    def __init__(self, postgres: str, database: str, workers: int = 4, log=None):
+    def __init__(
+        self, postgres: str, database: str, workers: int = 4, log=None, access_log: bool = False
+    ):
+        """`postgres` is a server URL whose `database` is created afresh, or `sqlite` for the
+        embedded default (a new file in the private data directory). `access_log` keeps
+        gunicorn's access log in `self.access_log_path` (the statuses answered)."""
         self.postgres = postgres
+        self.access_log = access_log
         self.database = database
         self.workers = workers
         self.log = log or (lambda line: print(line, file=sys.stderr))
@@ -105,8 +111,19 @@ class TroupeServer:
         self.experiment = 0
         self.env: dict[str, str] = {}
 
+    @property
+    def sqlite(self) -> bool:
+        return self.postgres == "sqlite"
+
+    @property
+    def access_log_path(self) -> Path:
+        return Path(self._tmp.name) / "access.log"
+
     def __enter__(self) -> TroupeServer:
-        db_url = recreate_database(self.postgres, self.database)
+        if self.sqlite:
+            db_url = f"sqlite:///{Path(self._tmp.name) / (self.database + '.sqlite3')}"
+        else:
+            db_url = recreate_database(self.postgres, self.database)
         self.env = {
             **os.environ,
             "DATABASE_URL": db_url,
@@ -137,6 +154,7 @@ class TroupeServer:
                 f"127.0.0.1:{port}",
                 "--log-level",
                 "warning",
+                *(["--access-logfile", str(self.access_log_path)] if self.access_log else []),
             ],
             cwd=ROOT,
             env=self.env,
@@ -148,7 +166,8 @@ class TroupeServer:
     def __exit__(self, *exc) -> None:
         stop(self.proc)
         try:
-            drop_database(self.postgres, self.database)
+            if not self.sqlite:
+                drop_database(self.postgres, self.database)
         finally:
             self._tmp.cleanup()
 

@@ -20,18 +20,23 @@ from tests.helpers import ROOT, database_url, free_port, service_env
 
 
 @contextmanager
-def live_troupe(log_dir: Path, threads: int = 4) -> Iterator[str]:
-    """Start the server, wait until it answers, yield its base URL, stop it."""
+def live_troupe(
+    log_dir: Path, threads: int = 4, workers: int = 1, database: str | None = None
+) -> Iterator[str]:
+    """Start the server, wait until it answers, yield its base URL, stop it. `database` (a
+    DATABASE_URL) replaces the test database; the access log lands in `log_dir/gunicorn.log`
+    beside the server's own lines."""
     port = free_port()
     env = service_env(
-        DATABASE_URL=database_url(settings.DATABASES["default"]),
+        DATABASE_URL=database or database_url(settings.DATABASES["default"]),
         TROUPE_DATA_DIR=str(settings.DATA_DIR),
     )
     log = log_dir / "gunicorn.log"
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", "1", "--threads", str(threads), "--timeout", "60"],
+             "--workers", str(workers), "--threads", str(threads), "--timeout", "60",
+             "--access-logfile", "-"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"

@@ -67,7 +67,9 @@ def form_data(**overrides):
 
 @pytest.fixture(scope="session")
 def tiny_model() -> None:
-    build = "from trainer.tiny import ensure_tiny_model; ensure_tiny_model('tiny-s', quiet=True)"
+    build = (
+        "from trainer.tiny_weights import tiny_model_path; tiny_model_path('tiny-s', quiet=True)"
+    )
     result = subprocess.run(
         [sys.executable, "-c", build],
         cwd=ROOT,

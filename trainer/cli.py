@@ -136,10 +136,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_build_model(args: argparse.Namespace) -> int:
-    from trainer.tiny import ensure_tiny_model
+    from trainer.tiny_weights import ship, tiny_model_path
 
     for name in args.names:
-        print(ensure_tiny_model(name))
+        path = tiny_model_path(name, rebuild=args.rebuild or args.ship)
+        print(ship(name, path) if args.ship else path)
     return 0
 
 
@@ -168,8 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     an.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     an.set_defaults(func=cmd_analyze)
-    bm = sub.add_parser("build-model", help="warm-start and cache built-in tiny models now")
+    bm = sub.add_parser(
+        "build-model",
+        help="print where built-in tiny models are: shipped, else warm-started now and cached",
+    )
     bm.add_argument("names", nargs="+", choices=["tiny-s", "tiny-m", "tiny-l"])
+    bm.add_argument(
+        "--rebuild", action="store_true", help="warm-start again even if shipped or cached"
+    )
+    bm.add_argument(
+        "--ship",
+        action="store_true",
+        help="rebuild and replace the weights shipped in trainer/weights/ (for a changed recipe)",
+    )
     bm.set_defaults(func=cmd_build_model)
     return parser
 

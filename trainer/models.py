@@ -42,14 +42,15 @@ def resolve_device(device: str) -> str:
 def load_model(
     name: str, device: str = "cpu", progress: Callable[[int, int], None] | None = None
 ) -> LoadedModel:
-    """The model and tokenizer for `name`, on `device`, in eval mode. A tiny model not built
-    yet is warm-started first, calling `progress(steps done, steps)` as it goes."""
+    """The model and tokenizer for `name`, on `device`, in eval mode. A tiny model comes
+    shipped (`trainer/tiny_weights.py`); one whose recipe changed and that is not built yet
+    is warm-started first, calling `progress(steps done, steps)` as it goes."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if name in TINY_MODELS:
-        from trainer.tiny import ensure_tiny_model
+        from trainer.tiny_weights import tiny_model_path
 
-        path = ensure_tiny_model(name, progress=progress)
+        path = tiny_model_path(name, progress=progress)
         family = "tiny"
     else:
         path = _locate(name)

@@ -22,19 +22,18 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from functools import wraps
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
-from django.utils import timezone
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.experiments.models import ApiToken, hash_token
+from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +54,23 @@ _STRUCTURE = {c: None for c in range(0x80) if chr(c) not in '[]{}"\\'}
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+# What a client is told when the embedded SQLite database stayed locked past its busy timeout
+# (settings.py): a retryable 503, never a 500, since nothing of the request was stored.
+BUSY_MESSAGE = (
+    "The database is busy with other writers; nothing of this request was stored. Retry it "
+    "(the embedded SQLite default takes one writer at a time: see README on when to use "
+    "PostgreSQL)."
+)
+BUSY_RETRY_AFTER = 1  # seconds
+
+
+def database_busy(exc: OperationalError) -> bool:
+    """Whether `exc` is SQLite's "database is locked" (or busy): the writer waited its whole
+    timeout for the lock. A retry succeeds once the other writers are done."""
+    message = str(exc).lower()
+    return "database is locked" in message or "database is busy" in message
 
 
 class ApiError(Exception):
@@ -88,32 +104,11 @@ def _csrf_problem(request: HttpRequest) -> str | None:
     return check.process_view(request, None, (), {})
 
 
-def _token_user(request: HttpRequest):
-    """The user of a bearer token; None when there is no Authorization header.
-
-    Raises ApiError(401) for a malformed header or a token that does not exist (any more).
-    """
-    header = request.headers.get("Authorization")
-    if header is None:
-        return None
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        raise ApiError(401, "The Authorization header must be 'Bearer <token>'.")
-    try:
-        token = ApiToken.objects.select_related("user").get(digest=hash_token(raw.strip()))
-    except ApiToken.DoesNotExist:
-        token = None
-    if token is None or not token.user.is_active:
-        raise ApiError(401, "This API token is not valid (revoked, mistyped, or its user is off).")
-    now = timezone.now()
-    # At most one write a minute per token: ingestion sends many requests a second.
-    if token.last_used is None or now - token.last_used > timedelta(minutes=1):
-        ApiToken.objects.filter(id=token.id).update(last_used=now)
-    return token.user
-
-
 def _authenticate(request: HttpRequest) -> None:
-    user = _token_user(request)
+    try:
+        user = bearer_user(request.headers.get("Authorization"))
+    except (MalformedHeader, InvalidToken) as exc:
+        raise ApiError(401, str(exc)) from None
     if user is not None:
         request.user = user
         return
@@ -146,6 +141,14 @@ def api_view(*methods: str) -> Callable:
                 return error_response(404, str(exc) or "Not found.")
             except PermissionDenied as exc:
                 return error_response(403, str(exc) or "You may not do this.")
+            except OperationalError as exc:
+                if not database_busy(exc):
+                    log.exception("API error: %s %s", request.method, request.path)
+                    return _server_error_response()
+                log.warning("Database busy: %s %s answered 503", request.method, request.path)
+                response = error_response(503, BUSY_MESSAGE)
+                response["Retry-After"] = str(BUSY_RETRY_AFTER)
+                return response
             except Exception:
                 log.exception("API error: %s %s", request.method, request.path)
                 return _server_error_response()

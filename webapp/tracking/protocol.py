@@ -16,20 +16,16 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from functools import wraps
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db import connection
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.api.http import ApiError, read_json
-from webapp.experiments.models import ApiToken, hash_token
-from webapp.tracking import rows
+from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
+from webapp.api.http import BUSY_MESSAGE, BUSY_RETRY_AFTER, ApiError, database_busy, read_json
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +33,7 @@ INVALID = "INVALID_PARAMETER_VALUE"
 MISSING = "RESOURCE_DOES_NOT_EXIST"
 EXISTS = "RESOURCE_ALREADY_EXISTS"
 DENIED = "PERMISSION_DENIED"
+BUSY = "TEMPORARILY_UNAVAILABLE"
 STATUS = {
     INVALID: 400,
     EXISTS: 400,
@@ -47,6 +44,7 @@ STATUS = {
     MISSING: 404,
     "ENDPOINT_NOT_FOUND": 404,
     "INTERNAL_ERROR": 500,
+    BUSY: 503,
 }
 INT64_MAX = 2**63 - 1
 # MLflow's rule for metric, param and tag names: letters, digits, _ - . / space and colon.
@@ -68,34 +66,18 @@ def error_response(code: str, message: str) -> JsonResponse:
 
 
 def _token_user(request: HttpRequest):
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
+    try:
+        user = bearer_user(request.headers.get("Authorization"))
+    except MalformedHeader:
+        user = None
+    except InvalidToken as exc:
+        raise MlflowError("UNAUTHENTICATED", str(exc)) from None
+    if user is None:
         raise MlflowError(
             "UNAUTHENTICATED",
             "Send a Troupe API token: set MLFLOW_TRACKING_TOKEN (make one on your account page "
             "or with `manage.py create_token <user>`).",
         )
-    user_model = get_user_model()
-    # One raw query (`rows.py`): every MLflow request makes it.
-    sql = (
-        f"SELECT t.id, t.last_used, {rows.columns(user_model, 'u')} "
-        f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
-        "ON u.id = t.user_id WHERE t.digest = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [hash_token(raw.strip())])
-        row = cursor.fetchone()
-    user = row and rows.instance(user_model, row[2:])
-    if user is None or not user.is_active:
-        raise MlflowError(
-            "UNAUTHENTICATED",
-            "This API token is not valid (revoked, mistyped, or its user is off).",
-        )
-    token_id, last_used = row[0], row[1]
-    now = timezone.now()
-    if last_used is None or now - last_used > timedelta(minutes=1):
-        ApiToken.objects.filter(id=token_id).update(last_used=now)
     return user
 
 
@@ -133,6 +115,16 @@ def mlflow_view(method: str) -> Callable:
                 return error_response(MISSING, str(exc) or "Not found.")
             except PermissionDenied as exc:
                 return error_response(DENIED, str(exc) or "You may not do this.")
+            except OperationalError as exc:
+                if database_busy(exc):  # MLflow's clients retry a 503 with back-off
+                    log.warning("Database busy: %s %s answered 503", request.method, request.path)
+                    response = error_response(BUSY, BUSY_MESSAGE)
+                    response["Retry-After"] = str(BUSY_RETRY_AFTER)
+                    return response
+                log.exception("MLflow endpoint error: %s %s", request.method, request.path)
+                return error_response(
+                    "INTERNAL_ERROR", "The server failed; the error is in its log."
+                )
             except Exception:
                 log.exception("MLflow endpoint error: %s %s", request.method, request.path)
                 return error_response(
