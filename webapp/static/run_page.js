@@ -40,7 +40,7 @@
   function text(el, value) { if (el) el.textContent = value; }
 
   // A block being edited (focus inside, or typed into since the last swap) keeps its DOM.
-  var edited = {};
+  var edited = {}, shown = {};
   document.querySelectorAll("[data-block]").forEach(function (el) {
     el.addEventListener("input", function () { edited[el.dataset.block] = true; });
   });
@@ -48,10 +48,10 @@
   function renderBlocks(blocks) {
     Object.keys(blocks || {}).forEach(function (name) {
       var el = document.querySelector('[data-block="' + name + '"]');
-      if (!el || el.dataset.html === blocks[name]) return;
+      if (!el || shown[name] === blocks[name]) return;
       if (edited[name] || el.contains(document.activeElement)) return;
       el.innerHTML = blocks[name];  // rendered by the server's templates, escaped there
-      el.dataset.html = blocks[name];
+      shown[name] = blocks[name];
     });
   }
 
