@@ -162,17 +162,19 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
+    # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
+    where = start.step if start is not None else 0
     if reporter.should_stop():  # cancelled while queued, just as the worker took it
-        return _cancelled(started)
+        return _cancelled(started, where)
     try:
         loaded = load_model(
             config.model, device, progress=warm_start_status(reporter, config.model)
         )
     except Cancelled:
         reporter.on_status("")
-        return _cancelled(started)
+        return _cancelled(started, where)
     if reporter.should_stop():  # loading a real model takes a while too
-        return _cancelled(started)
+        return _cancelled(started, where)
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
