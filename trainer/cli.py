@@ -186,6 +186,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupted_message(args: argparse.Namespace) -> str:
+    """What running the same command again will do: resume only where a checkpoint is kept
+    (every --checkpoint-every steps); before the first one, it starts over."""
+    out = getattr(args, "out", None)
+    if getattr(args, "func", None) is not cmd_run or not out:
+        return "interrupted"
+    from trainer.checkpoint_index import is_own, resume_point
+
+    init_from = getattr(args, "init_from", None) or ""
+    start = resume_point(out, init_from)
+    if start is not None and is_own(start, Path(out)):
+        return f"interrupted; run the same command again to resume from step {start.step}"
+    where = f"the branch point (step {start.step})" if start is not None else "step 0"
+    return (
+        "interrupted before the first checkpoint (--checkpoint-every); "
+        f"running the same command again starts over from {where}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -199,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
+        print(interrupted_message(args), file=sys.stderr)
         return 130
     except Exception as exc:  # ModelUnavailable and friends: one line, not a traceback
         if type(exc).__name__ == "ModelUnavailable":

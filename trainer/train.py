@@ -21,7 +21,10 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
   `stop_after_cliff` N the run ends N evaluations after a confirmed cliff
   (`trainer/stop_policy.py`).
 - Before the first step the reporter hears what is happening (`on_status`): a tiny model's
-  warm start on first use takes minutes, and a run page shows its percentage.
+  warm start on first use takes minutes, and a run page shows its percentage, the time spent
+  and an estimate of the time left. A cancel is honoured in every phase: before loading,
+  during the warm start (asked every `STOP_CHECK_SECONDS`), after the first evaluation, and
+  after every step.
 
 Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
 """
@@ -97,18 +100,55 @@ def _best_metrics(best: dict) -> dict[str, float]:
     return {"ckpt/best_step": best["step"], "ckpt/best_accuracy": best["accuracy"]}
 
 
-def warm_start_status(reporter: Reporter, model: str) -> Callable[[int, int], None]:
-    """A warm-start progress callback that tells `reporter` each new whole percent."""
+class Cancelled(Exception):
+    """Raised from inside a long phase (a tiny model's warm start) when the reporter says
+    stop: that phase has no step boundary to stop at, and it may take many minutes."""
+
+
+STOP_CHECK_SECONDS = 1.0  # how often a warm start asks `should_stop` (a database read each)
+
+
+def duration_text(seconds: float) -> str:
+    """75 → '1m 15s', 9 → '9s', 3725 → '1h 02m'."""
+    seconds = max(0, int(round(seconds)))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def warm_start_status(
+    reporter: Reporter, model: str, clock: Callable[[], float] = time.monotonic
+) -> Callable[[int, int], None]:
+    """A warm-start progress callback that tells `reporter` each new whole percent, with the
+    time spent and an estimate of the time left (from the pace so far), and raises
+    `Cancelled` within about `STOP_CHECK_SECONDS` of a cancel."""
     shown = -1
+    started = clock()
+    asked = started
 
     def progress(done: int, total: int) -> None:
-        nonlocal shown
+        nonlocal shown, asked
+        now = clock()
+        if now - asked >= STOP_CHECK_SECONDS:
+            asked = now
+            if reporter.should_stop():
+                raise Cancelled(f"cancelled during the warm start of {model}")
         percent = 100 * done // max(total, 1)
         if percent != shown:
             shown = percent
-            reporter.on_status(f"Preparing model {model}: warm start {percent}%")
+            elapsed = now - started
+            timing = f"{duration_text(elapsed)} elapsed"
+            if 0 < done < total:
+                timing += f", about {duration_text(elapsed * (total - done) / done)} left"
+            reporter.on_status(f"Preparing model {model}: warm start {percent}% ({timing})")
 
     return progress
+
+
+def _cancelled(started: float, step: int = 0) -> dict:
+    return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}
 
 
 def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None) -> dict:
@@ -122,7 +162,19 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
-    loaded = load_model(config.model, device, progress=warm_start_status(reporter, config.model))
+    # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
+    where = start.step if start is not None else 0
+    if reporter.should_stop():  # cancelled while queued, just as the worker took it
+        return _cancelled(started, where)
+    try:
+        loaded = load_model(
+            config.model, device, progress=warm_start_status(reporter, config.model)
+        )
+    except Cancelled:
+        reporter.on_status("")
+        return _cancelled(started, where)
+    if reporter.should_stop():  # loading a real model takes a while too
+        return _cancelled(started, where)
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
@@ -160,6 +212,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         )
     reporter.on_status("")
     reporter.on_progress(done, config.steps, {})
+    if own is None and reporter.should_stop():  # cancelled during the first evaluation
+        return _cancelled(started, done)
 
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()

@@ -73,6 +73,20 @@ def test_a_branch_uses_its_own_learning_rate_from_its_first_step(parent, tmp_pat
     assert ours[3] == pytest.approx(theirs[3] * 1e-2 / 3e-3)
 
 
+def test_a_branch_from_the_last_steps_checkpoint_trains_the_steps_it_adds(parent, tmp_path):
+    # What the web's branching does when the peak is the parent's last step: the child's
+    # steps go past the branch point (webapp/experiments/branching.py, child_steps).
+    out, _ = parent
+    last = out / "checkpoints" / "step-000004"  # the parent's steps are 4
+    reporter = ListReporter()
+
+    result = train(small(init_from=str(last), steps=6), tmp_path, reporter)
+
+    assert result["status"] == "succeeded" and result["step"] == 6
+    assert reporter.series("eval/accuracy")[0] == [4, 6]
+    assert sorted({s for s, k, _ in reporter.points if k == "train/reward"}) == [5, 6]
+
+
 @pytest.mark.parametrize(
     "change",
     [{"sharing": "shared"}, {"lora_r": 4}, {"workflow": "eval_opt"}, {"finetune": "full"}],

@@ -3,6 +3,9 @@ first use (minutes, so in percent, for the run page), the base-model evaluation.
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 from tests.trainer.quick import small
@@ -39,7 +42,7 @@ def test_a_first_run_reports_the_warm_start_in_percent_then_reuses_the_model(
     first = ListReporter()
     train(quickest(), tmp_path / "first", first)
 
-    assert first.statuses == [
+    assert [re.sub(r" \([^()]* elapsed[^()]*\)$", "", status) for status in first.statuses] == [
         "Loading model tiny-s",
         "Preparing model tiny-s: warm start 25%",
         "Preparing model tiny-s: warm start 50%",
@@ -48,6 +51,7 @@ def test_a_first_run_reports_the_warm_start_in_percent_then_reuses_the_model(
         "Evaluating the base model (step 0)",
         "",  # the steps begin
     ]
+    assert re.search(r"warm start 25% \(\d+s elapsed, about \d+s left\)$", first.statuses[1])
     assert (tiny.model_dir("tiny-s") / "done").exists()
 
     second = ListReporter()
@@ -63,5 +67,45 @@ def test_a_warm_start_is_reported_once_per_whole_percent():
         progress(done, 1200)
 
     assert len(reporter.statuses) == 101  # 0% (the first 11 steps) to 100%
-    assert reporter.statuses[0] == "Preparing model tiny-m: warm start 0%"
-    assert reporter.statuses[-1] == "Preparing model tiny-m: warm start 100%"
+    assert reporter.statuses[0].startswith("Preparing model tiny-m: warm start 0% (")
+    assert reporter.statuses[-1].startswith("Preparing model tiny-m: warm start 100% (")
+
+
+def test_the_warm_start_shows_the_time_spent_and_an_estimate_of_the_time_left():
+    reporter = ListReporter()
+    now = [0.0]
+    progress = warm_start_status(reporter, "tiny-s", clock=lambda: now[0])
+
+    now[0] = 144.0  # 40% in 2m 24s: 3m 36s to go at that pace
+    progress(1200, 3000)
+    now[0] = 300.0
+    progress(3000, 3000)
+
+    assert reporter.statuses == [
+        "Preparing model tiny-s: warm start 40% (2m 24s elapsed, about 3m 36s left)",
+        "Preparing model tiny-s: warm start 100% (5m 00s elapsed)",
+    ]
+
+
+class CancelInWarmStart(ListReporter):
+    """Cancels as soon as the warm start has begun, as a user pressing Cancel would."""
+
+    def should_stop(self) -> bool:
+        return any("warm start" in status for status in self.statuses)
+
+
+def test_a_cancel_during_the_warm_start_stops_it_within_seconds(
+    tmp_path, short_recipe, monkeypatch
+):
+    monkeypatch.setitem(tiny.RECIPE, "sft_steps", {**tiny.RECIPE["sft_steps"], "tiny-s": 100_000})
+    monkeypatch.setattr("trainer.train.STOP_CHECK_SECONDS", 0.0)  # ask at every warm-start step
+    reporter = CancelInWarmStart()
+
+    started = time.monotonic()
+    result = train(quickest(), tmp_path / "run", reporter)
+
+    assert result["status"] == "cancelled" and result["step"] == 0
+    assert time.monotonic() - started < 120  # 100,000 steps would take hours
+    assert not (tiny.model_dir("tiny-s") / "done").exists()  # nothing half-built is kept
+    assert not [p for p in tiny.model_dir("tiny-s").parent.iterdir() if p.is_dir()]
+    assert reporter.points == []  # never evaluated, never trained

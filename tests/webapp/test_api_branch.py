@@ -52,6 +52,18 @@ def test_the_owner_branches_from_the_peak(client, parent, alice):
     assert Run.objects.filter(parent=parent).count() == 3
 
 
+def test_the_peak_at_the_last_step_is_branchable_through_the_api(client, run, alice, tmp_path):
+    parent = give_checkpoints(run, tmp_path / "out", best=30, steps=(25, 30))
+
+    response = post(client, alice, parent.id, {"checkpoint": "best", "branches": []})
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["checkpoint"]["name"] == "best-000030"
+    (child,) = response.json()["runs"]
+    assert child["config"]["steps"] > 30
+    assert child["config"]["init_from"].endswith("/checkpoints/best-000030")
+
+
 def test_the_api_reads_a_checkpoint_by_name_and_the_control_can_be_left_out(client, parent, alice):
     body = {"checkpoint": "step-000004", "control": False, "branches": [{"kl_beta": 0.1}]}
 

@@ -143,11 +143,11 @@ def test_a_body_over_the_limit_gets_413(client, alice, settings):
     assert "limit" in response.json()["error"]
 
 
-def test_listing_experiments_is_not_an_endpoint(client, alice):
-    response = client.get("/api/v1/experiments", headers=bearer(alice))
+def test_the_experiments_endpoint_allows_get_and_post_only(client, alice):
+    response = client.put("/api/v1/experiments", "{}", headers=bearer(alice))
 
     assert response.status_code == 405
-    assert response["Allow"] == "POST"
+    assert response["Allow"] == "GET, POST"
 
 
 def test_the_teammate_reads_an_experiment_with_its_runs(client, alice, bob):
@@ -190,3 +190,20 @@ def test_an_unknown_experiment_gets_404(client, alice):
 
     assert response.status_code == 404
     assert response.json() == {"error": "There is no experiment 999999."}
+
+
+def test_get_lists_experiments_newest_first_with_their_run_counts(client, alice, bob):
+    older = make_experiment(alice, name="Older", runs=2)
+    newer = make_experiment(bob, name="Newer", runs=1)
+    Run.objects.filter(id=older.runs.order_by("id").first().id).update(status=Run.SUCCEEDED)
+
+    response = client.get("/api/v1/experiments", headers=bearer(alice))
+
+    assert response.status_code == 200
+    body = response.json()
+    assert [e["id"] for e in body["experiments"]] == [newer.id, older.id]
+    assert body["experiments"][1]["run_counts"] == {"queued": 1, "succeeded": 1}
+    assert body["experiments"][0]["owner"] == bob.username and body["total"] == 2
+    page = client.get("/api/v1/experiments?limit=1&offset=1", headers=bearer(alice)).json()
+    assert [e["name"] for e in page["experiments"]] == ["Older"]
+    assert client.get("/api/v1/experiments?limit=0", headers=bearer(alice)).status_code == 400

@@ -176,6 +176,16 @@ def test_max_points_downsamples_keeping_the_ends_and_the_extremes(client, run, a
     assert len(everything["series"]["k"]["steps"]) == 1000
 
 
+def test_three_points_keep_the_peak_between_the_ends(client, run, alice):
+    values = [0.1, 0.2, 0.6, 0.3, 0.0]  # the peak is interior, the cliff is the last point
+    send(client, alice, run, [{"key": "k", "step": s, "value": v} for s, v in enumerate(values)])
+
+    url = f"/api/v1/runs/{run.id}/metrics?keys=k&max_points=3"
+    series = client.get(url, headers=bearer(alice)).json()["series"]["k"]
+
+    assert series == {"steps": [0, 2, 4], "values": [0.1, 0.6, 0.0]}
+
+
 @pytest.mark.parametrize("value", ["-1", "many"])
 def test_a_bad_max_points_gets_400(client, run, alice, value):
     response = client.get(

@@ -45,10 +45,32 @@ def test_a_run_offers_its_peak_first_then_its_step_checkpoints_newest_first(pare
     assert kept[0].accuracy == 0.5 and kept[1].accuracy == 0.25
 
 
-def test_a_checkpoint_at_the_last_step_is_not_offered(run, tmp_path, data_dir):
-    parent = give_checkpoints(run, tmp_path / "out", best=None, steps=(25, 30))
+def test_a_peak_at_the_last_step_is_offered_once_and_its_child_trains_past_it(
+    run, tmp_path, data_dir
+):
+    parent = give_checkpoints(run, tmp_path / "out", best=30, steps=(25, 30))
 
-    assert [k.name for k in kept_checkpoints(parent)] == ["step-000025"]
+    assert [(k.name, k.step) for k in kept_checkpoints(parent)] == [
+        ("best-000030", 30),  # the step checkpoint of the same step is the same state
+        ("step-000025", 25),
+    ]
+    plan = plan_branches(parent, "best", [], control=True)
+    eval_every = parent.config["eval_every"]
+    assert plan.checkpoint.name == "best-000030"
+    assert plan.children[0].config["steps"] == 30 + 3 * eval_every
+
+
+def test_a_step_checkpoint_folded_into_the_peak_is_still_found_by_name(run, tmp_path, data_dir):
+    parent = give_checkpoints(run, tmp_path / "out", best=30, steps=(25, 30))
+
+    assert plan_branches(parent, "step-000030", [], control=True).checkpoint.step == 30
+    assert plan_branches(parent, "latest", [], control=True).checkpoint.step == 30
+
+
+def test_a_child_from_before_the_last_step_keeps_the_parents_steps(parent):
+    plan = plan_branches(parent, "step-000004", [], control=True)
+
+    assert plan.children[0].config["steps"] == parent.config["steps"]
 
 
 def test_a_run_without_checkpoints_offers_none_and_cannot_be_planned(run, tmp_path):

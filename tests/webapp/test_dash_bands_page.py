@@ -9,7 +9,7 @@ import pytest
 from tests.stats_runs import flat, stored_run
 from webapp.dashboards import components, data, state
 from webapp.dashboards.pages import bands, matrix
-from webapp.experiments.models import Experiment
+from webapp.experiments.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,8 @@ def test_grouped_by_seed_three_bands_and_the_group_choices(study):
     assert figure.layout.yaxis.type == "log"
     by, keys = bands.field_and_key_options(study.ids)
     values = [o["value"] for o in by]
-    assert values[:2] == ["seed", "sharing"]  # the fields that differ come first
+    assert values[0] == "(cell)"  # the default: the whole matrix cell
+    assert values[1:3] == ["seed", "sharing"]  # then the fields that differ
     assert values[-1] == "(all)" and "lr" in values
     assert [o["value"] for o in keys] == ["eval/accuracy"]
 
@@ -79,7 +80,7 @@ def test_the_table_sorts_by_a_clicked_heading(study, monkeypatch):
 
 
 def test_the_url_holds_the_controls(study):
-    assert bands.sync_url([3, 7], "eval/accuracy", "sharing", "0", "ci", "linear", {}) == (
+    assert bands.sync_url([3, 7], "eval/accuracy", "(cell)", "0", "ci", "linear", {}) == (
         "?runs=3,7&key=eval/accuracy"
     )
     by_peak = {"col": "peak", "desc": True}
@@ -100,3 +101,52 @@ def test_the_matrix_and_compare_views_link_to_the_bands(study):
     (link,) = components.bands_link(runs)
     assert link.href == state.bands_url(run_ids=study.ids[:2])
     assert components.bands_link([]) == []
+
+
+def test_by_default_single_and_voting_runs_of_one_sharing_mode_make_two_bands(alice, bob):
+    experiment = Experiment.objects.create(owner=alice, name="Cells", preset="cpu-demo")
+    ids = [
+        stored_run(
+            experiment, seed=seed, sharing="shared", workflow=workflow, accuracy=flat(peak)
+        ).id  # fmt: skip
+        for workflow, peak in (("single", 0.3), ("voting", 0.6))
+        for seed in range(2)
+    ]
+    with data.viewing_as(bob):
+        page = bands.layout(experiment=str(experiment.id))
+        by = page.children[4].children[2].children[1]  # controls → group by → dropdown
+        figure = bands.update_bands(ids, "eval/accuracy", by.value, "0", "ci", "linear", 0)[0]
+
+    means = _means(figure)
+    assert sorted(means) == [
+        "single · math · tiny-s · shared (2 runs)",
+        "voting · math · tiny-s · shared (2 runs)",
+    ]
+    assert means["single · math · tiny-s · shared (2 runs)"][-1] == pytest.approx(0.3)
+
+
+def test_a_branch_is_a_band_of_its_own_not_a_seed_of_its_parents_cell(study, bob):
+    parent = Run.objects.get(id=study.ids[0])
+    branch = stored_run(study.experiment, seed=0, sharing="shared", accuracy=flat(0.9))
+    Run.objects.filter(id=branch.id).update(parent=parent, branch_step=4, intervention={})
+    ids = [*study.ids, branch.id]
+
+    figure = bands.update_bands(ids, "eval/accuracy", "(cell)", "0", "ci", "linear", 0)[0]
+
+    means = _means(figure)
+    assert means["voting · math · tiny-s · shared (3 runs)"][-1] == pytest.approx(0.5)
+    branch_name = "voting · math · tiny-s · shared · branch: control (no change) (1 run)"
+    assert means[branch_name][-1] == pytest.approx(0.9)
+
+
+def test_the_table_names_each_branchs_parent(study, bob):
+    parent = Run.objects.get(id=study.ids[0])
+    branch = stored_run(study.experiment, seed=0, sharing="shared", accuracy=flat(0.9))
+    Run.objects.filter(id=branch.id).update(parent=parent, branch_step=4, intervention={})
+
+    table = bands.update_table([*study.ids, branch.id], "(cell)", {}, 0)
+
+    headings = [th.children.children for th in table.children[0].children.children]
+    assert "Branch of" in headings
+    last = table.children[1].children[-1]
+    assert f"#{parent.id} @4" in [td.children for td in last.children]

@@ -8,6 +8,7 @@ from trainer.config import make_config
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.queueing import new_run
+from webapp.experiments.summaries import cell_summaries
 
 pytestmark = pytest.mark.django_db
 
@@ -123,8 +124,37 @@ def test_an_unknown_experiment_is_a_404_page(client, bob):
     assert "There is no experiment 424242." in response.content.decode()
 
 
+def test_an_unknown_address_says_so_in_words_not_an_exception_name(client, bob):
+    client.force_login(bob)
+
+    response = client.get("/no-such-page/")
+
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "There is nothing at this address." in html and "Resolver404" not in html
+
+
 def test_an_experiment_without_runs_renders(client, alice):
     empty = Experiment.objects.create(owner=alice, name="Empty")
     client.force_login(alice)
 
     assert client.get(f"/experiments/{empty.id}/").status_code == 200
+
+
+def test_branches_are_not_seeds_of_the_matrix_but_shown_under_their_parent(client, matrix, bob):
+    root = matrix.runs.order_by("id").first()
+    for step, accuracy in ((10, 0.9), (15, 0.8)):  # two branch points of seed 0
+        branch = new_run(matrix, make_config("cpu-demo", seed=0, sharing="shared"))
+        branch.parent, branch.branch_step, branch.intervention = root, step, {}
+        branch.status = Run.SUCCEEDED
+        branch.save()
+        write_points(branch.id, [("eval/accuracy", s, accuracy) for s in range(step, 35, 5)])
+    client.force_login(bob)
+
+    shared = next(c for c in cell_summaries(matrix, gradients=False) if c["sharing"] == "shared")
+    assert shared["n_seeds"] == 2 and shared["base_mean"] == pytest.approx(0.2)
+    assert shared["n_judged"] <= 1  # the root's verdict only; seed 1 has no evaluations
+    html = client.get(f"/experiments/{matrix.id}/").content.decode()
+    assert html.count('class="run-cell"') == 4  # the branches get no matrix cells of their own
+    assert "+2 branches" in html
+    assert html.count(f'data-branch-of="{root.id}"') == 2

@@ -28,8 +28,9 @@ def test_the_teammate_sees_every_experiment_with_counts_and_progress(client, ali
     assert "Shared vs isolated" in html and ">alice<" in html
     for label in ("1 running", "1 queued", "1 succeeded", "1 failed"):
         assert label in html
-    # succeeded and failed count as done (30 + 30), running as 15 of 30, queued as 0: 75 / 120
-    assert "62%" in html
+    # succeeded counts as done (30), running as 15 of 30, failed as the 3 steps it trained,
+    # queued as 0: 48 / 120
+    assert "40%" in html
 
 
 def test_an_empty_list_invites_a_first_experiment(client, bob):
@@ -44,3 +45,14 @@ def test_the_nav_leads_to_the_list(client, bob):
     client.force_login(bob)
 
     assert 'href="/experiments/"' in client.get("/").content.decode()
+
+
+def test_a_run_cancelled_while_queued_adds_no_progress(client, alice, bob):
+    experiment = make_experiment(alice, name="Half cancelled", runs=2)
+    first = experiment.runs.order_by("id").first()
+    Run.objects.filter(id=first.id).update(status=Run.CANCELLED, step=0)
+    client.force_login(bob)
+
+    html = client.get("/experiments/").content.decode()
+
+    assert 'style="width: 0%"' in html and ">0%<" in html

@@ -191,3 +191,27 @@ def test_an_experiment_clones_into_a_prefilled_form(signed_in, alice):
 
 def test_cloning_an_unknown_run_is_a_404(signed_in):
     assert signed_in.get("/experiments/new/?run=999999").status_code == 404
+
+
+def test_a_local_model_path_that_does_not_exist_is_refused_beside_the_field(signed_in, tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    response = signed_in.post("/experiments/new/", form_data(model=[], other_models=missing))
+
+    assert "there is no directory" in field_block(response.content.decode(), "other_models")
+    assert not Experiment.objects.exists()
+
+
+def test_a_local_model_directory_with_a_model_is_accepted(signed_in, tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    response = signed_in.post("/experiments/new/", form_data(model=[], other_models=str(tmp_path)))
+
+    assert response.status_code == 302
+    assert set(Run.objects.values_list("model", flat=True)) == {str(tmp_path)}
+
+
+def test_switching_preset_keeps_the_typed_name_and_description(signed_in):
+    html = signed_in.get("/experiments/new/?preset=paper&name=My+study&description=Why").content
+
+    html = html.decode()
+    assert 'value="My study"' in field_block(html, "name")
+    assert "Why</textarea>" in html

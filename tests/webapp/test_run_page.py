@@ -1,8 +1,14 @@
 """The run page: config, status, progress, latest metrics with sparklines, log tail, and the
 cancel, resume and clone actions for who may use them; and the JSON it polls."""
 
-import pytest
+import re
+from pathlib import Path
 
+import pytest
+from django.utils import timezone
+
+from tests.branches import give_checkpoints
+from tests.webapp.test_alerts import accuracy_points
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run, RunLog
 
@@ -73,6 +79,36 @@ def test_live_json_carries_what_the_page_updates(client, trained, bob):
     assert [e["line"] for e in data["logs"]][-1] == "step 3/30 · reward 0.300 · 1.2 s"
 
 
+def test_every_block_of_the_live_page_follows_the_run(client, trained, alice, tmp_path, settings):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.TROUPE_RADAR_MIN_SECONDS = 0  # judge every batch: no trailing timer in a test
+    client.force_login(alice)
+    before = client.get(f"/runs/{trained.id}/live.json").json()["blocks"]
+    assert "best-" not in before["lineage"]  # nothing to branch from yet
+    assert "No events so far" in before["radar"]
+
+    # The run trains on: a collapse to 0 (with the standard errors a Troupe run logs beside
+    # each evaluation), a checkpoint, a heartbeat, a second attempt.
+    write_points(trained.id, [("eval/accuracy", s, 0.0) for s in (4, 6, 8, 10, 12, 14, 16)])
+    write_points(trained.id, [("eval/accuracy_se", s, 0.05) for s in range(0, 17, 2)])
+    write_points(trained.id, [("ckpt/best_step", 16, 2), ("ckpt/best_accuracy", 16, 0.5)])
+    give_checkpoints(trained, tmp_path / "out", best=2, steps=(14,))
+    Run.objects.filter(id=trained.id).update(
+        status=Run.RUNNING, step=16, attempts=2, checkpoint_step=14,
+        heartbeat=timezone.now().replace(hour=12, minute=34, second=56),
+    )  # fmt: skip
+    after = client.get(f"/runs/{trained.id}/live.json").json()["blocks"]
+
+    final = re.search(r"<dt>final</dt><dd>([0-9.]+)</dd>", after["results"]).group(1)
+    assert float(final) < 0.1  # not the 0.375 of the first two evaluations
+    assert "@4" in after["results"] and "@4" not in before["results"]  # the cliff's onset
+    assert "<dt>Attempts</dt><dd>2</dd>" in after["facts"]
+    assert "step 14" in after["facts"] and "12:34:56" in after["facts"]
+    assert 'value="best-000002"' in after["lineage"] and 'value="step-000014"' in after["lineage"]
+    assert 'data-alert-kind="cliff"' in after["radar"]
+    assert "Best checkpoint: step <strong>2</strong>" in after["radar"]
+
+
 WARM_START = "Preparing model tiny-s: warm start 40%"
 
 
@@ -129,7 +165,7 @@ def test_the_teammate_may_not_resume(client, run, bob):
 
 def test_the_owner_sees_resume_after_a_failure(client, run, alice):
     Run.objects.filter(id=run.id).update(
-        status=Run.FAILED, error_type="ModelUnavailable", error_message="no such model",
+        status=Run.FAILED, error_type="RuntimeError", error_message="out of memory",
         error_traceback="Traceback (most recent call last): …",
     )  # fmt: skip
     client.force_login(alice)
@@ -137,8 +173,24 @@ def test_the_owner_sees_resume_after_a_failure(client, run, alice):
     html = client.get(f"/runs/{run.id}/").content.decode()
 
     assert 'id="resume-run"' in html
-    assert "<strong>ModelUnavailable</strong>: no such model" in html
+    assert "<strong>RuntimeError</strong>: out of memory" in html
     assert "Traceback (most recent call last)" in html
+
+
+def test_a_run_whose_model_cannot_load_offers_no_resume(client, run, alice):
+    Run.objects.filter(id=run.id).update(
+        status=Run.FAILED, error_type="ModelUnavailable", error_message="no such model"
+    )
+    client.force_login(alice)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'id="resume-run"' not in html and "A resume would fail the same way" in html
+    client.post(f"/runs/{run.id}/resume/")
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    api = client.post(f"/api/v1/runs/{run.id}/resume")
+    assert api.status_code == 409 and "ModelUnavailable" in api.json()["error"]
 
 
 def test_resuming_a_succeeded_run_is_refused_with_a_message(client, run, alice):
@@ -166,3 +218,20 @@ def test_an_unknown_run_is_a_404_page(client, bob):
     client.force_login(bob)
 
     assert client.get("/runs/777777/").status_code == 404
+
+
+def test_the_radar_explains_value_and_limit_and_numbers_align_with_their_headings(client, run, bob):
+    write_points(run.id, [(p["key"], p["step"], p["value"]) for p in accuracy_points()])
+    client.force_login(bob)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    start = html.index("data-radar-legend")
+    legend = html[start : html.index("</p>", start)]
+    assert "hidden" not in legend.split(">")[0]  # shown: the run has events
+    assert "<strong>Value</strong> is the metric at the event's step" in legend
+    assert "peak − θ" in legend
+    css = (Path(__file__).parents[2] / "webapp/static/troupe.css").read_text()
+    # `.table td { text-align: left }` outranks a bare `.num`: the number cells need a rule
+    # as specific as their headings', or they sit left under right-aligned headings.
+    assert ".table td.num" in css and ".table th.num, .table td.num { text-align: right; }" in css

@@ -80,8 +80,13 @@ def test_a_run_queued_from_the_form_trains_to_succeeded_with_its_metrics_stored(
     assert lines[-1].startswith("Finished at step 4")
 
 
-def test_a_failing_run_is_marked_failed_with_its_error(alice, worker_env):
-    run = queue(alice, **SMALL, model="./no/such/model", device="cpu")
+def test_a_failing_run_is_marked_failed_with_its_error(alice, worker_env, tmp_path):
+    # A directory that passes the form's check (it has a config.json) but holds no model the
+    # worker can load: a missing path would be refused before it was ever queued.
+    broken = tmp_path / "no" / "such" / "model"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{}")
+    run = queue(alice, **SMALL, model=str(broken), device="cpu")
 
     with start_worker(worker_env):
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the run to finish")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
@@ -21,7 +22,7 @@ from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
-from webapp.experiments.models import Run, RunLog
+from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
 from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import experiment_json, run_json
@@ -79,8 +80,13 @@ def _config_errors(exc: ConfigError, config: dict, matrix: dict) -> dict[str, st
 # --- experiments -------------------------------------------------------------------------------
 
 
-@api_view("POST")
+LIST_LIMIT = 100  # experiments one GET answers unless `limit` says otherwise (at most 1000)
+
+
+@api_view("GET", "POST")
 def experiments(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        return _list_experiments(request)
     data = read_json(request)
     name = _text(data, "name", required=True, limit=200)
     description = _text(data, "description", required=False, limit=10_000)
@@ -96,6 +102,45 @@ def experiments(request: HttpRequest) -> JsonResponse:
         raise ApiError(400, "Invalid experiment.", _config_errors(exc, config, matrix)) from None
     runs = list(experiment.runs.all())
     return JsonResponse(experiment_json(experiment, runs), status=201)
+
+
+def _count(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    raw = request.GET.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ApiError(400, "Invalid request.", {name: f"a whole number from {low} to {high}"})
+    return value
+
+
+def _list_experiments(request: HttpRequest) -> JsonResponse:
+    """Newest first, each with its run counts by status (not its runs: a list of a thousand
+    experiments must stay small); `GET /api/v1/experiments/<id>` has the runs."""
+    limit = _count(request, "limit", LIST_LIMIT, 1, 1000)
+    offset = _count(request, "offset", 0, 0, INT_MAX)
+    found = Experiment.objects.select_related("owner").order_by("-created", "-id")
+    total = found.count()
+    page = list(found[offset : offset + limit])
+    counts: dict[int, dict[str, int]] = {e.id: {} for e in page}
+    rows = (
+        Run.objects.filter(experiment_id__in=list(counts))
+        .values_list("experiment_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for experiment_id, status, n in rows:
+        counts[experiment_id][status] = n
+    listed = []
+    for experiment in page:
+        entry = experiment_json(experiment, [])
+        del entry["runs"]
+        entry["run_counts"] = counts[experiment.id]
+        listed.append(entry)
+    return JsonResponse({"experiments": listed, "total": total, "offset": offset, "limit": limit})
 
 
 @api_view("GET", "DELETE")
@@ -198,6 +243,12 @@ def resume(request: HttpRequest, run_id: int) -> JsonResponse:
     found = get_run_for_user(request.user, run_id, manage=True)
     if found.external:
         raise ApiError(409, f"Run {run_id} is external: it is not trained here.")
+    if found.error_type in Run.HOPELESS_ERRORS:
+        raise ApiError(
+            409,
+            f"Run {run_id} failed with {found.error_type}: a resume would fail the same way. "
+            "Clone it with another value.",
+        )
     if not resume_run(found):
         raise ApiError(
             409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume."

@@ -162,6 +162,8 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
     models = labels.model_order({c["model"] for c in cells})
     by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
     values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
+    if not values:  # a heatmap of nothing but gaps draws NaN paths in the browser
+        return empty("No evaluations yet: each cell fills in once its runs have evaluated.")
     span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
 
     fig = make_subplots(
@@ -434,6 +436,8 @@ def gradients_figure(
     runs = list(runs)[:MAX_GRADIENT_RUNS]
     if not runs:
         return empty("Choose runs to see their gradient dynamics.")
+    if not any(series.get(run.id) for run in runs):  # empty log axes draw NaN paths
+        return empty("No gradient points yet: they appear once the runs train a step.")
     row_px, head_px = 280, 170
     height = head_px + row_px * len(runs)
     fig = make_subplots(

@@ -33,16 +33,29 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def columns(fields: Sequence[str], group_by: str = "") -> list[Column]:
-    """Run, then the group-by field, the other config `fields`, then the results."""
+BRANCH_COLUMN = Column("branch_of", "Branch of")  # "#12 @20": branches are not seeds
+
+
+def columns(fields: Sequence[str], group_by: str = "", branches: bool = False) -> list[Column]:
+    """Run, then the group-by field, the other config `fields`, whose branch each run is
+    (when any is one), then the results."""
     config = [group_by] if group_by else []
     config += [f for f in fields if f != group_by]
     kinds = {"seed": "int"}
     return (
         [Column("run", "Run", "int")]
         + [Column(f"config.{f}", f, kinds.get(f, "text")) for f in config]
+        + ([BRANCH_COLUMN] if branches else [])
         + RESULT_COLUMNS
     )
+
+
+def branch_of(run) -> str:
+    """'#12 @20' for a branch of run 12 from step 20 ('' for a root run)."""
+    if getattr(run, "branch_step", None) is None:
+        return ""
+    parent = f"#{run.parent_id} " if run.parent_id is not None else ""
+    return f"{parent}@{run.branch_step}"
 
 
 def shown_fields(configs: Sequence[Mapping[str, Any]], varying: Sequence[str]) -> list[str]:
@@ -59,7 +72,7 @@ def rows(
     out = []
     for run in runs:
         accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
-        row = {"run": run.id, "status": run.status}
+        row = {"run": run.id, "status": run.status, "branch_of": branch_of(run)}
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
         row.update({k: accuracy.get(k) for k in ("peak", "peak_step", "final", "cliff_onset")})
         row["cliff"] = accuracy.get("cliff_status", "insufficient")

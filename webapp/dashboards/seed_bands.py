@@ -20,6 +20,10 @@ from webapp.dashboards import labels
 from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 
 NO_GROUP = "(all)"  # the group-by choice that puts every run in one group (no field has it)
+# The default group-by: the whole matrix cell. Grouping by one field (sharing) pools runs of
+# different workflows, tasks and models, whose curves have nothing to do with each other.
+CELL = "(cell)"
+CELL_AXES = ("workflow", "task", "model", "sharing")
 # Display smoothing, applied to each run's own points before the statistics.
 SMOOTHING = {
     "0": "Off",
@@ -62,14 +66,25 @@ def config_fields(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     return fields, varying
 
 
+def group_of(config: Mapping[str, Any], by: str, branch: str = "") -> Any:
+    """A run's group: its value of the field `by` (or its cell, or "all"). A branch (`branch`:
+    its change in words) is never a seed of its parent's setting: it makes a group of its own,
+    beside the same change's branches of other seeds."""
+    if by == NO_GROUP:
+        value = "all"
+    elif by == CELL:
+        value = " · ".join(str(config.get(axis)) for axis in CELL_AXES)
+    else:
+        value = group_value(config.get(by))
+    return f"{value} · branch: {branch}" if branch else value
+
+
 def bands(runs: Sequence[Mapping[str, Any]], by: str, smoothing: str = "0") -> list[dict[str, Any]]:
-    """`group_bands` of `{"config", "series": (steps, values)}` runs by the config field `by`
-    (every run in one group when `by` is NO_GROUP)."""
+    """`group_bands` of `{"config", "series": (steps, values), "branch"?}` runs by the config
+    field `by` (every run in one group when `by` is NO_GROUP, by cell when CELL)."""
     keyed = [
         {
-            "config": {
-                "group": "all" if by == NO_GROUP else group_value((run.get("config") or {}).get(by))
-            },
+            "config": {"group": group_of(run.get("config") or {}, by, run.get("branch") or "")},
             "series": run["series"],
         }
         for run in runs
@@ -79,7 +94,12 @@ def bands(runs: Sequence[Mapping[str, Any]], by: str, smoothing: str = "0") -> l
 
 def group_name(by: str, value: Any, n_runs: int) -> str:
     """'sharing = per_role (3 runs)', the legend's words for one group (not yet escaped)."""
-    what = "all runs" if by == NO_GROUP else f"{by} = {'(not set)' if value is None else value}"
+    if by == NO_GROUP:
+        what = "all runs" if value == "all" else str(value)
+    elif by == CELL:
+        what = str(value)
+    else:
+        what = f"{by} = {'(not set)' if value is None else value}"
     return f"{what} ({n_runs} run{'s' if n_runs != 1 else ''})"
 
 

@@ -276,12 +276,19 @@ def _captured(summary: dict, role: str | None) -> str:
 def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     """The two questions of the gradient view, answered in a sentence each for these runs."""
     findings = []
-    cliffs = [
-        r
-        for r in runs
-        if ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
-    ]
-    if not cliffs:
+
+    def accuracy(run) -> dict:
+        return (summaries.get(run.id) or {}).get("accuracy") or {}
+
+    # A question is answered only over the runs with data for it: before any evaluation or
+    # gradient point, "0 of 1" would read as a finding.
+    judged = [r for r in runs if accuracy(r).get("cliff_status") not in (None, "insufficient")]
+    cliffs = [r for r in judged if accuracy(r).get("cliff_onset") is not None]
+    if not judged:
+        findings.append(
+            "No run has enough evaluations for a cliff verdict yet, so there is no lead to measure."
+        )
+    elif not cliffs:
         findings.append("None of these runs has a terminal cliff, so there is no lead to measure.")
     else:
         ahead = []
@@ -298,7 +305,17 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
             f"Amplification precedes the cliff in {len(ahead)} of {len(cliffs)} run(s) with a "
             "terminal cliff" + (f" ({'; '.join(ahead)})." if ahead else ".")
         )
-    shared = [r for r in runs if _shares_a_policy(r, summaries.get(r.id) or {})]
+    # Runs where capture may be a question: shared, and not known to have a single role (a run
+    # that has logged nothing yet has no roles to count).
+    shared = [
+        r
+        for r in runs
+        if r.sharing == "shared" and len((summaries.get(r.id) or {}).get("roles") or ()) != 1
+    ]
+    logged = [r for r in shared if (summaries.get(r.id) or {}).get("capture_fractions")]
+    if shared and not logged:
+        findings.append("No shared run has logged gradient shares yet, so capture is not judged.")
+    shared = [r for r in logged if _shares_a_policy(r, summaries.get(r.id) or {})]
     if shared:
         captured = [
             f"run {r.id}: {summaries[r.id]['capture']}"

@@ -3,8 +3,11 @@ thing each (issue 13, item 3). The form (`branch_views.py`) and the API share th
 
 - `kept_checkpoints(run)`: the checkpoints a run still has on disk
   (`trainer.checkpoint_index.list_checkpoints`, torch-free), its best ("peak") first, then its
-  step checkpoints newest first. Only checkpoints taken before the run's last step are offered:
-  a child of the last one would have nothing left to train.
+  step checkpoints newest first, one per step (a step checkpoint at the peak's step is the
+  same state, so only the peak is listed). Every one is offered, the last step's too: the
+  best checkpoint is often the last (issue 21), and a child branched at or after the parent's
+  last step trains `EXTRA_EVALUATIONS` evaluations' worth of steps past it
+  (`child_steps`), so it has something to train and three evaluations for its final.
 - `plan_branches(parent, checkpoint, requests, control)`: one child per requested change, plus
   an unchanged "control continuation" when asked, each config being the parent's config, the
   change, and `init_from` = the checkpoint, validated by `trainer.config` — before anything is
@@ -51,6 +54,9 @@ from webapp.experiments.queueing import new_run, send_runs
 ACCURACY_KEY = "eval/accuracy"
 CHANGES = ("kl_beta", "kl_beta_per_role", "coherence_lambda", "lr_factor")
 NAME_LIMIT = Run._meta.get_field("name").max_length
+# DESIGN §6's final is the mean of the last 3 evaluations: a child from the parent's last
+# step needs at least that many past its branch point to have a final of its own.
+EXTRA_EVALUATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -96,11 +102,13 @@ def can_branch(run: Run) -> bool:
     return not run.external and bool(run.checkpoint_dir)
 
 
-def kept_checkpoints(run: Run) -> list[Kept]:
+def _all_kept(run: Run) -> list[Kept]:
+    """Every complete checkpoint on disk, the peak first, then steps newest first."""
     if not can_branch(run) or not Path(run.checkpoint_dir).is_dir():
         return []
-    refs = [ref for ref in list_checkpoints(run.checkpoint_dir) if ref.step < run.total_steps]
-    refs.sort(key=lambda ref: (ref.kind != "best", -ref.step))
+    refs = sorted(
+        list_checkpoints(run.checkpoint_dir), key=lambda ref: (ref.kind != "best", -ref.step)
+    )
     accuracy = dict(
         MetricPoint.objects.filter(
             run_id=run.id, key=ACCURACY_KEY, step__in={ref.step for ref in refs}
@@ -109,19 +117,31 @@ def kept_checkpoints(run: Run) -> list[Kept]:
     return [Kept(ref, accuracy.get(ref.step)) for ref in refs]
 
 
+def kept_checkpoints(run: Run) -> list[Kept]:
+    """What the form and the API offer: one checkpoint a step, the peak where it has one."""
+    seen: set[int] = set()
+    offered = []
+    for kept in _all_kept(run):  # the peak comes first, so it wins its step
+        if kept.step not in seen:
+            seen.add(kept.step)
+            offered.append(kept)
+    return offered
+
+
 def find_checkpoint(run: Run, name: str) -> Kept:
-    """The kept checkpoint called `name` ("best" and "latest" also work), or ConfigError."""
-    kept = kept_checkpoints(run)
+    """The kept checkpoint called `name` ("best" and "latest" also work), or ConfigError.
+    A step checkpoint that the listing folds into the peak is still found by its name."""
+    kept = _all_kept(run)
     if not kept:
         raise ConfigError({"checkpoint": f"run {run.id} has no checkpoint to branch from yet"})
     if name == "best":
         found = [k for k in kept if k.peak]
-    elif name == "latest":
-        found = sorted((k for k in kept if not k.peak), key=lambda k: -k.step)
+    elif name == "latest":  # the newest state kept, whichever kind holds it
+        found = sorted(kept, key=lambda k: (-k.step, k.peak))
     else:
         found = [k for k in kept if k.name == name]
     if not found:
-        names = ", ".join(k.name for k in kept)
+        names = ", ".join(k.name for k in kept_checkpoints(run))
         raise ConfigError({"checkpoint": f"{name!r} is not a kept checkpoint; kept: {names}"})
     return found[0]
 
@@ -177,9 +197,21 @@ def intervention_for(config: dict[str, Any], request: Any) -> dict[str, Any]:
     raise ValueError(f"{name!r} is not a change a branch can make; one of: {', '.join(CHANGES)}")
 
 
-def child_config(parent_config: dict, intervention: dict, init_from: str) -> dict[str, Any]:
+def child_steps(parent_config: dict, branch_step: int) -> int:
+    """The parent's steps, or, from a checkpoint at or past them (the peak was the last
+    evaluation), `EXTRA_EVALUATIONS` evaluations past the branch step."""
+    steps = int(parent_config["steps"])
+    if branch_step < steps:
+        return steps
+    return branch_step + EXTRA_EVALUATIONS * int(parent_config.get("eval_every") or 1)
+
+
+def child_config(
+    parent_config: dict, intervention: dict, init_from: str, branch_step: int = 0
+) -> dict[str, Any]:
     """Parent config + intervention + init_from, validated by trainer.config (ConfigError)."""
     values = {**parent_config, "init_from": init_from}
+    values["steps"] = child_steps(parent_config, branch_step)
     for name, value in intervention.items():
         if name == "kl_beta_per_role":  # one role's anchor changes; the others stay
             value = {**(parent_config.get(name) or {}), **value}
@@ -213,7 +245,7 @@ def plan_branches(
             continue
         seen[key] = name
         try:
-            config = child_config(parent.config, intervention, str(kept.ref.path))
+            config = child_config(parent.config, intervention, str(kept.ref.path), kept.step)
         except ConfigError as exc:
             errors[name] = "; ".join(f"{k}: {v}" for k, v in exc.errors.items())
             continue
@@ -279,6 +311,9 @@ def queue_branches(plan: Plan) -> list[Run]:
     with transaction.atomic():
         runs = Run.objects.bulk_create(runs)
         where = f"step {kept.step}" + (" (the peak)" if kept.peak else "")
+        steps = plan.children[0].config["steps"] if plan.children else parent.total_steps
+        if steps != parent.config.get("steps"):  # the last step's checkpoint: trains on
+            where += f", training on to step {steps}"
         RunLog.objects.bulk_create(
             RunLog(run=run, line=f"Branched from run {parent.id} at {where}: {label}.")
             for run, label in zip(runs, lines, strict=True)

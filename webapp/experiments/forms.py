@@ -29,6 +29,7 @@ from trainer.config import (
     expand_matrix,
     field_help,
 )
+from webapp.experiments.queueing import check_models
 
 AXES = ("workflow", "task", "model", "sharing")
 AXIS_CHOICES = {
@@ -192,6 +193,7 @@ class ExperimentForm(forms.Form):
             matrix["seed"] = data["seeds"]
         try:
             configs = expand_matrix(values, matrix, preset or None)
+            check_models(configs)
         except ConfigError as exc:
             for key, message in exc.errors.items():
                 self.add_error(self._field_for(key), message)

@@ -47,6 +47,9 @@ class Run(models.Model):
     STATUSES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
     ACTIVE = (QUEUED, RUNNING)
     FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+    # Failures that a resume would only repeat: the run's config names a model or a value
+    # that cannot work on this installation. Clone the run with another value instead.
+    HOPELESS_ERRORS = ("ModelUnavailable", "ConfigError")
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200, blank=True)
@@ -106,6 +109,15 @@ class Run(models.Model):
         if self.status == self.SUCCEEDED:
             return 1.0
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+    @property
+    def resumable(self) -> bool:
+        """Failed or cancelled, trained here, and not failed for a reason a resume repeats."""
+        return (
+            not self.external
+            and self.status in (self.FAILED, self.CANCELLED)
+            and self.error_type not in self.HOPELESS_ERRORS
+        )
 
     @property
     def percent(self) -> int:

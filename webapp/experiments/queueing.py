@@ -11,6 +11,8 @@
   conditional UPDATE.
 - `resume_run`, `cancel_run` and `requeue_stale_runs` move runs between states, each with a
   conditional UPDATE, so two requests (or two workers) racing over a run never both win.
+- Runs start in the order they are sent: Redis queues are first in, first out, and on the
+  embedded filesystem broker no two sends share a millisecond (its messages' order).
 
 Tasks are sent once the transaction that queued the run commits (`transaction.on_commit`), so
 a worker never looks for a run that is not there yet, and nothing is sent for a rolled-back one.
@@ -19,21 +21,27 @@ a worker never looks for a run that is not there yet, and nothing is sent for a 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 import uuid
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.config import TINY_MODELS, Config, expand_matrix
+from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from webapp.experiments.models import Experiment, Run, RunLog
 
 log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "workers.tasks.execute_run"
+LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local path
 
 
 def queue_for(config: Config) -> str:
@@ -59,6 +67,27 @@ def new_run(experiment: Experiment, config: Config) -> Run:
     )
 
 
+def _missing_local_model(model: str) -> str | None:
+    """Why a local model path cannot be used, or None. Hugging Face ids and the tiny models
+    are the worker's to find; a path is checked here, where the web server sees the same
+    data directory as the workers, so a typo is named in the form and not hours later."""
+    if not model.startswith(LOCAL_PATH_PREFIXES):
+        return None
+    path = Path(os.path.expanduser(model))
+    if not path.is_dir():
+        return f"there is no directory {model!r} on this server"
+    if not (path / "config.json").exists():
+        return f"{model!r} holds no model: save one there with save_pretrained (config.json)"
+    return None
+
+
+def check_models(configs: list[Config]) -> None:
+    """ConfigError naming `model` when a local model path does not hold a model."""
+    for model in sorted({config.model for config in configs}):
+        if problem := _missing_local_model(model):
+            raise ConfigError({"model": problem})
+
+
 def create_experiment(
     owner,
     name: str,
@@ -71,6 +100,7 @@ def create_experiment(
     """Store the experiment and its runs and queue them; ConfigError (naming the fields, or
     `matrix.<axis>`) before anything is stored when the spec is invalid."""
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
+    check_models(configs)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -90,6 +120,30 @@ def send_runs(runs: list[Run]) -> None:
         send_run(run)
 
 
+_last_send_ms = 0
+_send_lock = threading.Lock()
+
+
+def _monotonic_ms() -> int:
+    return int(round(time.monotonic() * 1000))  # kombu's filesystem transport's own clock
+
+
+def _send_in_order(send) -> None:
+    """Call `send` once the clock has moved past the millisecond the previous send ended in
+    (a millisecond's wait at most). kombu's filesystem transport names a message
+    `<monotonic ms>_<uuid>` and hands messages out in name order, so two sent within one
+    millisecond come out in random order: runs queued together would not start in the order
+    they were queued."""
+    global _last_send_ms
+    with _send_lock:
+        while _monotonic_ms() <= _last_send_ms:
+            time.sleep(0.0002)
+        try:
+            send()
+        finally:
+            _last_send_ms = _monotonic_ms()  # the message's name holds this or an earlier ms
+
+
 def send_run(run: Run) -> bool:
     """Publish the run's task; when the broker cannot be reached the run is marked failed
     (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
@@ -98,7 +152,11 @@ def send_run(run: Run) -> bool:
     task_id = str(uuid.uuid4())
     Run.objects.filter(id=run.id).update(celery_task_id=task_id)
     try:
-        app.send_task(EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
+        send = partial(app.send_task, EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
+        if urlsplit(app.conf.broker_url or "").scheme == "filesystem":
+            _send_in_order(send)
+        else:
+            send()
     except Exception as exc:  # kombu and redis-py raise many types; the advice is the same
         reason = " ".join(str(exc).split()) or type(exc).__name__
         log.warning("could not queue run %s: %s", run.id, reason)
@@ -141,7 +199,7 @@ def cancel_run(run: Run) -> str:
 
 def resume_run(run: Run) -> bool:
     """Queue a failed or cancelled run again; it continues from its last checkpoint."""
-    if run.external:
+    if not run.resumable:
         return False
     updated = Run.objects.filter(id=run.id, status__in=(Run.FAILED, Run.CANCELLED)).update(
         status=Run.QUEUED,

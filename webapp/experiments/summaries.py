@@ -89,10 +89,12 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
 
 
 def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[dict[str, Any]]:
-    """`trainer.analysis.summarize_cells` rows for the experiment's runs, each with `runs`:
-    the ids of the cell's runs in seed order (for links to the panel's compare view)."""
+    """`trainer.analysis.summarize_cells` rows for the experiment's root runs, each with
+    `runs`: the ids of the cell's runs in seed order (for links to the panel's compare view).
+    Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(
-        experiment.runs.only(
+        experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
+        .only(
             "id",
             "workflow",
             "task",
@@ -102,7 +104,8 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
             "status",
             "total_steps",
             "experiment_id",
-        ).order_by("seed", "id")
+        )
+        .order_by("seed", "id")
     )
     return summarize_experiment_cells(runs, run_summaries(runs, gradients=gradients))
 

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Case, Count, F, Q, Sum, When
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from trainer.config import FIELDS, PRESETS, field_help
@@ -41,10 +42,12 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
             n_runs=Count("runs"),
             **status_counts,
             steps_total=Sum("runs__total_steps"),
-            # A finished run counts as done whatever step it stopped at.
+            # A succeeded run counts as done whatever step it stopped at (an early stop after
+            # a cliff); a cancelled or failed one only as far as it trained: a run cancelled
+            # while queued did no work, and counting it whole showed 50% of nothing done.
             steps_done=Sum(
                 Case(
-                    When(runs__status__in=Run.FINISHED, then=F("runs__total_steps")),
+                    When(runs__status=Run.SUCCEEDED, then=F("runs__total_steps")),
                     default=F("runs__step"),
                 )
             ),  # fmt: skip
@@ -96,7 +99,13 @@ def _initial(request: HttpRequest) -> dict:
             initial["description"] = experiment.description
             return initial
     preset = request.GET.get("preset", "cpu-demo")
-    return initial_for(preset if preset in ("", *PRESETS) else "cpu-demo")
+    initial = initial_for(preset if preset in ("", *PRESETS) else "cpu-demo")
+    # Switching preset reloads the page: the name and description typed so far come along
+    # in the address (experiment_form.js adds them to the preset links).
+    for field in ("name", "description"):
+        if typed := request.GET.get(field, "").strip():
+            initial[field] = typed
+    return initial
 
 
 @login_required
@@ -107,7 +116,14 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     for run in runs:
         run.label = run_label(run)
         run.accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
-    seeds = sorted({run.seed for run in runs})
+    # Branches are not seeds: the matrix shows them under the root run they came from.
+    branches: dict[int, list[Run]] = {}
+    for run in runs:
+        if run.branch_step is not None and run.parent_id is not None:
+            branches.setdefault(run.parent_id, []).append(run)
+    for run in runs:
+        run.branches = branches.get(run.id, [])
+    seeds = sorted({run.seed for run in runs if run.branch_step is None})
     cells = cell_summaries(experiment, gradients=False)
     by_id = {run.id: run for run in runs}
     for cell in cells:
@@ -185,22 +201,35 @@ def experiment_delete(request: HttpRequest, experiment_id: int) -> HttpResponse:
     return redirect("experiment_list")
 
 
-@login_required
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_run_for_user(request.user, run_id)
+# The run page's blocks that follow the run while it trains: run_live sends each one rendered
+# by the same template as the page, so a block never reads differently live and on a reload.
+LIVE_BLOCKS = {
+    "facts": "experiments/_run_facts.html",  # heartbeat, attempts, checkpoint, worker, error
+    "results": "experiments/_run_results.html",  # key results: base, peak, final, gain, cliff
+    "radar": "experiments/_run_radar_block.html",  # best checkpoint and events
+    "lineage": "experiments/_run_lineage_block.html",  # branches and the checkpoints offered
+}
+
+
+def _run_context(request: HttpRequest, run: Run) -> dict:
     summary = run_summaries([run]).get(run.id) or {}
-    context = {
+    return {
         "run": run,
         "label": run_label(run),
         "experiment": run.experiment,
         "manage": can_manage(request.user, run.experiment),
         "accuracy": summary.get("accuracy") or {},
         "summary": summary,
-        "config_groups": _config_groups(run.config),
         "latest": latest_points(run.id),
         "sparklines": _sparklines(run.id),
         "logs": log_tail(run.id),
     }
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    context = {**_run_context(request, run), "config_groups": _config_groups(run.config)}
     return render(request, "experiments/run.html", context)
 
 
@@ -222,14 +251,21 @@ def _sparklines(run_id: int) -> list[dict]:
 
 @login_required
 def run_live(request: HttpRequest, run_id: int) -> JsonResponse:
-    """What the run page refreshes while the run is active."""
+    """What the run page refreshes while the run is active: the run, its latest points,
+    sparklines and log, and every other block of the page rendered afresh (`blocks`)."""
     run = get_run_for_user(request.user, run_id)
+    context = _run_context(request, run)
+    blocks = {
+        name: render_to_string(template, context, request=request)
+        for name, template in LIVE_BLOCKS.items()
+    }
     return JsonResponse(
         {
             "run": run_json(run),
-            "latest": latest_points(run.id),
-            "sparklines": _sparklines(run.id),
-            "logs": log_tail(run.id),
+            "latest": context["latest"],
+            "sparklines": context["sparklines"],
+            "logs": context["logs"],
+            "blocks": blocks,
         }
     )
 

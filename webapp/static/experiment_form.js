@@ -27,6 +27,32 @@
     });
   }
 
+  // The preset's model starts ticked. Models typed under "other models" replace it, unless
+  // the user ticked or unticked models themselves: then what they ticked stays as it is.
+  var modelBoxes = Array.prototype.slice.call(form.querySelectorAll('input[name="model"]'));
+  var defaultModels = modelBoxes.filter(function (box) { return box.checked; });
+  var modelsTouched = false;
+  modelBoxes.forEach(function (box) {
+    box.addEventListener("change", function () { modelsTouched = true; });
+  });
+  form.elements.other_models.addEventListener("input", function () {
+    if (modelsTouched) return;
+    var typed = listed(form.elements.other_models.value).length > 0;
+    defaultModels.forEach(function (box) { box.checked = !typed; });
+  });
+
+  // Switching preset reloads the form: carry the name and description typed so far.
+  document.querySelectorAll('.segmented a[href^="?preset="]').forEach(function (link) {
+    link.addEventListener("click", function () {
+      var url = new URL(link.getAttribute("href"), window.location.href);
+      ["name", "description"].forEach(function (field) {
+        var value = form.elements[field].value.trim();
+        if (value) url.searchParams.set(field, value);
+      });
+      link.setAttribute("href", url.pathname + url.search);
+    });
+  });
+
   form.addEventListener("input", update);
   form.addEventListener("change", update);
   update();

@@ -2,7 +2,11 @@
 // live.json and updates the status, the progress bar, what the worker does before the first
 // step (its phase: "Preparing model tiny-s: warm start 40%"), the latest value of every
 // metric, the sparklines (drawn as the server draws them, webapp/experiments/sparkline.py)
-// and the log tail. When the run finishes the page reloads once, for its key results and actions.
+// and the log tail; and every other block that changes while a run trains — key results,
+// heartbeat, attempts, checkpoint, radar, branches and the checkpoints offered — arrives
+// rendered by the page's own templates (`blocks`) and replaces its element. The branch form
+// is left alone while someone is filling it in. When the run finishes the page reloads once,
+// for its actions.
 (function () {
   "use strict";
   var root = document.getElementById("run-live");
@@ -34,6 +38,22 @@
   }
 
   function text(el, value) { if (el) el.textContent = value; }
+
+  // A block being edited (focus inside, or typed into since the last swap) keeps its DOM.
+  var edited = {}, shown = {};
+  document.querySelectorAll("[data-block]").forEach(function (el) {
+    el.addEventListener("input", function () { edited[el.dataset.block] = true; });
+  });
+
+  function renderBlocks(blocks) {
+    Object.keys(blocks || {}).forEach(function (name) {
+      var el = document.querySelector('[data-block="' + name + '"]');
+      if (!el || shown[name] === blocks[name]) return;
+      if (edited[name] || el.contains(document.activeElement)) return;
+      el.innerHTML = blocks[name];  // rendered by the server's templates, escaped there
+      shown[name] = blocks[name];
+    });
+  }
 
   function render(data) {
     var run = data.run;
@@ -80,6 +100,8 @@
       var empty = document.querySelector("[data-latest-empty]");
       if (empty) empty.hidden = true;
     }
+
+    renderBlocks(data.blocks);
 
     var log = document.querySelector("[data-log]");
     if (log && data.logs.length) {

@@ -14,6 +14,7 @@ import dash
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from webapp.dashboards import components, data, figures, run_table, seed_bands, state
+from webapp.experiments import lineage
 from webapp.experiments.summaries import run_summaries
 
 SORT_ID = "bands-sort"
@@ -27,7 +28,7 @@ def layout(
         data.viewer(), state.parse_int(experiment)
     )
     key = _last(key) or state.DEFAULT_KEY
-    by = _last(by) or "sharing"
+    by = _last(by) or seed_bands.CELL
     return html.Div(
         className="panel-page",
         children=[
@@ -129,7 +130,8 @@ def field_and_key_options(run_ids) -> tuple[list[dict], list[dict]]:
     chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
     ids = [r.id for r in chosen]
     fields, varying = seed_bands.config_fields(list(data.configs(ids).values()))
-    by = [{"label": f"{f} (differs)", "value": f} for f in varying]
+    by = [{"label": "cell: workflow · task · model · sharing", "value": seed_bands.CELL}]
+    by += [{"label": f"{f} (differs)", "value": f} for f in varying]
     by += [{"label": f, "value": f} for f in fields if f not in varying]
     by.append({"label": "(no grouping: all runs)", "value": seed_bands.NO_GROUP})
     keys = sorted({k for ks in data.metric_keys(ids).values() for k in ks})
@@ -144,9 +146,14 @@ def update_bands(run_ids, key, by, smooth, band, scale, _tick):
     ids = [r.id for r in runs]
     configs = data.configs(ids)
     series = data.series(ids, [key], max_points=0)  # every point: bands align runs by step
+    changes = branch_changes(runs)
     groups = seed_bands.bands(
         [
-            {"config": configs.get(r.id) or {}, "series": _pair(series[r.id][key])}
+            {
+                "config": configs.get(r.id) or {},
+                "series": _pair(series[r.id][key]),
+                "branch": changes.get(r.id, ""),
+            }
             for r in runs
             if key in series.get(r.id, {})
         ],
@@ -169,6 +176,15 @@ def update_bands(run_ids, key, by, smooth, band, scale, _tick):
     )
 
 
+def branch_changes(runs) -> dict[int, str]:
+    """{run id: its change in words} for the branches among `runs` (roots are left out)."""
+    branches = [r for r in runs if r.branch_step is not None]
+    parents = data.configs([r.parent_id for r in branches if r.parent_id is not None])
+    return {
+        r.id: lineage.change_text(r.intervention, parents.get(r.parent_id) or {}) for r in branches
+    }
+
+
 def _pair(points: dict) -> tuple[list, list]:
     return points["steps"], points["values"]
 
@@ -180,7 +196,8 @@ def update_table(run_ids, by, sort, _tick):
     _fields, varying = seed_bands.config_fields(list(configs.values()))
     fields = run_table.shown_fields(list(configs.values()), varying)
     group_by = by if by != seed_bands.NO_GROUP and any(by in c for c in configs.values()) else ""
-    columns = run_table.columns(fields, group_by)
+    branches = any(r.branch_step is not None for r in runs)
+    columns = run_table.columns(fields, group_by, branches)
     rows = run_table.rows(runs, configs, run_summaries(runs, gradients=False))
     sort = sort or {}
     ordered = run_table.sort_rows(rows, sort.get("col"), bool(sort.get("desc")))
@@ -206,7 +223,7 @@ def sync_url(run_ids, key, by, smooth, band, scale, sort) -> str:
     return state.query(
         runs=state.parse_ids(run_ids),
         key=key,
-        by=None if by == "sharing" else by,
+        by=None if by == seed_bands.CELL else by,
         smooth=None if smooth == "0" else smooth,
         band=None if band == "ci" else band,
         scale=None if scale == "linear" else scale,
