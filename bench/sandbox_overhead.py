@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trainer.tasks import sandbox  # noqa: E402
+import sandbox  # noqa: E402
 from trainer.tasks.code import synthetic_code  # noqa: E402
 
 
@@ -76,9 +76,9 @@ def bwrap_per_program(jobs: list[sandbox.Job]) -> float:
     import subprocess
     import tempfile
 
-    from trainer.tasks import _supervisor
+    from sandbox.seccomp import seccomp_filter
 
-    program = _supervisor.seccomp_filter(platform.machine())
+    program = seccomp_filter(platform.machine())
     blob = b"".join(struct.pack("HBBI", *line) for line in program)
     started = time.perf_counter()
     for job in jobs:
@@ -117,9 +117,10 @@ def compare_bwrap(inline: list[sandbox.Job], checked: list[sandbox.Job], repeats
 def layer_costs(repeats: int) -> dict[str, float]:
     """Median ms of what the new layers add per job: a memory cgroup made, joined and removed
     (where this process may), and a seccomp filter installed in a forked child."""
-    from trainer.tasks import _supervisor
+    from sandbox import cgroups
+    from sandbox import fences as fence
 
-    fences = _supervisor.Fences()
+    fences = fence.Fences()
     fences.seccomp = fences._probe_seccomp()  # as the supervisor does: the filter built once
     costs: dict[str, list[float]] = {"fork + exit (reference)": [], "seccomp filter": []}
     for name, install in (("fork + exit (reference)", False), ("seccomp filter", True)):
@@ -128,18 +129,18 @@ def layer_costs(repeats: int) -> dict[str, float]:
             pid = os.fork()
             if pid == 0:
                 if install:
-                    fences.prctl(_supervisor.PR_SET_NO_NEW_PRIVS, 1)
+                    fences.prctl(fence.PR_SET_NO_NEW_PRIVS, 1)
                     fences.install_seccomp()
                 os._exit(0)
             os.waitpid(pid, 0)
             costs[name].append(time.perf_counter() - started)
-    fences.cgroup = _supervisor.find_memory_cgroup() if os.geteuid() == 0 else None
+    fences.cgroup = cgroups.find_memory_cgroup() if os.geteuid() == 0 else None
     if fences.cgroup is not None:
         costs["memory cgroup"] = []
         for i in range(repeats):
             started = time.perf_counter()
-            path = _supervisor.make_job_cgroup(fences, i, 512)
-            _supervisor.remove_cgroup(path)
+            path = cgroups.make_job_cgroup(fences.cgroup, i, 512)
+            cgroups.remove_cgroup(path)
             costs["memory cgroup"].append(time.perf_counter() - started)
     return {name: statistics.median(values) * 1000 for name, values in costs.items()}
 

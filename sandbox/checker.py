@@ -1,6 +1,6 @@
 """The two ends of a test job in the sandbox: the checker runs the tests, the program answers.
 
-A test job runs as two processes (see `sandbox.py`). The *program* process runs the
+A test job runs as two processes (see `sandbox/__init__.py`). The *program* process runs the
 candidate's code, then `serve`s calls on a pipe pair. The *checker* process runs the trusted
 test code through `check`: every top-level name of the program appears there as a stand-in
 (`Remote`) that forwards calls to the program and accepts only plain data back
@@ -13,7 +13,7 @@ standard-library module (`math`) is always the checker's own import, so the test
 comparisons cannot be replaced. Answers are decoded with marshal and then type-checked; a
 crafted message that crashes the checker only fails the job.
 
-Both ends are started by `_supervisor` (imported before any fork) and use only built-in
+Both ends are started by `sandbox.program` (imported before any fork) and use only built-in
 modules: the processes are chrooted and cannot import anything new from the repository.
 """
 
@@ -23,7 +23,7 @@ import marshal
 import os
 import sys
 
-CALL_IN_FD, CALL_OUT_FD = 4, 5  # as in _supervisor: inbound and outbound message pipes
+CALL_IN_FD, CALL_OUT_FD = 4, 5  # as in sandbox.protocol: inbound and outbound message pipes
 MAX_FRAME = 64 << 20  # the largest message either end accepts
 MAX_DEPTH = 100  # nesting of plain data
 PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)

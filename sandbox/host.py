@@ -1,147 +1,10 @@
-"""Run model-written Python in a separate, fenced-off process and report what happened.
-
-How a program runs
-------------------
-The host starts one *supervisor* (`python -I -S`, a scrubbed environment, its own session and
-process group; the code is `trainer/tasks/_supervisor.py`) per batch of programs — a batch of
-one is `run_program`. The supervisor sets up its fences once, then, per job, forks an init
-that forks the program — and, for a test job, a *checker* first (`trainer/tasks/_checker.py`):
-
-    host ── supervisor (root, host pid namespace)
-              └── init (pid 1 of a fresh pid namespace; own mount and IPC namespaces, own
-                  │     memory cgroup)
-                  ├── checker (test jobs: runs the tests; non-dumpable; holds the verdict pipe)
-                  └── program (an unprivileged uid of its own, rlimits, chroot, seccomp)
-
-Forking from a warm supervisor costs a few milliseconds per program instead of a new
-interpreter each, and no `preexec_fn` ever runs in the (multi-threaded) host.
-
-No program is forked from a process that ever held tests: the host writes each job's code
-and tests into an unlinked file and hands the supervisor only its descriptor, the limits and
-where each text lies. A job's init reads its own program's code; its checker alone reads the
-tests; init closes the file (and the checkers' report pipe) before it forks the program; and
-the checker's output — a failed test's traceback shows the expected value — goes to the host
-on that pipe, never through the supervisor. The supervisor is non-dumpable, so a program of
-its uid (modes without `uid`) cannot ptrace it or open its descriptors either.
-
-Who decides "passed"
---------------------
-A test job (`run_tests`, `tests_job`) passes only on the checker's verdict. The checker runs
-the trusted test code; each top-level name of the program is there a stand-in that calls the
-program over a pipe pair and accepts only plain data back (None, bool, int, float, complex,
-str, bytes, and lists, tuples, dicts, sets, frozensets of them; exact types, nested at most
-100 deep). So these do not pass: an early `exit(0)`/`os._exit(0)`, writing "completed" (or
-anything) to fd 3, returning an object whose `__eq__` always agrees or that is always true,
-patching `assert`/AssertionError/builtins in the program, defining its own `abs`, `len` or
-`math` for the tests to compare with (names that shadow a builtin are not handed to the
-tests; standard-library module names are the checker's own imports), or raising
-StopIteration into a test's loop (it reaches the tests as RuntimeError). The program cannot
-reach the checker: the verdict pipe is never open in it, the checker is non-dumpable (no
-ptrace, /proc/<pid>/mem or fd access for a same-uid process without capabilities), and the
-tests never were in the memory the program inherits (see above: a program that scans its own
-memory with process_vm_readv finds neither its batch's tests nor a failed test's traceback;
-tested). What still holds for the program:
-it sees the arguments the tests call it with, one call at a time; it may kill the checker (the job
-then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
-plain value, as in plain Python. Objects other than plain data and instances of the
-program's own classes (e.g. a returned generator or a custom node class) are refused, and an
-argument mutated in place comes back only for top-level list/dict/set arguments.
-`run_program` jobs (no tests) pass on exit status 0; `require_completion` there relies on the
-program's own, forgeable "completed" note.
-
-What holds (kernel-enforced; `SandboxResult.isolation` lists the layers in force, and the
-worker logs them when it starts: workers/sandbox_report.py)
-------------------------------------------------------------------------------------------
-- `uid`: the program runs as uid `UID_BASE + supervisor pid`, with no supplementary groups,
-  no capabilities and PR_SET_NO_NEW_PRIVS. It cannot signal, ptrace, or read the memory or
-  environment of the host or the supervisor, and RLIMIT_NPROC is enforced for its uid only.
-- `rlimits`: RLIMIT_CPU, RLIMIT_AS (`memory_mb` of address space per process: memory bombs
-  hit MemoryError), RLIMIT_NPROC, RLIMIT_FSIZE (`disk_mb`: also the largest file, memfd or
-  shared-memory file), RLIMIT_NOFILE = 64, RLIMIT_CORE = 0.
-- `seccomp`: a filter refuses memfd_create and the creation of System V shared memory,
-  message queues and semaphore sets and of POSIX message queues (memory that no size limit
-  of a mount bounds: 615 semaphore sets once held 1.2 GB of kernel memory under
-  memory_mb=256), kernel keys, io_uring, userfaultfd, perf events and bpf (no use to a
-  program; common exploit paths), fork, vfork and clone without CLONE_THREAD (each process
-  would get its own address-space cap; threads share one) and every other ABI (i386/x32
-  numbers). So without a memory cgroup a program's RAM is bounded by its address space
-  (`memory_mb`), its private /tmp (`disk_mb`, with `mount`), the buffers of at most 64
-  descriptors (pipes up to 1 MB each) and the kernel's per-thread structures of at most
-  `max_processes` threads — as far as the deny list goes: a kernel object that it misses
-  would not be bounded. The memory cgroup bounds everything; the compose workers lack one.
-- `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
-  cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
-  `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
-  and the status is "memory".
-- `pid`: init is pid 1 of a fresh pid namespace per job. When it exits or is killed, the
-  kernel kills every process left in the namespace; host pids are invisible.
-- `net`: a network namespace with only a downed loopback device: no connection leaves.
-- `ipc`: a fresh IPC namespace per job (System V objects and POSIX message queues), gone
-  with the job's last process; the next job of the batch sees nothing of it, and the host's
-  objects are out of reach (with `seccomp` a program can create none itself).
-- `mount`: the program is chrooted into a read-only skeleton holding only /usr, the
-  interpreter's prefix, /dev/{null,zero,urandom} and a fresh size-limited tmpfs at /tmp — its
-  working directory, which vanishes with the job. The repository, .env files, /etc, /dev/shm,
-  home directories and other jobs' files are not visible; nothing outside /tmp is writable.
-- `userns`: (non-root hosts) the namespaces above come from a user namespace.
-- always: stdin is /dev/null; only PATH, LANG, LC_ALL, HOME, TMPDIR and PYTHONHASHSEED reach
-  the program (never the parent's secrets); `-I -S`; stdout and stderr are each capped at
-  `max_output` bytes (beyond it the run is stopped: `truncated`); the wall-clock timeout
-  SIGKILLs init and so the whole pid namespace; init has PR_SET_PDEATHSIG=SIGKILL.
-- Python guard (defence in depth, *not* a boundary): os.fork/exec/spawn/system/kill are
-  replaced and an audit hook refuses sockets, subprocess, fork, exec and ctypes. Programs can
-  get around it; the layers above are what hold.
-
-What does NOT hold
-------------------
-- Not a boundary against kernel exploits: the seccomp filter is a deny list, not an allow
-  list, and there is no VM. CPU is not shared fairly (no cpu cgroup).
-- World-readable files under /usr and the interpreter prefix are readable.
-- The test inputs a program is called with are visible to it (the expected values are not).
-- A program's memory may hold what earlier programs of its batch printed (the supervisor
-  read it), never their code or any test.
-- The checker decodes the program's answers with marshal before checking their types; a
-  crafted answer that crashes the (sandboxed) checker only fails the job.
-- A program whose entry point is named like a builtin (`def sum(...)`) fails its tests: the
-  tests call the builtin.
-
-Modes (check `isolation`; tests/trainer/test_sandbox_modes.py runs the sandbox in each):
-- root with CAP_SYS_ADMIN (CI here; the compose workers, which add that capability): all of
-  uid, rlimits, pid, net, ipc, mount, seccomp, plus memcg where the cgroup tree is writable
-  (here yes; in a Docker container, whose /sys/fs/cgroup is read-only, no).
-- root without CAP_SYS_ADMIN (a default Docker container): uid, rlimits, seccomp (+ memcg
-  where writable). No network isolation beyond the Python guard; the working directory is a
-  host temporary directory (deleted after); world-writable host places (/tmp, /dev/shm) are
-  writable and world-readable files visible; after each job the supervisor kills what is
-  left of the sandbox uid and removes its System V objects and /dev/shm files. Below the
-  default minimum: code tasks refuse to score.
-- non-root with unprivileged user namespaces (any uid; tested as 65534 and 1000): rlimits,
-  pid, net, ipc, mount, seccomp, userns; no uid (the program keeps the host user's uid,
-  without any capability) and no memcg.
-- non-root without them: rlimits and seccomp only; below the default minimum. The program
-  then shares the host user's uid and pid namespace: it can signal or ptrace that user's
-  processes, the host's among them (the supervisor alone is non-dumpable).
-
-Minimum isolation for scoring
------------------------------
-`CodeTask` calls `require_isolation()` before it runs programs: unless every layer named in
-TROUPE_SANDBOX_MIN_ISOLATION (comma-separated; default `DEFAULT_MIN_ISOLATION`: rlimits,
-pid, net, ipc, mount, seccomp; "none" for nothing) is in force, it raises `SandboxTooWeak`
-naming the missing layers — unless TROUPE_SANDBOX_ALLOW_WEAK=1.
-
-API
----
-`run_program(code, timeout=5.0, memory_mb=512, max_output=64_000, cpu_seconds=None)`,
-`run_tests(program, tests, entry_point, **limits)` and `run_many(jobs, workers=2)` return
-`SandboxResult`s whose status is one of: "passed" (exit 0 — for test jobs: the checker's
-verdict), "failed" (non-zero exit, a failed test, or no verdict), "timeout" (wall clock or
-CPU), "memory" (MemoryError under the address-space cap, or the memory cgroup's OOM killer)
-or "crash" (killed by a signal, over the output cap, or the sandbox could not run it).
+"""The host side of the sandbox: the public calls (`run_program`, `run_tests`, `run_many`),
+and one supervisor process per batch of jobs, spoken to in plain data (`_run_batch`).
+What the sandbox does and does not protect against: `sandbox/__init__.py`.
 """
 
 from __future__ import annotations
 
-import logging
 import marshal
 import os
 import signal
@@ -151,17 +14,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trainer.tasks import _supervisor
+from sandbox.protocol import ENV, read_frames
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crash")
-LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "userns")
-# What code tasks need by default: what the compose workers and a non-root host with user
-# namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
-# cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
-DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
-MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
-ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
-UID_BASE = _supervisor.UID_BASE
 MAX_BATCH = 32  # programs per supervisor: bounds what one crash or overrun can take down
 
 
@@ -195,72 +50,6 @@ class Job:
     require_completion: bool = False  # an exit(0) before the code's end counts as failed
     python_guard: bool = True  # False only to test that the kernel layers hold on their own
     tests: str | None = None  # test code run by a separate checker process against `code`
-
-
-class SandboxTooWeak(RuntimeError):
-    """The sandbox on this machine lacks layers that the configured minimum requires."""
-
-
-def required_layers(environ: dict | None = None) -> tuple[str, ...]:
-    """The minimum from TROUPE_SANDBOX_MIN_ISOLATION (comma-separated layer names; "none":
-    nothing), else DEFAULT_MIN_ISOLATION."""
-    environ = os.environ if environ is None else environ
-    text = environ.get(MIN_ISOLATION_ENV)
-    if text is None or not text.strip():
-        return DEFAULT_MIN_ISOLATION
-    if text.strip().lower() == "none":
-        return ()
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in LAYERS]
-    if unknown:
-        raise ValueError(
-            f"{MIN_ISOLATION_ENV} names unknown layers {', '.join(unknown)}; "
-            f"known: {', '.join(LAYERS)}"
-        )
-    return names
-
-
-def weak_allowed(environ: dict | None = None) -> bool:
-    environ = os.environ if environ is None else environ
-    return environ.get(ALLOW_WEAK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-_probed: tuple[str, ...] | None = None
-_warned: set[tuple[str, ...]] = set()
-
-
-def available_layers(refresh: bool = False) -> tuple[str, ...]:
-    """The layers a sandboxed program gets on this machine (one probe run, then cached)."""
-    global _probed
-    if _probed is None or refresh:
-        result = run_program("pass", timeout=10.0)
-        if result.status != "passed":
-            raise SandboxTooWeak(f"the sandbox cannot run a program here: {result.stderr[-500:]}")
-        _probed = result.isolation
-    return _probed
-
-
-def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
-    """Raise SandboxTooWeak unless the sandbox holds the configured minimum (or
-    TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
-    layers = available_layers()
-    missing = [n for n in required_layers(environ) if n not in layers]
-    if missing and weak_allowed(environ):
-        if tuple(missing) not in _warned:
-            _warned.add(tuple(missing))
-            logging.getLogger(__name__).warning(
-                "code sandbox below its minimum (missing %s); scoring anyway: %s=1",
-                ", ".join(missing),
-                ALLOW_WEAK_ENV,
-            )
-    elif missing:
-        raise SandboxTooWeak(
-            f"the code sandbox here lacks the isolation layer(s) {', '.join(missing)} that "
-            f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}). Run the "
-            "worker as root with CAP_SYS_ADMIN (see docker-compose.yml) or with user "
-            f"namespaces, lower {MIN_ISOLATION_ENV}, or set {ALLOW_WEAK_ENV}=1 to score anyway."
-        )
-    return layers
 
 
 def run_program(
@@ -334,14 +123,16 @@ def run_many(jobs: Iterable[Job | str], workers: int = 2) -> list[SandboxResult]
 
 
 def _launch_command() -> list[str]:
-    # The supervisor is imported as a top-level module from its own directory, so its .pyc
-    # is used and neither the trainer package nor this module's imports are loaded there.
-    # The directory leaves sys.path at once: its math.py and code.py would shadow the
-    # standard library's modules of those names.
-    here = os.path.dirname(os.path.abspath(_supervisor.__file__))
+    # The supervisor's modules load as submodules of a bare `sandbox` package made on the
+    # spot: their .pyc files are used, and neither this package's __init__ (the host side:
+    # subprocess, logging, dataclasses) nor anything else of the repository is loaded
+    # there. Nothing goes on sys.path, so no module of ours can shadow the standard
+    # library's for the programs forked from it.
+    here = os.path.dirname(os.path.abspath(__file__))
     bootstrap = (
-        f"import sys; sys.path.insert(0, {here!r}); import _supervisor; del sys.path[0]; "
-        "_supervisor.main()"
+        "import sys; package = type(sys)('sandbox'); "
+        f"package.__path__ = [{here!r}]; sys.modules['sandbox'] = package; "
+        "from sandbox import supervisor; del package; supervisor.main()"
     )
     return [sys.executable, "-I", "-S", "-c", bootstrap]
 
@@ -398,7 +189,7 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=dict(_supervisor.ENV),
+            env=dict(ENV),
             cwd="/",
             start_new_session=True,
             close_fds=True,
@@ -449,10 +240,10 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     proc.stderr.close()
     report.close()
 
-    frames = _supervisor.read_frames(bytes(out))
+    frames = read_frames(bytes(out))
     header = next((f for f in frames if "isolation" in f), {})
     by_index = {f["i"]: f for f in frames if "i" in f}
-    checker_said = {f["i"]: f for f in _supervisor.read_frames(bytes(checker_out))}
+    checker_said = {f["i"]: f for f in read_frames(bytes(checker_out))}
     isolation = tuple(header.get("isolation", ()))
     problem = err.decode("utf-8", "replace")[-2000:]
     if killed:

@@ -1,6 +1,6 @@
 """At worker start, log which isolation layers the code sandbox holds on this machine.
 
-A code task refuses to score below the configured minimum (`trainer.tasks.sandbox.
+A code task refuses to score below the configured minimum (`sandbox.
 require_isolation`); this line in the worker's log says up front whether it will, and why.
 """
 
@@ -15,7 +15,7 @@ logger = logging.getLogger("troupe.sandbox")
 
 @worker_ready.connect
 def log_sandbox_layers(**_kwargs) -> None:
-    from trainer.tasks import sandbox  # only in the worker: the web process never needs it
+    import sandbox  # only in the worker: the web process never needs it
 
     try:
         layers = sandbox.available_layers()

@@ -1,8 +1,8 @@
-"""Run from tests/trainer/test_sandbox_modes.py in a process with fewer privileges (a non-root
+"""Run from tests/sandbox/test_sandbox_modes.py in a process with fewer privileges (a non-root
 uid, or root without CAP_SYS_ADMIN): tries the sandbox's attacks and prints what happened as
 JSON, so the test can check which layers held in that mode.
 
-    python tests/trainer/sandbox_probe.py PORT FILE
+    python tests/sandbox/sandbox_probe.py PORT FILE
 
 PORT: a TCP listener on 127.0.0.1; FILE: a host file this uid owns, which the program tries
 to read, overwrite and delete.
@@ -14,8 +14,8 @@ import json
 import sys
 import uuid
 
-from trainer.tasks import sandbox
-from trainer.tasks.sandbox import Job, run_many, run_program, run_tests, tests_job
+import sandbox
+from sandbox import Job, run_many, run_program, run_tests, tests_job
 
 FORGED = "import os\nos.write(3, b'completed\\n')\nos._exit(0)\ndef f(x):\n    return 0\n"
 EQUALS_ALL = "class A:\n    def __eq__(s, o):\n        return True\ndef f(x):\n    return A()\n"

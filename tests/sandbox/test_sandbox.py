@@ -3,7 +3,8 @@ and that the host is unharmed.
 
 Attacks that the Python guard would stop first run with `python_guard=False`, so the test
 shows the kernel layer holding on its own; tests of a kernel layer skip (saying why) where
-the machine does not provide it.
+the machine does not provide it, and fail there instead under TROUPE_REQUIRE_SERVICES=1 (CI
+proves every layer it claims).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import uuid
 
 import pytest
 
-from tests.trainer.sandbox_probe import MEMORY_READER, SEMAPHORES
-from trainer.tasks import sandbox
-from trainer.tasks.sandbox import (
+import sandbox
+from sandbox import (
     UID_BASE,
     Job,
     SandboxResult,
@@ -27,6 +27,8 @@ from trainer.tasks.sandbox import (
     run_program,
     run_tests,
 )
+from tests.helpers import require_service
+from tests.sandbox.sandbox_probe import MEMORY_READER, SEMAPHORES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,9 +39,15 @@ def layers() -> tuple[str, ...]:
 
 
 def need(layers, *names):
+    """Skip unless the sandbox holds every layer in `names` (fail under
+    TROUPE_REQUIRE_SERVICES=1)."""
     missing = [n for n in names if n not in layers]
-    if missing:
-        pytest.skip(f"this machine gives the sandbox no {', '.join(missing)} layer")
+
+    def probe() -> None:
+        if missing:
+            raise LookupError(f"this machine gives the sandbox no {', '.join(missing)} layer")
+
+    require_service(f"the sandbox's {'/'.join(names)} layer", probe)
 
 
 def processes_of(uid: int) -> list[int]:
@@ -589,10 +597,10 @@ def test_tmp_files_count_against_the_memory_cgroup(layers):
 
 def test_job_cgroups_of_a_killed_supervisor_are_removed_by_the_next(layers):
     need(layers, "memcg")
-    from trainer.tasks import _supervisor
+    from sandbox import cgroups
 
-    _, parent = _supervisor.find_memory_cgroup()
-    stale = os.path.join(parent, f"{_supervisor.CGROUP_PREFIX}4999999-0")  # > any pid_max
+    _, parent = cgroups.find_memory_cgroup()
+    stale = os.path.join(parent, f"{cgroups.CGROUP_PREFIX}4999999-0")  # > any pid_max
     os.mkdir(stale)
     try:
         assert run_program("pass").passed

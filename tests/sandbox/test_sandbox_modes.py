@@ -1,12 +1,13 @@
 """The sandbox as deployments without full privileges get it, run for real: the whole sandbox
 (host side included) in a process that is a non-root uid, or root without CAP_SYS_ADMIN (a
-default Docker container). tests/trainer/sandbox_probe.py tries the attacks in that process;
+default Docker container). tests/sandbox/sandbox_probe.py tries the attacks in that process;
 each test checks which layers held and that the attacks they stop failed.
 
 Non-root runs as uid 65534 and as uid 1000: an earlier bug mapped the ids of the user
 namespace right only for 65534 (the overflow uid), and every other uid lost its private root.
 
-Needs root here (to drop to those modes with setpriv); skips, saying why, where it is not.
+Needs root here (to drop to those modes with setpriv); skips, saying why, where it is not
+(fails instead under TROUPE_REQUIRE_SERVICES=1).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, require_service
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,14 +44,25 @@ def setpriv(options: list[str], *command: str) -> subprocess.CompletedProcess:
 def interpreter_for(options: list[str]) -> str:
     """An interpreter the dropped process can run and import the repository with: ours, or
     the system's when ours lives where that uid cannot go (pyenv under /root)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to drop to an unprivileged mode")
-    for python in (sys.executable, "/usr/bin/python3"):
-        # The sandbox starts its supervisor with sys.executable: that must be runnable too.
-        check = "import os, sys, trainer.tasks.sandbox; assert os.access(sys.executable, os.X_OK)"
-        if setpriv(options, python, "-c", check).returncode == 0:
-            return python
-    pytest.skip("no interpreter that this uid can run and import the repository with")
+
+    def can_drop() -> None:
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            raise PermissionError("needs root and setpriv to drop to an unprivileged mode")
+
+    require_service("dropping privileges with setpriv", can_drop)
+    found = []
+
+    def runnable() -> None:
+        for python in (sys.executable, "/usr/bin/python3"):
+            # The sandbox starts its supervisor with sys.executable: that must be runnable too.
+            check = "import os, sys, sandbox; assert os.access(sys.executable, os.X_OK)"
+            if setpriv(options, python, "-c", check).returncode == 0:
+                found.append(python)
+                return
+        raise LookupError("no interpreter that this uid can run and import the repository with")
+
+    require_service("an interpreter for the dropped uid", runnable)
+    return found[0]
 
 
 @pytest.fixture
@@ -76,7 +88,7 @@ def outside(tmp_path_factory):
 
 def probe(options: list[str], port: int, outside) -> dict:
     python = interpreter_for(options)
-    done = setpriv(options, python, "tests/trainer/sandbox_probe.py", str(port), str(outside))
+    done = setpriv(options, python, "tests/sandbox/sandbox_probe.py", str(port), str(outside))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -86,9 +98,9 @@ def user_namespaces_for(options: list[str]) -> bool:
 
 
 def cgroups_writable() -> bool:
-    from trainer.tasks import _supervisor
+    from sandbox import cgroups
 
-    return _supervisor.find_memory_cgroup() is not None
+    return cgroups.find_memory_cgroup() is not None
 
 
 @pytest.mark.parametrize("user", [NOBODY, USER], ids=["uid 65534", "uid 1000"])

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from trainer.tasks import load_task, sandbox
+import sandbox
+from trainer.tasks import load_task
 from trainer.tasks.base import Problem
 from trainer.tasks.code import CodeTask, apply_ops, extract_program
 

@@ -54,7 +54,7 @@ OPERATIONS = {
 _OP_NAMES = tuple(OPERATIONS)
 
 if TYPE_CHECKING:
-    from trainer.tasks import sandbox
+    import sandbox
 
 
 def extract_program(completion: str | None, entry_point: str = "") -> str | None:
@@ -187,7 +187,7 @@ class CodeTask(Task):
 
     def score_many(self, problems: list[Problem], completions: list[str]) -> list[float]:
         # imported here: the web process reads this class's defaults, never runs programs
-        from trainer.tasks import sandbox
+        import sandbox
 
         if len(problems) != len(completions):
             raise ValueError(f"{len(problems)} problems but {len(completions)} completions")
@@ -225,7 +225,7 @@ class CodeTask(Task):
 
     def run(self, problem: Problem, completion: str) -> sandbox.SandboxResult | None:
         """The full sandbox result for one completion (for debugging and examples)."""
-        from trainer.tasks import sandbox
+        import sandbox
 
         program = self._program(problem, completion)
         if program is None:
@@ -246,7 +246,7 @@ class CodeTask(Task):
         return extract_program(completion, problem.entry_point)
 
     def _job(self, program: str, tests: tuple[str, ...], entry_point: str, io: str):
-        from trainer.tasks import sandbox
+        import sandbox
 
         limits = {"timeout": self.timeout, "memory_mb": self.memory_mb}
         if io == "stdio":

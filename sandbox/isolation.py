@@ -1,0 +1,84 @@
+"""The minimum isolation for scoring: which layers the sandbox gives on this machine (one
+probe run, cached) and whether they hold what TROUPE_SANDBOX_MIN_ISOLATION requires.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from sandbox.host import run_program
+
+LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "userns")
+# What code tasks need by default: what the compose workers and a non-root host with user
+# namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
+# cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
+DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
+MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
+ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
+
+
+class SandboxTooWeak(RuntimeError):
+    """The sandbox on this machine lacks layers that the configured minimum requires."""
+
+
+def required_layers(environ: dict | None = None) -> tuple[str, ...]:
+    """The minimum from TROUPE_SANDBOX_MIN_ISOLATION (comma-separated layer names; "none":
+    nothing), else DEFAULT_MIN_ISOLATION."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(MIN_ISOLATION_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_MIN_ISOLATION
+    if text.strip().lower() == "none":
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in LAYERS]
+    if unknown:
+        raise ValueError(
+            f"{MIN_ISOLATION_ENV} names unknown layers {', '.join(unknown)}; "
+            f"known: {', '.join(LAYERS)}"
+        )
+    return names
+
+
+def weak_allowed(environ: dict | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return environ.get(ALLOW_WEAK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+_probed: tuple[str, ...] | None = None
+_warned: set[tuple[str, ...]] = set()
+
+
+def available_layers(refresh: bool = False) -> tuple[str, ...]:
+    """The layers a sandboxed program gets on this machine (one probe run, then cached)."""
+    global _probed
+    if _probed is None or refresh:
+        result = run_program("pass", timeout=10.0)
+        if result.status != "passed":
+            raise SandboxTooWeak(f"the sandbox cannot run a program here: {result.stderr[-500:]}")
+        _probed = result.isolation
+    return _probed
+
+
+def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
+    """Raise SandboxTooWeak unless the sandbox holds the configured minimum (or
+    TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
+    layers = available_layers()
+    missing = [n for n in required_layers(environ) if n not in layers]
+    if missing and weak_allowed(environ):
+        if tuple(missing) not in _warned:
+            _warned.add(tuple(missing))
+            logging.getLogger(__name__).warning(
+                "code sandbox below its minimum (missing %s); scoring anyway: %s=1",
+                ", ".join(missing),
+                ALLOW_WEAK_ENV,
+            )
+    elif missing:
+        raise SandboxTooWeak(
+            f"the code sandbox here lacks the isolation layer(s) {', '.join(missing)} that "
+            f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}). Run the "
+            "worker as root with CAP_SYS_ADMIN (see docker-compose.yml) or with user "
+            f"namespaces, lower {MIN_ISOLATION_ENV}, or set {ALLOW_WEAK_ENV}=1 to score anyway."
+        )
+    return layers
