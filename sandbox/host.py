@@ -139,47 +139,9 @@ def _launch_command() -> list[str]:
 
 def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     """One supervisor process for `jobs`; a backstop deadline kills it if it overruns."""
-    import selectors
-    import tempfile
-
-    # The code and tests go in an unlinked file that only each job's init (its own code)
-    # and checker (its tests) read; the supervisor, which every program is forked from,
-    # gets only where they lie (hole 1 of issue 29: a program read the tests of its batch
-    # from the supervisor's memory).
-    sources = tempfile.TemporaryFile(prefix="troupe-sandbox-")
-
-    def place(text: str | None) -> tuple[int, int] | None:
-        if text is None:
-            return None
-        data = str(text).encode("utf-8", "surrogatepass")
-        offset = sources.tell()
-        sources.write(data)
-        return (offset, len(data))
-
-    placed = [(place(j.code), place(j.tests)) for j in jobs]
-    sources.flush()
+    sources, placed = _write_sources(jobs)
     report_r, report_w = os.pipe()  # the checkers' output, straight from them to us
-    payload = marshal.dumps(
-        {
-            "sources_fd": sources.fileno(),
-            "report_fd": report_w,
-            "jobs": [
-                {
-                    "code": code_at,
-                    "timeout": float(j.timeout),
-                    "memory_mb": int(j.memory_mb),
-                    "max_output": int(j.max_output),
-                    "cpu_seconds": None if j.cpu_seconds is None else float(j.cpu_seconds),
-                    "disk_mb": int(j.disk_mb),
-                    "max_processes": int(j.max_processes),
-                    "require_completion": bool(j.require_completion),
-                    "python_guard": bool(j.python_guard),
-                    "tests": tests_at,
-                }
-                for j, (code_at, tests_at) in zip(jobs, placed)
-            ],
-        }
-    )
+    payload = _request(jobs, placed, sources.fileno(), report_w)
     deadline = time.monotonic() + 10.0 + sum(j.timeout + 0.5 for j in jobs)
     cap = 65_536 + sum(2 * j.max_output * 4 + 4096 for j in jobs)  # utf-8 may grow replaced bytes
     started = time.monotonic()
@@ -206,6 +168,63 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     sources.close()  # the supervisor has its own descriptor
     os.close(report_w)
     report = os.fdopen(report_r, "rb", buffering=0)
+    out, err, checker_out, killed = _collect(proc, payload, report, deadline, cap)
+    return _results(len(jobs), out, err, checker_out, killed, started)
+
+
+def _write_sources(jobs: list[Job]):
+    """The code and tests go in an unlinked file that only each job's init (its own code)
+    and checker (its tests) read; the supervisor, which every program is forked from, gets
+    only where they lie (hole 1 of issue 29: a program read the tests of its batch from the
+    supervisor's memory). Returns the file and, per job, (offset, length) of each text."""
+    import tempfile
+
+    sources = tempfile.TemporaryFile(prefix="troupe-sandbox-")
+
+    def place(text: str | None) -> tuple[int, int] | None:
+        if text is None:
+            return None
+        data = str(text).encode("utf-8", "surrogatepass")
+        offset = sources.tell()
+        sources.write(data)
+        return (offset, len(data))
+
+    placed = [(place(j.code), place(j.tests)) for j in jobs]
+    sources.flush()
+    return sources, placed
+
+
+def _request(jobs: list[Job], placed: list, sources_fd: int, report_fd: int) -> bytes:
+    """The batch in plain data, as the supervisor reads it on stdin: limits and offsets only."""
+    return marshal.dumps(
+        {
+            "sources_fd": sources_fd,
+            "report_fd": report_fd,
+            "jobs": [
+                {
+                    "code": code_at,
+                    "timeout": float(j.timeout),
+                    "memory_mb": int(j.memory_mb),
+                    "max_output": int(j.max_output),
+                    "cpu_seconds": None if j.cpu_seconds is None else float(j.cpu_seconds),
+                    "disk_mb": int(j.disk_mb),
+                    "max_processes": int(j.max_processes),
+                    "require_completion": bool(j.require_completion),
+                    "python_guard": bool(j.python_guard),
+                    "tests": tests_at,
+                }
+                for j, (code_at, tests_at) in zip(jobs, placed)
+            ],
+        }
+    )
+
+
+def _collect(proc: subprocess.Popen, payload: bytes, report, deadline: float, cap: int):
+    """Send the batch, read the supervisor's stdout and stderr and the checkers' reports
+    until all close or the deadline passes (then kill its group); (out, err, checker_out,
+    killed)."""
+    import selectors
+
     out, err, checker_out = bytearray(), bytearray(), bytearray()
     killed = False
     try:
@@ -239,17 +258,23 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
     proc.stdout.close()
     proc.stderr.close()
     report.close()
+    return bytes(out), bytes(err), bytes(checker_out), killed
 
-    frames = read_frames(bytes(out))
+
+def _results(
+    n_jobs: int, out: bytes, err: bytes, checker_out: bytes, killed: bool, started: float
+) -> list[SandboxResult]:
+    """One SandboxResult per job from the supervisor's frames, the checkers' output last."""
+    frames = read_frames(out)
     header = next((f for f in frames if "isolation" in f), {})
     by_index = {f["i"]: f for f in frames if "i" in f}
-    checker_said = {f["i"]: f for f in read_frames(bytes(checker_out))}
+    checker_said = {f["i"]: f for f in read_frames(checker_out)}
     isolation = tuple(header.get("isolation", ()))
     problem = err.decode("utf-8", "replace")[-2000:]
     if killed:
         problem = f"the sandbox supervisor overran its deadline and was killed\n{problem}"
     results = []
-    for i in range(len(jobs)):
+    for i in range(n_jobs):
         record = by_index.get(i)
         if record is None:
             record = {

@@ -51,81 +51,112 @@ def run_program(
     checker: bool,
 ) -> None:
     """An unprivileged process of the job: the program (`checker` False: runs the code and,
-    for a test job, then answers the checker's calls) or the checker (runs the tests)."""
-    import resource  # preloaded by main(): no file lookups after the fork
-
+    for a test job, then answers the checker's calls) or the checker (runs the tests).
+    Never returns. The steps run in this order: each needs the privileges the next drops."""
     try:
-        import fcntl  # preloaded by main()
-
-        # 0 stdin, 1 stdout, 2 stderr, 3 status, then (4, 5) the checker channel and, in the
-        # checker, 6 its report to the host. Copied above the targets first: a source may
-        # sit on another one's target number.
-        sources = [os.open("/dev/null", os.O_RDONLY), out_w, err_w, st_w, *(channel or ())]
-        if checker:
-            sources.append(fences.report_fd)  # becomes REPORT_FD
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in sources]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        os.closerange(len(high), 1 << 20)
-        if not fences.root:
-            os.setpgid(0, 0)  # its own group, so that `sweep` can kill it without killing us
-        if fences.mountns:
-            os.chroot(ROOT)
-            os.chdir("/tmp")
-        else:
-            os.chdir(workdir)
-        cpu = job["cpu_seconds"] or job["timeout"] + 1
-        cpu = max(1, int(-(-cpu // 1)))
-        memory = int(job["memory_mb"]) << 20
-        disk = int(job["disk_mb"]) << 20
-        for limit, value in (
-            (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-            (resource.RLIMIT_AS, (memory, memory)),
-            (resource.RLIMIT_FSIZE, (disk, disk)),  # also bounds each memfd and shm file
-            (resource.RLIMIT_NOFILE, (64, 64)),
-            (resource.RLIMIT_CORE, (0, 0)),
-        ):
-            resource.setrlimit(limit, value)
-        if fences.root or fences.userns:
-            nproc = int(job["max_processes"])
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        wire_descriptors(fences, out_w, err_w, st_w, channel, checker)
+        enter_workdir(fences, workdir)
+        set_limits(fences, job)
         path = [p for p in sys.path if p.startswith(sys.base_prefix)]
         if fences.root and not fences.mountns:
-            path = reachable_path(path)
-        if fences.root:
-            os.setgroups([])
-            os.setgid(fences.uid)
-            os.setuid(fences.uid)
-        elif fences.userns:
-            fences.drop_capabilities()
-        if checker:
-            fences.prctl(PR_SET_DUMPABLE, 0)  # again: a uid change may have reset it
-        fences.prctl(PR_SET_NO_NEW_PRIVS, 1)
-        if fences.seccomp and not fences.install_seccomp():
-            raise OSError("the seccomp filter could not be installed")
-        os.environ.clear()
-        os.environ.update(ENV)
-        if workdir:
-            os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-        sys.path[:] = path
-        sys.argv[:] = ["program"]
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-        if checker:
-            import io
-
-            # Kept, and sent to the host at the end: a failed test's traceback shows its
-            # expected value, which must never reach the supervisor (see `main`).
-            sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+            path = reachable_path(path)  # while still root
+        drop_privileges(fences, checker)
+        reset_interpreter(path, workdir, checker)
         if job["python_guard"] and not checker:
             install_guard()
         report = job if checker else None
-        del job, fences
+        del job, fences  # not to be found in this frame by the code it runs
     except BaseException as exc:
         os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
         os._exit(70)
+    os._exit(execute(code, channel, checker, report) & 0xFF)
 
+
+def wire_descriptors(fences: Fences, out_w, err_w, st_w, channel, checker: bool) -> None:
+    """0 stdin (/dev/null), 1 stdout, 2 stderr, 3 status, then (4, 5) the checker channel
+    and, in the checker, 6 its report to the host; every other descriptor closed."""
+    import fcntl  # preloaded by main(): no file lookups after the fork
+
+    # Copied above the targets first: a source may sit on another one's target number.
+    sources = [os.open("/dev/null", os.O_RDONLY), out_w, err_w, st_w, *(channel or ())]
+    if checker:
+        sources.append(fences.report_fd)  # becomes REPORT_FD
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in sources]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(high), 1 << 20)
+
+
+def enter_workdir(fences: Fences, workdir) -> None:
+    """The private root's /tmp (chrooted), else the host temporary directory `workdir`."""
+    if not fences.root:
+        os.setpgid(0, 0)  # its own group, so that `sweep` can kill it without killing us
+    if fences.mountns:
+        os.chroot(ROOT)
+        os.chdir("/tmp")
+    else:
+        os.chdir(workdir)
+
+
+def set_limits(fences: Fences, job: dict) -> None:
+    """The rlimits: CPU, address space, file size, descriptors, no core; processes where
+    the uid is the sandbox's own (or a user namespace's)."""
+    import resource  # preloaded by main()
+
+    cpu = job["cpu_seconds"] or job["timeout"] + 1
+    cpu = max(1, int(-(-cpu // 1)))
+    memory = int(job["memory_mb"]) << 20
+    disk = int(job["disk_mb"]) << 20
+    for limit, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (memory, memory)),
+        (resource.RLIMIT_FSIZE, (disk, disk)),  # also bounds each memfd and shm file
+        (resource.RLIMIT_NOFILE, (64, 64)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        resource.setrlimit(limit, value)
+    if fences.root or fences.userns:
+        nproc = int(job["max_processes"])
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def drop_privileges(fences: Fences, checker: bool) -> None:
+    """The sandbox uid (root) or no capabilities (user namespace), no new privileges, then
+    the seccomp filter."""
+    if fences.root:
+        os.setgroups([])
+        os.setgid(fences.uid)
+        os.setuid(fences.uid)
+    elif fences.userns:
+        fences.drop_capabilities()
+    if checker:
+        fences.prctl(PR_SET_DUMPABLE, 0)  # again: a uid change may have reset it
+    fences.prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if fences.seccomp and not fences.install_seccomp():
+        raise OSError("the seccomp filter could not be installed")
+
+
+def reset_interpreter(path: list[str], workdir, checker: bool) -> None:
+    """The environment, sys.path, argv and standard streams the code starts with."""
+    os.environ.clear()
+    os.environ.update(ENV)
+    if workdir:
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    sys.path[:] = path
+    sys.argv[:] = ["program"]
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    if checker:
+        import io
+
+        # Kept, and sent to the host at the end: a failed test's traceback shows its
+        # expected value, which must never reach the supervisor (see `main`).
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+
+
+def execute(code: str, channel, checker: bool, report: dict | None) -> int:
+    """Run the program (then serve the checker's calls) or the tests; the exit code."""
     import builtins
     import linecache
 
@@ -176,7 +207,7 @@ def run_program(
         sys.stderr.flush()
     except BaseException:
         pass
-    os._exit(exit_code & 0xFF)
+    return exit_code
 
 
 def reachable_path(path: list[str]) -> list[str]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import select
 import signal
 import sys
 import time
@@ -126,9 +127,6 @@ def run_job(fences: Fences, job: dict, index: int = 0) -> dict:
 
 def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> dict:
     """Run one job with `workdir` (None: the private /tmp) as its working directory."""
-    import select
-
-    cap = job["max_output"]
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()  # checker -> supervisor: the verdict; never given to the program
@@ -147,6 +145,36 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
         os.close(fd)
 
     data = {fd: bytearray() for fd in (out_r, err_r, st_r, nt_r, rp_r)}
+    init, timed_out, overflow = watch(fences, job, init, pidns, data, started)
+    seconds = time.monotonic() - started
+    end(fences, init, pidns, data, stop=timed_out or overflow)
+    ooms = cgroup_ooms(cgroup)
+    remove_cgroup(cgroup)  # empty now: its processes are gone, and its tmpfs with them
+    for fd in data:
+        os.close(fd)
+    return classify(
+        job,
+        Observed(
+            bytes(data[rp_r]),
+            bytes(data[st_r]),
+            bytes(data[nt_r]),
+            bytes(data[out_r]),
+            bytes(data[err_r]),
+            seconds,
+            timed_out,
+            overflow,
+            ooms,
+        ),
+    )
+
+
+def watch(fences: Fences, job: dict, init: int, pidns: bool, data: dict, started: float):
+    """The supervision loop: collect the job's pipes (`data`: stdout, stderr, verdict, notes,
+    init's report, in that order) until init has exited and the output is closed, the
+    deadline passes, or the output goes over its cap. Returns (init's pid, or -1 once
+    reaped here; timed out; overflow)."""
+    cap = job["max_output"]
+    out_r, err_r, _, _, rp_r = data
     poller = select.poll()
     for fd in data:
         poller.register(fd, select.POLLIN)
@@ -194,8 +222,16 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
                 init = -1
             sweep(fences, data[rp_r])
             grace_until = time.monotonic() + 0.2
-    seconds = time.monotonic() - started
-    if timed_out or overflow:
+    if pidfd is not None:
+        os.close(pidfd)
+    return init, timed_out, overflow
+
+
+def end(fences: Fences, init: int, pidns: bool, data: dict, stop: bool) -> None:
+    """Stop the job (`stop`: it overran) and wait until init, and with it every process of
+    the job, is gone; then read what the verdict, notes and report pipes still hold."""
+    _, _, st_r, nt_r, rp_r = data
+    if stop:
         if not pidns:
             data[rp_r].extend(drain(rp_r))
             if init in sweep(fences, data[rp_r]):  # the program first, so init can reap it
@@ -211,24 +247,6 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
     if not pidns:
         sweep(fences, data[rp_r])
         reap_orphans()
-    ooms = cgroup_ooms(cgroup)
-    remove_cgroup(cgroup)  # empty now: its processes are gone, and its tmpfs with them
-    for fd in tuple(data) + ((pidfd,) if pidfd is not None else ()):
-        os.close(fd)
-    return classify(
-        job,
-        Observed(
-            bytes(data[rp_r]),
-            bytes(data[st_r]),
-            bytes(data[nt_r]),
-            bytes(data[out_r]),
-            bytes(data[err_r]),
-            seconds,
-            timed_out,
-            overflow,
-            ooms,
-        ),
-    )
 
 
 class Observed:

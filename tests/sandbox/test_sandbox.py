@@ -47,7 +47,7 @@ def need(layers, *names):
         if missing:
             raise LookupError(f"this machine gives the sandbox no {', '.join(missing)} layer")
 
-    require_service(f"the sandbox's {'/'.join(names)} layer", probe)
+    require_service(f"the sandbox layer(s) {', '.join(names)}", probe)
 
 
 def processes_of(uid: int) -> list[int]:

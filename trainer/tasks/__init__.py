@@ -1,4 +1,4 @@
-"""Tasks: datasets of problems, answer extraction, verifiers and the code sandbox.
+"""Tasks: datasets of problems, answer extraction and verifiers (code runs in `sandbox`).
 
     task = load_task("math")                      # synthetic arithmetic, seed 0
     task = load_task("code", "humaneval")
