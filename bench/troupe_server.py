@@ -3,7 +3,7 @@
 `bench/tracking_vs_mlflow.py` and `bench/scaling.py` measure Troupe the way a user meets it:
 `gunicorn webapp.wsgi` (N workers) on a free port, a freshly migrated database, a user with an
 API token and one experiment to log external runs into, and HTTP requests with a bearer token
-against the JSON API of DESIGN.md §7. Not a benchmark itself.
+against the JSON API of docs/design.md §7. Not a benchmark itself.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class TroupeServer:
 
 
 class TroupeClient:
-    """The JSON API of DESIGN.md §7 over one keep-alive HTTP session."""
+    """The JSON API of docs/design.md §7 over one keep-alive HTTP session."""
 
     def __init__(self, url: str, token: str):
         self.url = url

@@ -1,6 +1,6 @@
 """Credit assignment: which reward each turn gets, and its GRPO advantage.
 
-`assign_rewards` implements `reward_mode` (DESIGN.md §3): `broadcast` gives every turn the
+`assign_rewards` implements `reward_mode` (docs/design.md §3): `broadcast` gives every turn the
 episode's final reward (the paper); `per_role` gives a turn its own `score` where the workflow
 could judge it (a voter's answer) and the episode reward otherwise.
 

@@ -1,4 +1,4 @@
-"""The numbers Troupe draws conclusions from: DESIGN.md §6 on plain metric series.
+"""The numbers Troupe draws conclusions from: docs/design.md §6 on plain metric series.
 
 Every consumer — the Dash panel, the web pages, `python -m trainer analyze` and the tests —
 calls these functions, so a "cliff" means the same thing everywhere. The module imports only
@@ -47,7 +47,7 @@ is computed exactly for integer degrees of freedom (closed-form t CDF, inverted 
 so no scipy is needed.
 
 `downsample` thins a long series for plotting (first, last and each bucket's minimum and
-maximum), the rule the metrics API applies for `max_points` (DESIGN.md §7).
+maximum), the rule the metrics API applies for `max_points` (docs/design.md §7).
 
 Built on these definitions, each in its own torch-free module: `trainer.radar` (the §6 events
 of a run while it trains, each with its step), `trainer.stats` (bootstrap intervals, the
@@ -198,7 +198,7 @@ def summarize_accuracy(
     Either makes the noise test sharper; without them the noise is estimated from the curve.
 
     Returns `base`, `peak`, `peak_step`, `final`, `gain`, `final_gain`, `cliff` (bool),
-    `cliff_onset` (step or None) — the DESIGN.md §6 contract — plus `cliff_status` ("none",
+    `cliff_onset` (step or None) — the docs/design.md §6 contract — plus `cliff_status` ("none",
     "cliff", "provisional", "degradation", "insufficient"), `theta` (θ), `threshold`
     (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `evidence` (it in one
     line, `describe_cliff`), `degradation_onset`,
@@ -622,7 +622,7 @@ def summarize_run(
     total_steps: float | None = None,
     **thresholds: Any,
 ) -> dict[str, Any]:
-    """§6 for one run, given `{key: (steps, values)}` (DESIGN.md §5 metric names).
+    """§6 for one run, given `{key: (steps, values)}` (docs/design.md §5 metric names).
 
     The cliff test uses `eval/accuracy_se` when the run logged it, and `per_problem`
     ({step: per-problem accuracies}, from `eval_problems.jsonl`) when given. `total_steps`

@@ -1,4 +1,4 @@
-"""One run's configuration: the flat, validated, hashable contract of DESIGN.md §3.
+"""One run's configuration: the flat, validated, hashable contract of docs/design.md §3.
 
 The browser form, the JSON API and the CLI all build configs through `make_config` (or
 `expand_matrix` for a whole experiment), so a bad value is rejected with the same message
@@ -200,7 +200,7 @@ FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Co
 _LATER_FIELDS = {"stop_after_cliff": 0, "init_from": "", "eval_samples": 1}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The study's setup (DESIGN.md §1). Needs a GPU node and the datasets on local disk.
+    # The study's setup (docs/design.md §1). Needs a GPU node and the datasets on local disk.
     "paper": {
         "model": "Qwen/Qwen3-0.6B",
         "dataset": "paper",  # resolved per task: dapo_math or deepcoder

@@ -7,7 +7,7 @@ batch (trainer/loss.py), the gradient a segment adds to `.grad` is exactly the g
 own share of the loss. `GradientTracker.end_segment` snapshots the accumulated `.grad` (as one
 flat fp32 vector) after each agent segment; the difference of consecutive snapshots is that
 agent's gradient, and a role's gradient is the sum of its agents'. From these vectors come the
-norms, shares and cosines of DESIGN.md §5, under every sharing mode, at the cost of one
+norms, shares and cosines of docs/design.md §5, under every sharing mode, at the cost of one
 flatten-and-subtract per segment instead of a backward pass per role or agent. With the
 coherence regulariser off, `.grad` is never modified, so the optimizer step is bit-identical to
 an un-instrumented one. (With low-precision parameters `.grad` itself accumulates in that

@@ -1,4 +1,4 @@
-"""Other frameworks' metric keys, mapped onto Troupe's (DESIGN.md §5).
+"""Other frameworks' metric keys, mapped onto Troupe's (docs/design.md §5).
 
 Runs logged by verl / rLLM (the study's own fork), MARTI, TRL or the Hugging Face Trainer use
 their own key conventions. Troupe's pages read its own names (`role/<role>/grad_norm`,
@@ -30,7 +30,7 @@ from collections.abc import Iterable
 ACCURACY_KEY = "eval/accuracy"
 MAX_KEY_LENGTH = 200  # Troupe's metric key column
 
-# Per-role (and per-agent) metric names as verl / OpenRLHF spell them → DESIGN.md §5's.
+# Per-role (and per-agent) metric names as verl / OpenRLHF spell them → docs/design.md §5's.
 _ROLE_METRICS = {
     "grad_norm": "grad_norm",
     "kl": "kl",

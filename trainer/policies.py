@@ -1,4 +1,4 @@
-"""The trainable policies of a run (DESIGN.md §4).
+"""The trainable policies of a run (docs/design.md §4).
 
 Which policies a run has and which one an agent's turns use is `trainer/routing.py` (plain
 data, torch-free; re-exported here), so the rollout, the update and the metrics all agree.

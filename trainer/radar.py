@@ -96,7 +96,7 @@ def radar(
     total_steps: int | None = None,
     **thresholds: Any,
 ) -> dict[str, Any]:
-    """The events of one run so far, from `{key: (steps, values)}` (DESIGN.md §5 names).
+    """The events of one run so far, from `{key: (steps, values)}` (docs/design.md §5 names).
 
     `running`: the run may still log points (False: finished, verdicts are final).
     `sharing`: capture is looked for when it is "shared" or not given, as in `summarize_run`.

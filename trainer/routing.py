@@ -1,4 +1,4 @@
-"""Workflows as data and the routing from agents to policies (DESIGN.md §4). Standard library
+"""Workflows as data and the routing from agents to policies (docs/design.md §4). Standard library
 only: the web process reads it through `trainer.config`.
 
 `WORKFLOW_TABLE` is the one place a workflow's shape is written down: its roles (in the order

@@ -1,4 +1,4 @@
-"""DESIGN.md §6 for run directories, as a table or JSON (`python -m trainer analyze DIR…`,
+"""docs/design.md §6 for run directories, as a table or JSON (`python -m trainer analyze DIR…`,
 whose command line is in trainer/cli.py).
 
 A run directory holds `config.json` (the run's flat config) and `metrics.jsonl` (one

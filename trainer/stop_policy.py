@@ -1,4 +1,4 @@
-"""When a run stops early by its own policy: `stop_after_cliff` (DESIGN.md §3 extension).
+"""When a run stops early by its own policy: `stop_after_cliff` (docs/design.md §3 extension).
 
 A run with `stop_after_cliff` N > 0 ends, as succeeded, N evaluations after the live radar
 (`trainer/radar.py`, the same code the web pages run) confirms a terminal-accuracy cliff on

@@ -30,7 +30,7 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   gradient skips that policy's optimizer step (`policy/<p>/skipped` = 1) instead of writing
   NaN into the weights.
 
-Metrics (DESIGN.md §5), and how they are aggregated:
+Metrics (docs/design.md §5), and how they are aggregated:
 
 - Gradient figures are per optimizer step. With several mini-batches they are averaged over
   the step's optimizer steps (those in which the role, agent or pair took part). A role that

@@ -1,4 +1,4 @@
-"""DESIGN.md §6 on hand-built curves whose answers are worked out in the comments."""
+"""docs/design.md §6 on hand-built curves whose answers are worked out in the comments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""trainer/keymap.py: other frameworks' metric keys onto Troupe's (DESIGN.md §5)."""
+"""trainer/keymap.py: other frameworks' metric keys onto Troupe's (docs/design.md §5)."""
 
 import pytest
 

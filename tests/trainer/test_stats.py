@@ -377,7 +377,7 @@ def test_seeds_are_listed_in_numeric_order():
 
 
 def test_the_seed_and_radar_modules_import_nothing_heavy():
-    # The web process imports them (DESIGN.md §2): no torch, no scipy, no Django.
+    # The web process imports them (docs/design.md §2): no torch, no scipy, no Django.
     probe = (
         "import json, sys; import trainer.radar, trainer.stats, trainer.bands; "
         "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'scipy', 'django') "

@@ -1,4 +1,4 @@
-"""The web process never imports torch (DESIGN.md §2): not through the URLs and their views,
+"""The web process never imports torch (docs/design.md §2): not through the URLs and their views,
 the API, the forms, nor through the worker's task module, which only imports the trainer
 inside the task that trains."""
 

@@ -1,1 +1,1 @@
-"""The JSON API under /api/v1/ (DESIGN.md §7): `http.py` (auth, errors, bodies), `views.py`."""
+"""The JSON API under /api/v1/ (docs/design.md §7): `http.py` (auth, errors, bodies), `views.py`."""

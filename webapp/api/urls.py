@@ -1,4 +1,4 @@
-"""Routes of the JSON API (DESIGN.md §7), mounted at /api/v1/. A trailing slash is optional,
+"""Routes of the JSON API (docs/design.md §7), mounted at /api/v1/. A trailing slash is optional,
 and any other path under /api/v1/ answers a JSON 404 rather than an HTML page."""
 
 from django.urls import path, re_path

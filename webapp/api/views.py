@@ -1,4 +1,4 @@
-"""The JSON API of DESIGN.md §7, under /api/v1/.
+"""The JSON API of docs/design.md §7, under /api/v1/.
 
 Reading is open to anyone signed in; changing an experiment or its runs (queueing, logging
 metrics, cancelling, resuming, finishing, deleting) needs its owner or staff

@@ -3,7 +3,7 @@
 Tests, the browser screenshots, `bench/matrix_view.py` and `manage.py load_demo_experiment`
 all build their data here, so what the panel is tested on is what a newcomer sees in the demo.
 Nothing is trained: the series are drawn from a seeded model of the study's findings
-(DESIGN.md §1), with the DESIGN.md §5 metric names:
+(docs/design.md §1), with the docs/design.md §5 metric names:
 
 - accuracy rises from the base model's level by a gain that depends on workflow × task ×
   model; isolated policies (`per_role`) peak a little higher but fall off a terminal cliff

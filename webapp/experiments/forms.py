@@ -1,6 +1,6 @@
 """The new-experiment form, generated from `trainer.config.field_help()`.
 
-Every config field of DESIGN.md §3 that is not a matrix axis is one input, with its default
+Every config field of docs/design.md §3 that is not a matrix axis is one input, with its default
 and its help line; the axes (workflow, task, model, sharing) are checkboxes and the seeds a
 comma-separated list. Validation is `trainer.config.expand_matrix`'s, the same code the API
 and the CLI use; each error is shown beside its field (`matrix.<axis>` beside the axis).

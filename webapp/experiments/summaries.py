@@ -1,7 +1,7 @@
 """Key results of runs and matrix cells: `trainer.analysis` on the runs' stored series.
 
 The experiment and run pages, the Dash panel and `python -m trainer analyze` all draw their
-conclusions from `trainer.analysis` (DESIGN.md §6); this module is the one place the web
+conclusions from `trainer.analysis` (docs/design.md §6); this module is the one place the web
 process feeds it from the database, so a gain, a peak or a cliff reads the same on every page.
 
 - `run_summaries(runs)` → `{run_id: summarize_run(...)}` on each run's full, undownsampled
@@ -31,7 +31,7 @@ from webapp.experiments.models import Experiment, MetricPoint, Run
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
-# The series `summarize_run` reads (DESIGN.md §5 names), as SQL LIKE patterns.
+# The series `summarize_run` reads (docs/design.md §5 names), as SQL LIKE patterns.
 _GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")
 _CHUNK = 500  # run ids per IN (...) list: well under every backend's parameter limit
 _CACHE_SIZE = 20_000
