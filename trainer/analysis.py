@@ -12,7 +12,12 @@ Accuracy (`summarize_accuracy`), on the `eval/accuracy` series a(s0) … a(sn), 
 - `base` = a(s0) (the base model); `peak` = max a; `peak_step` = first step attaining it;
   `final` = mean of the last `final_window` (3) evaluations; `gain` = peak − base;
   `final_gain` = final − base.
-- θ = max(`min_drop` 0.10, `drop_frac` 0.5 × (peak − base)); `threshold` = peak − θ.
+- θ = max(`drop_frac` 0.5 × (peak − base), the drop evaluation noise can explain — z × SE of
+  peak − final with z = Φ⁻¹(1 − `alpha`/n) over the run's n evaluations, the SE from paired
+  per-problem accuracies, else `eval/accuracy_se`, else the curve's own second differences —
+  and `min_drop` (0 by default)); `threshold` = peak − θ. So a collapse to zero from any
+  positive peak is a cliff, and a wobble within noise is not; `docs/analysis.md` gives the
+  reasoning. A fall below a base that no later evaluation beat is "degradation", not a cliff.
 - Terminal cliff: final < threshold, and the series smoothed by a centred rolling median of
   `smooth` (3) points stays below threshold from some step after `peak_step` to the last
   evaluation. `cliff_onset` is the first such step: the start of the final stretch of the
@@ -41,8 +46,9 @@ Capture (`capture`), meaningful for a shared policy: a role captures it when its
 `grad_share` exceeds `threshold` (0.6) in more than `majority` (50%) of the logged steps of
 the last half of the run (the later half of the logged steps, by count).
 
-Across the seeds of one matrix cell (`summarize_cells`): means with Student-t 95% intervals
-(`mean_ci`) of gain and final_gain, and the fraction of seeds with a cliff. The t quantile
+Across the seeds of one matrix cell (`summarize_cells`, root runs only: branches are not
+seeds): means with Student-t 95% intervals (`mean_ci`) of gain and final_gain, and the
+fraction of seeds with a cliff; fewer than 3 seeds get no interval and no verdict. The t quantile
 is computed exactly for integer degrees of freedom (closed-form t CDF, inverted by bisection)
 so no scipy is needed.
 
@@ -50,8 +56,9 @@ so no scipy is needed.
 maximum), the rule the metrics API applies for `max_points` (docs/design.md §7).
 
 Built on these definitions, each in its own torch-free module: `trainer.radar` (the §6 events
-of a run while it trains, each with its step), `trainer.stats` (bootstrap intervals, the
-paired sharing-mode effect, main effects, seeds needed and the lead test across seeds) and
+of a run while it trains, each with its step), `trainer.stats` (Student-t intervals over
+seeds, the paired sharing-mode effect, main effects, seeds needed and the lead test across
+seeds) and
 `trainer.bands` (curves with seed bands).
 """
 
