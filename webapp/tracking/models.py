@@ -27,8 +27,21 @@ class TrackedExperiment(models.Model):
         blank=True,
         related_name="default_mlflow_experiment",
     )
+    # The name this experiment holds among its owner's MLflow experiments. The database keeps
+    # it unique, so of two clients that create one name at once, one gets the experiment and
+    # the other RESOURCE_ALREADY_EXISTS (a check before the insert cannot: both pass it).
+    # NULL for an experiment made before the constraint whose name an older one already held.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    name = models.CharField(max_length=200, null=True)
     tags = models.JSONField(default=dict)
     updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="mlflow_name_unique_per_owner")
+        ]
 
 
 class TrackedRun(models.Model):

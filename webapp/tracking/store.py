@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import psycopg
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from trainer import keymap
 from trainer.config import INT_MAX
@@ -44,6 +44,7 @@ METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
 CELL_FIELDS = ("workflow", "task", "model", "sharing", "seed")  # tags or params
 ACCURACY_TAG = "troupe.accuracy_key"
 RUN_NAME_TAG = "mlflow.runName"
+SYSTEM_PREFIX = "system/"  # MLflow's system metrics (`mlflow.enable_system_metrics_logging`)
 STEPS_PARAMS = ("steps", "max_steps", "trainer/total_training_steps", "total_training_steps")
 
 TO_TROUPE = {
@@ -83,11 +84,16 @@ def default_experiment(user, create: bool) -> Experiment | None:
     tracked = TrackedExperiment.objects.filter(default_of=user).select_related("experiment").first()
     if tracked is not None or not create:
         return tracked and tracked.experiment
-    with transaction.atomic():
-        experiment = Experiment.objects.create(
-            owner=user, name="Default", description="MLflow's default experiment."
-        )
-        TrackedExperiment.objects.create(experiment=experiment, default_of=user)
+    try:
+        with transaction.atomic():
+            experiment = Experiment.objects.create(
+                owner=user, name="Default", description="MLflow's default experiment."
+            )
+            TrackedExperiment.objects.create(
+                experiment=experiment, default_of=user, owner=user, name="Default"
+            )
+    except IntegrityError:  # a concurrent first request made it
+        return default_experiment(user, create=False)
     return experiment
 
 
@@ -126,20 +132,32 @@ def find_experiment(user, raw_id: str, *, manage: bool = False) -> Experiment | 
 
 
 def experiment_by_name(user, name: str) -> Experiment | None:
-    """The caller's own experiment of that name ("Default" is MLflow's "0")."""
+    """The caller's own experiment of that name ("Default" is MLflow's "0"): the one holding
+    the name, else (made on Troupe's pages, which do not claim names) the oldest of it."""
     if name == "Default":
         return default_experiment(user, create=False)
+    tracked = TrackedExperiment.objects.filter(owner=user, name=name).select_related("experiment")
+    if found := tracked.first():
+        return found.experiment
     return Experiment.objects.filter(owner=user, name=name).order_by("id").first()
 
 
 def create_experiment(user, name: str, tags: dict[str, str]) -> Experiment:
+    """A new experiment holding `name` among the user's. The check first gives the common
+    case its answer without a failed insert; the unique (owner, name) row decides a race."""
+    exists = MlflowError(EXISTS, f"Experiment '{name}' already exists.")
     if experiment_by_name(user, name) is not None or name == "Default":
-        raise MlflowError(EXISTS, f"Experiment '{name}' already exists.")
-    with transaction.atomic():
-        experiment = Experiment.objects.create(
-            owner=user, name=name, description="Logged through the MLflow API."
-        )
-        TrackedExperiment.objects.create(experiment=experiment, tags=tags)
+        raise exists
+    try:
+        with transaction.atomic():
+            experiment = Experiment.objects.create(
+                owner=user, name=name, description="Logged through the MLflow API."
+            )
+            TrackedExperiment.objects.create(
+                experiment=experiment, owner=user, name=name, tags=tags
+            )
+    except IntegrityError:
+        raise exists from None
     return experiment
 
 
@@ -386,7 +404,10 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     times: dict[int, int] = {}
     for p in points:
         times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
-    _write_times(run_id, times)
+    # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
+    # so only training keys say how far the run is.
+    trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
+    _write_times(run_id, times, max(trained, default=None))
     return written
 
 
@@ -402,19 +423,20 @@ UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 """
 
 
-def _write_times(run_id: int, times: dict[int, int]) -> None:
+def _write_times(run_id: int, times: dict[int, int], last: int | None) -> None:
     """Each step's newest timestamp, in step order (one lock order for every writer), and
-    the run's step moved on to the last one."""
+    the run's step moved on to `last` (None: left as it is)."""
     ordered = sorted(times.items())
-    last = ordered[-1][0]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             sql = _TIMES_UPSERT.format(table=StepTime._meta.db_table, runs=Run._meta.db_table)
             steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
+            # step < NULL is never true: a batch of system metrics moves no step.
             cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
         return
-    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
+    if last is not None:
+        Run.objects.filter(id=run_id, step__lt=last).update(step=last)
     existing = dict(
         StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
     )
