@@ -8,6 +8,7 @@ import time
 
 import mlflow
 import pytest
+import requests
 from mlflow import MlflowClient
 
 from tests.helpers import ROOT, service_env
@@ -27,7 +28,9 @@ for line in sys.stdin:
 
 
 @pytest.fixture
-def troupe(alice, tmp_path, monkeypatch):
+def troupe(alice, tmp_path, monkeypatch, settings):
+    settings.DATA_DIR = tmp_path / "data"  # the server's too: each test's artifacts its own
+    settings.DATA_DIR.mkdir()
     _, token = ApiToken.issue(alice, "mlflow")
     with live_troupe(tmp_path, threads=8) as base:
         for name, value in mlflow_env(base, token).items():
@@ -91,3 +94,67 @@ def test_system_metrics_are_stored_but_never_move_the_runs_step(troupe, monkeypa
         active.info.run_id, "system/cpu_utilization_percentage"
     )
     assert len(history) >= 3
+
+
+def test_artifacts_go_up_and_come_down_byte_identical(troupe, tmp_path):
+    payload = bytes(range(256)) * 4096 + b"\x00tail"  # 1 MiB and a bit, every byte value
+    source = tmp_path / "up"
+    (source / "sub").mkdir(parents=True)
+    (source / "weights.bin").write_bytes(payload)
+    (source / "sub" / "notes.txt").write_text("deep\n")
+    mlflow.set_experiment("artifacts")
+    with mlflow.start_run() as active:
+        mlflow.log_artifact(str(source / "weights.bin"))
+        mlflow.log_artifacts(str(source), artifact_path="dir")
+        mlflow.log_text("hello", "texts/hello.txt")
+        mlflow.log_dict({"lr": 2e-5, "roles": ["a", "b"]}, "config.json")
+    run_id = active.info.run_id
+    client = MlflowClient()
+    run = client.get_run(run_id)
+    assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
+
+    assert [(f.path, f.is_dir) for f in client.list_artifacts(run_id)] == [
+        ("config.json", False), ("dir", True), ("texts", True), ("weights.bin", False)
+    ]  # fmt: skip
+    listed = {f.path: f.file_size for f in client.list_artifacts(run_id, "dir")}
+    assert listed == {"dir/sub": None, "dir/weights.bin": len(payload)}
+
+    down = tmp_path / "down"
+    local = client.download_artifacts(run_id, "weights.bin", str(down))
+    assert open(local, "rb").read() == payload
+    whole = client.download_artifacts(run_id, "dir", str(down))
+    assert open(f"{whole}/sub/notes.txt").read() == "deep\n"
+    assert mlflow.artifacts.load_text(f"{run.info.artifact_uri}/texts/hello.txt") == "hello"
+    assert mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/config.json") == {
+        "lr": 2e-5, "roles": ["a", "b"]
+    }  # fmt: skip
+
+
+def test_another_users_run_takes_no_artifacts_and_traversal_is_refused(
+    troupe, alice, bob, monkeypatch
+):
+    base, _ = troupe
+    mlflow.set_experiment("guarded")
+    with mlflow.start_run() as active:
+        mlflow.log_text("mine", "a.txt")
+    run = MlflowClient().get_run(active.info.run_id)
+
+    _, bobs = ApiToken.issue(bob, "bob")
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", bobs)
+    assert mlflow.artifacts.load_text(f"{run.info.artifact_uri}/a.txt") == "mine"  # reads: open
+    with pytest.raises(requests.HTTPError) as denied:
+        MlflowClient().log_text(active.info.run_id, "bob's", "a.txt")
+    assert denied.value.response.json()["error_code"] == "PERMISSION_DENIED"
+    assert mlflow.artifacts.load_text(f"{run.info.artifact_uri}/a.txt") == "mine"
+
+    # The client refuses '..' itself before sending; a raw request is the server's to refuse.
+    root = run.info.artifact_uri.removeprefix("mlflow-artifacts:")
+    url = f"{base}/api/2.0/mlflow-artifacts/artifacts{root}/%2e%2e/%2e%2e/x.txt"
+    _, alices = ApiToken.issue(
+        Run.objects.get(id=int(run.data.tags["troupe.run_id"])).experiment.owner
+    )
+    response = requests.put(url, data=b"escape", headers={"Authorization": f"Bearer {alices}"},
+                            timeout=30)  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert "'..'" in response.json()["message"]

@@ -82,9 +82,11 @@ def _token_user(request: HttpRequest):
 
 
 def request_data(request: HttpRequest) -> dict[str, Any]:
-    """The request's fields: the query string of a GET (lists where a name repeats), the JSON
-    body of a POST."""
-    if request.method == "GET":
+    """The request's fields: the query string of a GET or DELETE (lists where a name repeats),
+    the JSON body of a POST; none for a PUT (its body is an artifact's bytes)."""
+    if request.method == "PUT":
+        return {}
+    if request.method in ("GET", "DELETE"):
         return {
             name: values if len(values) > 1 else values[0] for name, values in request.GET.lists()
         }
@@ -95,16 +97,17 @@ def request_data(request: HttpRequest) -> dict[str, Any]:
         raise MlflowError(INVALID, exc.message + (f" ({detail})" if detail else "")) from None
 
 
-def mlflow_view(method: str) -> Callable:
+def mlflow_view(*methods: str) -> Callable:
     def decorate(view: Callable) -> Callable:
         @csrf_exempt  # bearer tokens only: no browser attaches one by itself
         @wraps(view)
         def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if request.method != method:
+            if request.method not in methods:
+                allowed = ", ".join(methods)
                 response = error_response(
-                    "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}."
+                    "ENDPOINT_NOT_FOUND", f"{request.path} takes {allowed}, not {request.method}."
                 )
-                response["Allow"] = method
+                response["Allow"] = allowed
                 return response
             try:
                 user = _token_user(request)

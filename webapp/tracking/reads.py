@@ -18,6 +18,7 @@ from django.db import connection
 from django.urls import reverse
 
 from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.tracking import artifacts
 from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
@@ -39,7 +40,7 @@ def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
     return {
         "experiment_id": "0" if mine else str(experiment.id),
         "name": experiment.name,
-        "artifact_location": "",
+        "artifact_location": artifacts.experiment_location(experiment.id),
         "lifecycle_stage": "active",
         "creation_time": created,
         "last_update_time": to_ms(tracked.updated) if tracked else created,
@@ -117,7 +118,7 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
         "user_id": tracked.user_id if tracked else "",
         "status": TO_MLFLOW[run.status],
         "start_time": start,
-        "artifact_uri": "",
+        "artifact_uri": artifacts.artifact_uri(run, run_id),
         "lifecycle_stage": "active",
     }
     if end is not None:

@@ -32,7 +32,7 @@ from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.tracking import rows
+from webapp.tracking import artifacts, rows
 from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
@@ -259,6 +259,9 @@ def create_run(user, experiment: Experiment, *, name: str, start_time: int | Non
         )
         _apply_fields(run, tracked)
         RunLog.objects.create(run=run, line=f"MLflow run {tracked.uuid} created by {user}.")
+    # A data directory kept across a new database would show an older run's files under
+    # this one's number; nobody can upload before this returns the run's id.
+    artifacts.clear(run.id)
     run.tracked = tracked
     return run
 

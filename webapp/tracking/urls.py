@@ -20,5 +20,6 @@ urlpatterns = [
     path("runs/set-tag", views.set_tag),
     path("runs/search", views.run_search),
     path("metrics/get-history", views.metric_history),
+    path("logged-models/search", views.logged_model_search),
     re_path(r"^(?P<rest>.*)$", views.not_found),
 ]

@@ -312,6 +312,16 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
     return _ok(body)
 
 
+# --- logged models ------------------------------------------------------------------------------
+
+
+@mlflow_view("POST")
+def logged_model_search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """None are kept yet: the client searches them whenever it lists or downloads a run's
+    artifacts (a run's model may hold some), and an empty answer lets it go on."""
+    return _ok({"models": []})
+
+
 # --- everything else -----------------------------------------------------------------------------
 
 
