@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import psycopg
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from trainer import keymap
@@ -32,6 +33,7 @@ from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.experiments.run_files import delete_runs
 from webapp.tracking import artifacts, rows
 from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
@@ -140,6 +142,17 @@ def experiment_by_name(user, name: str) -> Experiment | None:
     if found := tracked.first():
         return found.experiment
     return Experiment.objects.filter(owner=user, name=name).order_by("id").first()
+
+
+def readable_by_name(user, name: str) -> Experiment | None:
+    """experiments/get-by-name: the caller's own experiment of that name, else, for
+    `<user>/<name>`, that teammate's (names are per owner, so a bare name is always yours)."""
+    found = experiment_by_name(user, name)
+    owner_name, _, rest = name.partition("/")
+    if found is not None or not rest:
+        return found
+    owner = get_user_model().objects.filter(username=owner_name).first()
+    return None if owner is None else experiment_by_name(owner, rest)
 
 
 def create_experiment(user, name: str, tags: dict[str, str]) -> Experiment:
@@ -486,3 +499,72 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         if status and run.status in Run.FINISHED:
             settle_run(run.id)  # the radar's verdict on the ended run, with its end
     return run
+
+
+# --- changing and deleting -----------------------------------------------------------------------
+
+
+def _tracked_experiment(experiment: Experiment) -> TrackedExperiment:
+    """The experiment's MLflow row; one made on Troupe's pages gets one (claiming its name
+    only when no other experiment of its owner holds it)."""
+    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
+    if tracked is None:
+        taken = TrackedExperiment.objects.filter(owner=experiment.owner, name=experiment.name)
+        tracked = TrackedExperiment.objects.create(
+            experiment=experiment,
+            owner=experiment.owner,
+            name=None if taken.exists() else experiment.name,
+        )
+    return tracked
+
+
+def rename_experiment(experiment: Experiment, new_name: str) -> None:
+    """experiments/update: the new name, unique among the owner's (the database decides)."""
+    if (
+        new_name == "Default"
+        or TrackedExperiment.objects.filter(
+            experiment=experiment, default_of__isnull=False
+        ).exists()
+    ):
+        raise MlflowError(INVALID, "Experiment '0' is each user's 'Default' and keeps that "
+                          "name; 'Default' names no other experiment.")  # fmt: skip
+    try:
+        with transaction.atomic():
+            tracked = _tracked_experiment(experiment)
+            tracked.owner, tracked.name = experiment.owner, new_name
+            tracked.save(update_fields=["owner", "name", "updated"])
+            experiment.name = new_name
+            experiment.save(update_fields=["name"])
+    except IntegrityError:
+        raise MlflowError(EXISTS, f"Experiment '{new_name}' already exists.") from None
+
+
+def set_experiment_tag(experiment: Experiment, key: str, value: str) -> None:
+    with transaction.atomic():
+        tracked = _tracked_experiment(experiment)
+        tracked = TrackedExperiment.objects.select_for_update().get(pk=tracked.pk)
+        tracked.tags[key] = value
+        tracked.save(update_fields=["tags", "updated"])
+
+
+def delete_experiment(experiment: Experiment) -> None:
+    """experiments/delete: for good, with its runs and their files (Troupe keeps no trash,
+    so MLflow's restore has nothing to restore)."""
+    if TrackedExperiment.objects.filter(experiment=experiment, default_of__isnull=False).exists():
+        raise MlflowError(INVALID, "The default experiment '0' cannot be deleted.")
+    if experiment.runs.filter(status=Run.RUNNING, external=False).exists():
+        raise MlflowError("INVALID_STATE", f"Experiment '{experiment.id}' has runs a Troupe "
+                          "worker is training: cancel them first.")  # fmt: skip
+    with transaction.atomic():
+        delete_runs(experiment.runs.all())
+        experiment.delete()
+
+
+def delete_tag(run: Run, key: str) -> None:
+    """runs/delete-tag: MLflow answers RESOURCE_DOES_NOT_EXIST for a tag the run lacks."""
+    with transaction.atomic():
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        if key not in tracked.tags:
+            raise MlflowError(MISSING, f"No tag with name: {key} in run with id {tracked.uuid}.")
+        del tracked.tags[key]
+        tracked.save(update_fields=["tags"])
