@@ -7,6 +7,7 @@ import sys
 import time
 
 import mlflow
+import numpy as np
 import pytest
 import requests
 from mlflow import MlflowClient
@@ -158,3 +159,27 @@ def test_another_users_run_takes_no_artifacts_and_traversal_is_refused(
     assert response.status_code == 400, response.text
     assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
     assert "'..'" in response.json()["message"]
+
+
+def test_the_client_renames_tags_deletes_and_logs_inputs(troupe):
+    client = MlflowClient()
+    experiment_id = client.create_experiment("draft")
+    client.rename_experiment(experiment_id, "final")
+    client.set_experiment_tag(experiment_id, "team", "rl")
+    experiment = client.get_experiment_by_name("final")
+    assert experiment.experiment_id == experiment_id and experiment.tags["team"] == "rl"
+
+    run = client.create_run(experiment_id, tags={"note": "x"})
+    client.delete_tag(run.info.run_id, "note")
+    assert "note" not in client.get_run(run.info.run_id).data.tags
+    with mlflow.start_run(run_id=run.info.run_id):
+        mlflow.log_input(mlflow.data.from_numpy(np.arange(6.0), name="toy"), "train")
+    inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
+    assert [i.dataset.name for i in inputs] == ["toy"]
+    found = client.search_runs([experiment_id], f"attributes.run_id IN ('{run.info.run_id}')")
+    assert [r.info.run_id for r in found] == [run.info.run_id]
+
+    client.delete_run(run.info.run_id)
+    assert not Run.objects.exists()
+    client.delete_experiment(experiment_id)
+    assert not Experiment.objects.filter(id=experiment_id).exists()

@@ -157,3 +157,19 @@ def test_a_teammates_experiment_is_found_by_owner_and_name(client, alice, bob):
     mine = create(client, alice, "bob/grpo-math")  # the caller's own comes first
     got = get(client, alice, "experiments/get-by-name", experiment_name="bob/grpo-math").json()
     assert got["experiment"]["experiment_id"] == mine
+
+
+def test_log_inputs_keeps_each_dataset_once_and_refuses_bad_ones_whole(client, alice):
+    run_id = new_run(client, alice, "0")
+    dataset = {"name": "gsm8k", "digest": "abc", "source_type": "hf", "source": "{}"}
+    entry = {"tags": [{"key": "mlflow.data.context", "value": "train"}], "dataset": dataset}
+    for _ in range(2):
+        done = post(client, alice, "runs/log-inputs", {"run_id": run_id, "datasets": [entry]})
+        assert done.status_code == 200, done.content
+    bad = {"dataset": {**dataset, "name": "other", "digest": "d" * 37}}
+    message = error(post(client, alice, "runs/log-inputs",
+                         {"run_id": run_id, "datasets": [bad]}), 400,
+                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    assert "digest" in message
+    got = get(client, alice, "runs/get", run_id=run_id).json()["run"]["inputs"]
+    assert got == {"dataset_inputs": [entry]}

@@ -3,8 +3,9 @@
 An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Troupe `Run`
 (its params are the run's config, its status and times the run's). The rows here add what
 MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
-key chosen as its `eval/accuracy` and the aliases the key mapping made (`trainer/keymap.py`),
-and per step the wall-clock time the client gave its points (MLflow's metric timestamp).
+key chosen as its `eval/accuracy`, the aliases the key mapping made (`trainer/keymap.py`) and
+the datasets it was given (runs/log-inputs), and per step the wall-clock time the client
+gave its points (MLflow's metric timestamp).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class TrackedRun(models.Model):
     # The key whose values are also stored as eval/accuracy (chosen once, then kept).
     accuracy_key = models.CharField(max_length=200, blank=True)
     aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
+    # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
+    # one entry per (name, digest), as MLflow's store keeps them.
+    inputs = models.JSONField(default=list)
 
 
 class StepTime(models.Model):

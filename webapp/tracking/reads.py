@@ -136,7 +136,7 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
             "params": _pairs(params),
             "tags": _pairs(tags),
         },
-        "inputs": {},
+        "inputs": {"dataset_inputs": tracked.inputs} if tracked and tracked.inputs else {},
     }
 
 

@@ -568,3 +568,55 @@ def delete_tag(run: Run, key: str) -> None:
             raise MlflowError(MISSING, f"No tag with name: {key} in run with id {tracked.uuid}.")
         del tracked.tags[key]
         tracked.save(update_fields=["tags"])
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+MAX_INPUTS = 1000  # datasets one request may carry
+DATASET_FIELDS = {
+    "name": 500,
+    "digest": 36,
+    "source_type": 36,
+    "source": 65535,
+    "schema": 1048576,
+    "profile": 16384,
+}  # fmt: skip (MLflow's column sizes)
+
+
+def checked_inputs(entries: list) -> list[dict]:
+    """The datasets of a log-inputs request, each checked: [{"tags", "dataset"}]."""
+    if len(entries) > MAX_INPUTS:
+        raise MlflowError(INVALID, f"At most {MAX_INPUTS} datasets a request; this one holds "
+                          f"{len(entries)}. Nothing was stored.")  # fmt: skip
+    out = []
+    for i, entry in enumerate(entries):
+        dataset = entry.get("dataset") if isinstance(entry, dict) else None
+        if not isinstance(dataset, dict):
+            raise MlflowError(INVALID, f"datasets[{i}] must be an object {{tags, dataset}}.")
+        checked = {}
+        for field, limit in DATASET_FIELDS.items():
+            value = dataset.get(field)
+            if value is None:
+                if field in ("name", "digest", "source_type", "source"):
+                    raise MlflowError(INVALID, f"datasets[{i}].dataset needs '{field}'.")
+                continue
+            if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+                raise MlflowError(INVALID, f"datasets[{i}].dataset.{field} must be a string of "
+                                  f"at most {limit} characters.")  # fmt: skip
+            checked[field] = value
+        tags = checked_tags(entry.get("tags") or [])
+        out.append({"tags": [{"key": k, "value": v} for k, v in tags.items()], "dataset": checked})
+    return out
+
+
+def log_inputs(run: Run, inputs: list[dict]) -> None:
+    """Add the datasets; one already logged (same name and digest) keeps its first entry."""
+    with transaction.atomic():
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        seen = {(i["dataset"]["name"], i["dataset"]["digest"]) for i in tracked.inputs}
+        for entry in inputs:
+            key = (entry["dataset"]["name"], entry["dataset"]["digest"])
+            if key not in seen:
+                tracked.inputs.append(entry)
+                seen.add(key)
+        tracked.save(update_fields=["inputs"])

@@ -23,6 +23,7 @@ urlpatterns = [
     path("runs/set-tag", views.set_tag),
     path("runs/delete-tag", views.delete_tag),
     path("runs/delete", views.run_delete),
+    path("runs/log-inputs", views.log_inputs),
     path("runs/search", views.run_search),
     path("metrics/get-history", views.metric_history),
     path("logged-models/search", views.logged_model_search),

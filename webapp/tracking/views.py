@@ -301,6 +301,14 @@ def delete_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 
 @mlflow_view("POST")
+def log_inputs(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.tracked_of(run)
+    store.log_inputs(run, store.checked_inputs(_list(data, "datasets")))
+    return _ok()
+
+
+@mlflow_view("POST")
 def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     attributes = ("run_name", "status", "run_id", "start_time", "end_time", "user_id")
     numeric = ("start_time", "end_time")
@@ -380,5 +388,6 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
         f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
         "(it answers experiments/get-by-name, create, get, search, update, delete, "
         "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
-        "log-parameter, set-tag, delete-tag; metrics/get-history; logged-models/search).",
+        "log-parameter, set-tag, delete-tag, log-inputs; metrics/get-history; "
+        "logged-models/search).",
     )
