@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import requests
 from mlflow import MlflowClient
+from mlflow.entities import Metric
 
 from tests.helpers import ROOT, service_env
 from tests.live_server import live_troupe, mlflow_env
@@ -172,6 +173,7 @@ def test_the_client_renames_tags_deletes_and_logs_inputs(troupe):
     run = client.create_run(experiment_id, tags={"note": "x"})
     client.delete_tag(run.info.run_id, "note")
     assert "note" not in client.get_run(run.info.run_id).data.tags
+    mlflow.set_experiment(experiment_id=experiment_id)
     with mlflow.start_run(run_id=run.info.run_id):
         mlflow.log_input(mlflow.data.from_numpy(np.arange(6.0), name="toy"), "train")
     inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
@@ -183,3 +185,14 @@ def test_the_client_renames_tags_deletes_and_logs_inputs(troupe):
     assert not Run.objects.exists()
     client.delete_experiment(experiment_id)
     assert not Experiment.objects.filter(id=experiment_id).exists()
+
+
+def test_each_metric_reads_back_with_the_timestamp_it_was_logged_with(troupe):
+    client = MlflowClient()
+    run = client.create_run(client.create_experiment("times"))
+    run_id = run.info.run_id
+    client.log_batch(run_id, metrics=[Metric("loss", 0.5, 1_000, 1), Metric("lr", 1e-5, 1_001, 1)])
+    client.log_metric(run_id, "eval/acc", 0.25, timestamp=9_000, step=1)
+    got = {key: [(m.step, m.timestamp) for m in client.get_metric_history(run_id, key)]
+           for key in ("loss", "lr", "eval/acc")}  # fmt: skip
+    assert got == {"loss": [(1, 1_000)], "lr": [(1, 1_001)], "eval/acc": [(1, 9_000)]}

@@ -64,10 +64,23 @@ class TrackedRun(models.Model):
 
 
 class StepTime(models.Model):
-    """The client's timestamp of a run's points at one step (the newest given): MLflow's
-    metric timestamp. One row a step, not a point: 24 keys logged together share it."""
+    """The client's timestamp of a run's points at one step (the first given): MLflow's
+    metric timestamp. One row a step, not a point: 24 keys logged together share it; a point
+    logged at another time has its own in `PointTime`."""
 
     pk = models.CompositePrimaryKey("run", "step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    step = models.IntegerField()
+    timestamp = models.BigIntegerField()
+
+
+class PointTime(models.Model):
+    """A point's own timestamp where it differs from its step's (`StepTime`): an evaluation
+    logged at a training step later, a step logged again at another time. Most points share
+    their step's time and have no row here."""
+
+    pk = models.CompositePrimaryKey("run", "key", "step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    key = models.CharField(max_length=200)
     step = models.IntegerField()
     timestamp = models.BigIntegerField()

@@ -35,7 +35,7 @@ from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
 from webapp.tracking import artifacts, rows
-from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking.models import PointTime, StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
@@ -419,29 +419,33 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     written = write_points(run_id, keymap.map_points(plain, tracked.accuracy_key or None))
     times: dict[int, int] = {}
     for p in points:
-        times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
+        times.setdefault(p.step, p.timestamp)  # the step's time: its first point's
     # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
     # so only training keys say how far the run is.
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
-    _write_times(run_id, times, max(trained, default=None))
+    before = _write_times(run_id, times, max(trained, default=None))
+    _write_point_times(run_id, points, {**times, **before}, before)
     return written
 
 
-# The steps' times and the run's step in one statement (one round trip a batch).
+# The steps' times and the run's step in one statement (one round trip a batch). It returns
+# the times the batch's steps already had (the statement's snapshot: before its insert).
 _TIMES_UPSERT = """
 WITH times AS (
     INSERT INTO {table} (run_id, step, timestamp)
     SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
-    ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
-    WHERE {table}.timestamp < EXCLUDED.timestamp
+    ON CONFLICT (run_id, step) DO NOTHING
+), moved AS (
+    UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 )
-UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
+SELECT step, timestamp FROM {table} WHERE run_id = %(run)b AND step = ANY(%(steps)b::integer[])
 """
 
 
-def _write_times(run_id: int, times: dict[int, int], last: int | None) -> None:
-    """Each step's newest timestamp, in step order (one lock order for every writer), and
-    the run's step moved on to `last` (None: left as it is)."""
+def _write_times(run_id: int, times: dict[int, int], last: int | None) -> dict[int, int]:
+    """Each new step's time, in step order (one lock order for every writer), and the run's
+    step moved on to `last` (None: left as it is); {step: time} of the steps already timed.
+    A step's time is its first point's; later points at other times get their own rows."""
     ordered = sorted(times.items())
     if connection.vendor == "postgresql":
         connection.ensure_connection()
@@ -450,18 +454,41 @@ def _write_times(run_id: int, times: dict[int, int], last: int | None) -> None:
             steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
             # step < NULL is never true: a batch of system metrics moves no step.
             cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
-        return
+            return dict(cursor.fetchall())
     if last is not None:
         Run.objects.filter(id=run_id, step__lt=last).update(step=last)
-    existing = dict(
+    before = dict(
         StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
     )
     StepTime.objects.bulk_create(
-        [StepTime(run_id=run_id, step=s, timestamp=max(t, existing.get(s, t))) for s, t in ordered],
-        update_conflicts=True,
-        unique_fields=["run", "step"],
-        update_fields=["timestamp"],
+        [StepTime(run_id=run_id, step=s, timestamp=t) for s, t in ordered if s not in before]
     )
+    return before
+
+
+def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, int],
+                       before: dict[int, int]) -> None:  # fmt: skip
+    """Own rows for the points whose time is not their step's; a point logged again at its
+    step's time loses the row an earlier time gave it. Nothing to do, and no query, for a
+    batch of new steps each logged at one time (the common case)."""
+    own = {(p.key, p.step): p.timestamp for p in points if p.timestamp != step_times[p.step]}
+    again = {(p.key, p.step) for p in points if p.step in before} - own.keys()
+    if own:
+        PointTime.objects.bulk_create(
+            [  # sorted: one lock order for every writer
+                PointTime(run_id=run_id, key=k, step=s, timestamp=t)
+                for (k, s), t in sorted(own.items())
+            ],
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["timestamp"],
+        )
+    if again:
+        stale = PointTime.objects.filter(
+            run_id=run_id, step__in={s for _, s in again}, key__in={k for k, _ in again}
+        ).values_list("key", "step")
+        for key, step in set(stale) & again:
+            PointTime.objects.filter(run_id=run_id, key=key, step=step).delete()
 
 
 def update_run(run: Run, *, status: str | None, end_time: int | None, name: str) -> Run:
