@@ -5,6 +5,7 @@ step, and artifacts that go up and come down byte for byte, for their owner only
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -196,3 +197,36 @@ def test_each_metric_reads_back_with_the_timestamp_it_was_logged_with(troupe):
     got = {key: [(m.step, m.timestamp) for m in client.get_metric_history(run_id, key)]
            for key in ("loss", "lr", "eval/acc")}  # fmt: skip
     assert got == {"loss": [(1, 1_000)], "lr": [(1, 1_001)], "eval/acc": [(1, 9_000)]}
+
+
+class Echo(mlflow.pyfunc.PythonModel):
+    def predict(self, context, model_input):
+        return model_input
+
+
+def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path):
+    """What the Hugging Face Trainer does at each save with HF_MLFLOW_LOG_ARTIFACTS=1."""
+    checkpoint = tmp_path / "checkpoint-10"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    mlflow.set_experiment("hf")
+    with mlflow.start_run() as active:
+        info = mlflow.pyfunc.log_model(
+            "checkpoint-10", artifacts={"model_path": str(checkpoint)}, python_model=Echo(),
+            pip_requirements=["mlflow"],
+        )  # fmt: skip
+    client = MlflowClient()
+    model = client.get_logged_model(info.model_id)
+    assert model.status == "READY" and model.source_run_id == active.info.run_id
+    assert model.artifact_location.startswith("mlflow-artifacts:/")
+    down = mlflow.artifacts.download_artifacts(
+        f"models:/{info.model_id}", dst_path=str(tmp_path / "d")
+    )
+    files = {p.name for p in Path(down).rglob("*") if p.is_file()}
+    assert {"MLmodel", "model.safetensors"} <= files
+    found = client.search_logged_models(
+        [model.experiment_id], filter_string="name = 'checkpoint-10'"
+    )
+    assert [m.model_id for m in found] == [info.model_id]
+    listed = {f.path for f in client.list_artifacts(active.info.run_id, "checkpoint-10")}
+    assert "checkpoint-10/MLmodel" in listed

@@ -20,7 +20,7 @@ LISTED = 200  # files shown on the page; the MLflow API lists them all
 
 @register.inclusion_tag("tracking/_artifacts.html")
 def artifact_panel(run: Run) -> dict:
-    files = artifacts.walk(run)
+    files = artifacts.walk(artifacts.run_folder(run.id))
     return {"run": run, "files": files[:LISTED], "more": max(0, len(files) - LISTED)}
 
 
@@ -30,7 +30,7 @@ def artifact_download(request: HttpRequest, run_id: int, path: str) -> HttpRespo
     try:
         if path in ("", ".", "..") or any(p in ("", ".", "..") for p in path.split("/")):
             raise Http404("No such artifact.")
-        handle = artifacts.open_file(run, path)
+        handle = artifacts.open_file(artifacts.run_folder(run.id), path)
     except MlflowError:
         raise Http404("No such artifact.") from None
     return download_response(handle, path.rsplit("/", 1)[-1])

@@ -2,12 +2,13 @@
 uploads through `/api/2.0/mlflow-artifacts/artifacts/<path>` and reads back the same way.
 
 A run's artifact URI is `mlflow-artifacts:/<experiment id>/<run id>/artifacts`; its files live
-in `$TROUPE_DATA_DIR/runs/<Troupe run number>/artifacts/`, inside the run's directory, so
-deleting the run deletes them (`webapp/experiments/run_files.py`). A path is confined to its
-run: every part is a plain name (no `..`, `.`, empty part, backslash or NUL), and the resolved
-file must still lie under the run's folder (a symlink planted there leads nowhere). An upload
-goes to a temporary file beside its target and is renamed into place once whole, so a reader
-never sees half a file and a refused upload leaves nothing.
+in `$TROUPE_DATA_DIR/runs/<Troupe run number>/artifacts/`, inside the run's directory, and a
+logged model's (`…/models/<model id>/artifacts`) in `runs/<number>/models/<model id>/` of the
+run that made it, so deleting the run deletes them (`webapp/experiments/run_files.py`). A
+path is confined to its run: every part is a plain name (no `..`, `.`, empty part, backslash
+or NUL), and the resolved file must still lie under its folder (a symlink planted there leads
+nowhere). An upload goes to a temporary file beside its target and is renamed into place once
+whole, so a reader never sees half a file and a refused upload leaves nothing.
 """
 
 from __future__ import annotations
@@ -40,20 +41,33 @@ def run_folder(run_id: int) -> Path:
     return Path(settings.DATA_DIR) / "runs" / str(run_id) / ROOT_PART
 
 
+def model_uri(experiment_id: int, model_id: str) -> str:
+    return f"mlflow-artifacts:/{experiment_id}/models/{model_id}/{ROOT_PART}"
+
+
+def model_folder(run_id: int, model_id: str) -> Path:
+    """A logged model's files, in the directory of the run that made it."""
+    return Path(settings.DATA_DIR) / "runs" / str(run_id) / "models" / model_id
+
+
 @dataclass(frozen=True)
 class Address:
-    """Where a request's path points: the run (by experiment and MLflow run id) and the path
-    inside its artifacts ("" for the root)."""
+    """Where a request's path points: a run's artifacts (`run_id`) or a logged model's
+    (`model_id`), by experiment, and the path inside them ("" for the root)."""
 
     experiment_id: str
     run_id: str
+    model_id: str
     inner: str
 
 
 def parse(path: str) -> Address:
-    """`<experiment id>/<run id>/artifacts[/<inner path>]`, every part checked."""
+    """`<experiment>/<run id>/artifacts[/<path>]` or `<experiment>/models/<model id>/artifacts
+    [/<path>]`, every part checked."""
     parts = path.strip("/").split("/") if path.strip("/") else []
-    if len(parts) < 3 or parts[2] != ROOT_PART:
+    model = len(parts) >= 2 and parts[1] == "models"
+    head = 4 if model else 3
+    if len(parts) < head or parts[head - 1] != ROOT_PART:
         raise MlflowError(
             INVALID, f"Artifact path {path!r} names no run: Troupe keeps artifacts under "
             "<experiment id>/<run id>/artifacts/ (the run's artifact_uri)."
@@ -64,12 +78,14 @@ def parse(path: str) -> Address:
                 INVALID, f"Invalid artifact path {path!r}: each part must be a plain name "
                 "(no '..', '.', empty part, backslash or NUL)."
             )  # fmt: skip
-    return Address(parts[0], parts[1], "/".join(parts[3:]))
+    inner = "/".join(parts[head:])
+    if model:
+        return Address(parts[0], "", parts[2], inner)
+    return Address(parts[0], parts[1], "", inner)
 
 
-def locate(run: Run, inner: str) -> Path:
-    """The file or folder `inner` of the run's artifacts, proved to lie inside them."""
-    root = run_folder(run.id)
+def locate(root: Path, inner: str) -> Path:
+    """The file or folder `inner` under `root` (a run's or a model's), proved to lie inside."""
     target = root / inner if inner else root
     real_root = os.path.realpath(root)
     real = os.path.realpath(target)
@@ -85,9 +101,9 @@ class Entry:
     size: int | None
 
 
-def listing(run: Run, inner: str) -> list[Entry]:
+def listing(root: Path, inner: str) -> list[Entry]:
     """The folder's entries (none for a file or a missing folder, as MLflow's stores do)."""
-    folder = locate(run, inner)
+    folder = locate(root, inner)
     if not folder.is_dir():
         return []
     entries = []
@@ -103,9 +119,8 @@ def listing(run: Run, inner: str) -> list[Entry]:
     return entries
 
 
-def walk(run: Run) -> list[Entry]:
-    """Every file of the run's artifacts, paths from their root, for the run page."""
-    root = run_folder(run.id)
+def walk(root: Path) -> list[Entry]:
+    """Every file under `root`, paths from it (the run page's list, the run's total)."""
     if not root.is_dir():
         return []
     files = []
@@ -119,17 +134,18 @@ def walk(run: Run) -> list[Entry]:
     return files
 
 
-def used_bytes(run: Run) -> int:
-    return sum(entry.size or 0 for entry in walk(run))
+def used_bytes(root: Path) -> int:
+    return sum(entry.size or 0 for entry in walk(root))
 
 
-def save(run: Run, inner: str, stream: BinaryIO, length: int | None) -> int:
-    """Store the upload as the file `inner`; its size. Over a limit, nothing is kept."""
+def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id: int) -> int:
+    """Store the upload as the file `inner` under `root`; its size. Over a limit (the run's
+    total counts the folder of the run: its artifacts and its models), nothing is kept."""
     if not inner:
         raise MlflowError(INVALID, "An upload needs a file name after the run's artifacts/.")
     limit = settings.TROUPE_ARTIFACT_MAX_BYTES
-    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used_bytes(run)
-    target = locate(run, inner)
+    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used_bytes(run_folder(run_id).parent)
+    target = locate(root, inner)
     if target.is_dir():
         raise MlflowError(INVALID, f"Artifact '{inner}' is a folder; upload files into it.")
     if target.is_file():
@@ -137,7 +153,7 @@ def save(run: Run, inner: str, stream: BinaryIO, length: int | None) -> int:
     if length is not None:
         _check_size(length, limit, room)
     target.parent.mkdir(parents=True, exist_ok=True)
-    locate(run, inner)  # again, now that the folders exist
+    locate(root, inner)  # again, now that the folders exist
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
     written = 0
     try:
@@ -167,8 +183,8 @@ def _check_size(size: int, limit: int, room: int) -> None:
         )  # fmt: skip
 
 
-def open_file(run: Run, inner: str) -> BinaryIO:
-    path = locate(run, inner)
+def open_file(root: Path, inner: str) -> BinaryIO:
+    path = locate(root, inner)
     if not inner or not path.is_file() or path.is_symlink():
         raise MlflowError(MISSING, f"No artifact file '{inner}' in this run.")
     return path.open("rb")
@@ -178,9 +194,9 @@ def clear(run_id: int) -> None:
     shutil.rmtree(run_folder(run_id), ignore_errors=True)
 
 
-def delete(run: Run, inner: str) -> None:
-    """Remove the file or folder `inner` (the whole of the run's artifacts for "")."""
-    path = locate(run, inner)
+def delete(root: Path, inner: str) -> None:
+    """Remove the file or folder `inner` (the whole of `root` for "")."""
+    path = locate(root, inner)
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():

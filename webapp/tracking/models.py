@@ -84,3 +84,25 @@ class PointTime(models.Model):
     key = models.CharField(max_length=200)
     step = models.IntegerField()
     timestamp = models.BigIntegerField()
+
+
+class LoggedModel(models.Model):
+    """An MLflow 3 logged model (`mlflow.<flavor>.log_model`, a Hugging Face checkpoint). Troupe
+    keeps one only with the run that made it: its files lie in the run's directory, so they go
+    when the run goes."""
+
+    model_id = models.CharField(max_length=40, primary_key=True)  # "m-<32 hex>", as MLflow's
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=250)
+    model_type = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=40, default="LOGGED_MODEL_PENDING")
+    created = models.BigIntegerField()  # ms since the epoch
+    updated = models.BigIntegerField()
+    tags = models.JSONField(default=dict)
+    params = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [
+            # logged-models/search by experiment and name (the client's look-up of a run's model)
+            models.Index(fields=["run", "name"], name="logged_model_run_name"),
+        ]

@@ -4,7 +4,7 @@ MLflow's ENDPOINT_NOT_FOUND as JSON."""
 
 from django.urls import path, re_path
 
-from webapp.tracking import views
+from webapp.tracking import model_views, views
 
 urlpatterns = [
     path("experiments/get-by-name", views.experiment_by_name),
@@ -26,6 +26,13 @@ urlpatterns = [
     path("runs/log-inputs", views.log_inputs),
     path("runs/search", views.run_search),
     path("metrics/get-history", views.metric_history),
-    path("logged-models/search", views.logged_model_search),
+    path("runs/outputs", model_views.run_outputs),
+    path("runs/log-model", model_views.log_model),
+    path("logged-models", model_views.create),
+    path("logged-models/search", model_views.search),
+    path("logged-models/<str:model_id>", model_views.model),
+    path("logged-models/<str:model_id>/tags", model_views.set_tags),
+    path("logged-models/<str:model_id>/tags/<path:key>", model_views.delete_tag),
+    path("logged-models/<str:model_id>/params", model_views.log_params),
     re_path(r"^(?P<rest>.*)$", views.not_found),
 ]

@@ -368,16 +368,6 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
     return _ok(body)
 
 
-# --- logged models ------------------------------------------------------------------------------
-
-
-@mlflow_view("POST")
-def logged_model_search(request: HttpRequest, user, data: dict) -> JsonResponse:
-    """None are kept yet: the client searches them whenever it lists or downloads a run's
-    artifacts (a run's model may hold some), and an empty answer lets it go on."""
-    return _ok({"models": []})
-
-
 # --- everything else -----------------------------------------------------------------------------
 
 
@@ -388,6 +378,6 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
         f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
         "(it answers experiments/get-by-name, create, get, search, update, delete, "
         "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
-        "log-parameter, set-tag, delete-tag, log-inputs; metrics/get-history; "
-        "logged-models/search).",
+        "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
+        "metrics/get-history; logged-models).",
     )
