@@ -5,7 +5,8 @@ never move a run's step or progress."""
 import json
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from tests.people import bearer
 from webapp.experiments.models import Experiment, MetricPoint, Run
@@ -66,3 +67,25 @@ def test_system_metrics_are_stored_but_only_training_keys_move_the_step(client, 
     troupe = Run.objects.get()
     assert troupe.step == 1 and troupe.progress == 0.1
     assert MetricPoint.objects.filter(run=troupe, key__startswith="system/").count() == 9
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_leaves_the_oldest_of_duplicate_names_holding_it(alice):
+    """Databases the old check-then-insert raced hold two experiments of one name: the
+    constraint must still apply, the oldest keeping the name."""
+    executor = MigrationExecutor(connection)
+    before = [("tracking", "0001_initial")]
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    experiments = [
+        old.get_model("experiments", "Experiment").objects.create(owner_id=alice.id, name="grpo")
+        for _ in range(2)
+    ]
+    for experiment in experiments:
+        old.get_model("tracking", "TrackedExperiment").objects.create(experiment=experiment)
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    claims = TrackedExperiment.objects.order_by("experiment_id").values_list("owner", "name")
+    assert list(claims) == [(alice.id, "grpo"), (alice.id, None)]
