@@ -2,6 +2,7 @@
 `set_experiment` calls ending in one experiment, system metrics that never move a run's
 step, and artifacts that go up and come down byte for byte, for their owner only."""
 
+import math
 import subprocess
 import sys
 import time
@@ -230,3 +231,14 @@ def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path)
     assert [m.model_id for m in found] == [info.model_id]
     listed = {f.path for f in client.list_artifacts(active.info.run_id, "checkpoint-10")}
     assert "checkpoint-10/MLmodel" in listed
+
+
+def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
+    mlflow.set_experiment("diverging")
+    with mlflow.start_run() as active:
+        mlflow.log_metrics({"loss": 0.5, "reward": 0.1}, step=0)
+        mlflow.log_metrics({"loss": math.nan, "reward": 0.2}, step=1)
+    history = MlflowClient().get_metric_history(active.info.run_id, "loss")
+    assert [m.step for m in history] == [0, 1]
+    assert history[0].value == 0.5 and math.isnan(history[1].value)
+    assert MlflowClient().get_metric_history(active.info.run_id, "reward")[1].value == 0.2

@@ -89,3 +89,24 @@ def test_the_migration_leaves_the_oldest_of_duplicate_names_holding_it(alice):
 
     claims = TrackedExperiment.objects.order_by("experiment_id").values_list("owner", "name")
     assert list(claims) == [(alice.id, "grpo"), (alice.id, None)]
+
+
+def test_nan_and_infinities_are_stored_as_gaps_and_the_rest_of_the_batch_is_kept(client, alice):
+    run = post(client, alice, "runs/create", {"experiment_id": "0"}).json()["run"]
+    run_id = run["info"]["run_id"]
+    batch = [
+        {"key": "loss", "value": 0.5, "timestamp": 1, "step": 0},
+        {"key": "loss", "value": "NaN", "timestamp": 1, "step": 1},
+        {"key": "loss", "value": "Infinity", "timestamp": 1, "step": 2},
+        {"key": "loss", "value": "-Infinity", "timestamp": 1, "step": 3},
+        {"key": "reward", "value": 0.25, "timestamp": 1, "step": 3},
+    ]
+    done = post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": batch})
+    assert done.status_code == 200, done.content
+
+    stored = MetricPoint.objects.filter(key="loss").order_by("step").values_list("value", flat=True)
+    assert list(stored) == [0.5, None, None, None]
+    assert Run.objects.get().step == 3
+    history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
+                         headers=bearer(alice)).json()["metrics"]  # fmt: skip
+    assert [m["value"] for m in history] == [0.5, "NaN", "NaN", "NaN"]

@@ -201,8 +201,9 @@ def entity_name(kind: str, name: Any, limit: int = 250) -> str:
 
 
 def number(value: Any, where: str) -> float:
-    """A metric value: a JSON number, or a numeric string (protobuf JSON). NaN and ±inf are
-    refused: Troupe's analysis needs a value at each step, and a gap would hide divergence."""
+    """A metric value: a JSON number, or a numeric string (protobuf JSON spells NaN and ±inf
+    "NaN", "Infinity", "-Infinity"). Non-finite values are taken, as MLflow's server takes
+    them: stored as a gap (`webapp/experiments/metrics.finite_or_none`), read back as NaN."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -211,12 +212,6 @@ def number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise MlflowError(INVALID, f"{where}: value {value!r} is not a number.")
     try:
-        value = float(value)
-    except OverflowError:
-        value = math.inf
-    if not math.isfinite(value):
-        raise MlflowError(
-            INVALID, f"{where}: value {value} is not finite; Troupe stores finite numbers only "
-            "(nothing of this request was stored)."
-        )  # fmt: skip
-    return value
+        return float(value)
+    except OverflowError:  # an integer beyond any float
+        return math.inf if value > 0 else -math.inf
