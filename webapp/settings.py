@@ -198,6 +198,10 @@ TROUPE_MAX_ATTEMPTS = env_int("TROUPE_MAX_ATTEMPTS", 3, minimum=1)
 # Metric points one API request may carry; bigger bodies than DATA_UPLOAD_MAX_MEMORY_SIZE
 # (Django's 2.5 MB) are refused with 413 as well.
 TROUPE_API_MAX_POINTS = env_int("TROUPE_API_MAX_POINTS", 10_000, minimum=1)
+# MLflow artifacts (webapp/tracking/artifacts.py): the largest file one upload may carry, and
+# the most one run may hold in all; a bigger upload is refused, nothing of it kept.
+TROUPE_ARTIFACT_MAX_BYTES = env_int("TROUPE_ARTIFACT_MAX_BYTES", 2 * 1024**3, minimum=1)
+TROUPE_RUN_ARTIFACTS_MAX_BYTES = env_int("TROUPE_RUN_ARTIFACTS_MAX_BYTES", 20 * 1024**3, minimum=1)
 
 # The live radar (webapp/experiments/alerts.py): each confirmed event is POSTed once as JSON
 # to this URL, when set, from a background thread that waits at most the timeout.

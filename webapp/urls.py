@@ -14,6 +14,8 @@ urlpatterns = [
     path("api/v1/", include("webapp.api.urls")),
     # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
     path("api/2.0/mlflow/", include("webapp.tracking.urls")),
+    path("api/2.0/mlflow-artifacts/", include("webapp.tracking.artifact_urls")),
+    path("", include("webapp.tracking.page_urls")),  # artifact downloads from the run page
     # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

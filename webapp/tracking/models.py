@@ -3,8 +3,9 @@
 An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Troupe `Run`
 (its params are the run's config, its status and times the run's). The rows here add what
 MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
-key chosen as its `eval/accuracy` and the aliases the key mapping made (`trainer/keymap.py`),
-and per step the wall-clock time the client gave its points (MLflow's metric timestamp).
+key chosen as its `eval/accuracy`, the aliases the key mapping made (`trainer/keymap.py`) and
+the datasets it was given (runs/log-inputs), and per step the wall-clock time the client
+gave its points (MLflow's metric timestamp).
 """
 
 from __future__ import annotations
@@ -27,8 +28,21 @@ class TrackedExperiment(models.Model):
         blank=True,
         related_name="default_mlflow_experiment",
     )
+    # The name this experiment holds among its owner's MLflow experiments. The database keeps
+    # it unique, so of two clients that create one name at once, one gets the experiment and
+    # the other RESOURCE_ALREADY_EXISTS (a check before the insert cannot: both pass it).
+    # NULL for an experiment made before the constraint whose name an older one already held.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    name = models.CharField(max_length=200, null=True)
     tags = models.JSONField(default=dict)
     updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="mlflow_name_unique_per_owner")
+        ]
 
 
 class TrackedRun(models.Model):
@@ -44,13 +58,51 @@ class TrackedRun(models.Model):
     # The key whose values are also stored as eval/accuracy (chosen once, then kept).
     accuracy_key = models.CharField(max_length=200, blank=True)
     aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
+    # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
+    # one entry per (name, digest), as MLflow's store keeps them.
+    inputs = models.JSONField(default=list)
 
 
 class StepTime(models.Model):
-    """The client's timestamp of a run's points at one step (the newest given): MLflow's
-    metric timestamp. One row a step, not a point: 24 keys logged together share it."""
+    """The client's timestamp of a run's points at one step (the first given): MLflow's
+    metric timestamp. One row a step, not a point: 24 keys logged together share it; a point
+    logged at another time has its own in `PointTime`."""
 
     pk = models.CompositePrimaryKey("run", "step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
     step = models.IntegerField()
     timestamp = models.BigIntegerField()
+
+
+class PointTime(models.Model):
+    """A point's own timestamp where it differs from its step's (`StepTime`): an evaluation
+    logged at a training step later, a step logged again at another time. Most points share
+    their step's time and have no row here."""
+
+    pk = models.CompositePrimaryKey("run", "key", "step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    key = models.CharField(max_length=200)
+    step = models.IntegerField()
+    timestamp = models.BigIntegerField()
+
+
+class LoggedModel(models.Model):
+    """An MLflow 3 logged model (`mlflow.<flavor>.log_model`, a Hugging Face checkpoint). Troupe
+    keeps one only with the run that made it: its files lie in the run's directory, so they go
+    when the run goes."""
+
+    model_id = models.CharField(max_length=40, primary_key=True)  # "m-<32 hex>", as MLflow's
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=250)
+    model_type = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=40, default="LOGGED_MODEL_PENDING")
+    created = models.BigIntegerField()  # ms since the epoch
+    updated = models.BigIntegerField()
+    tags = models.JSONField(default=dict)
+    params = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [
+            # logged-models/search by experiment and name (the client's look-up of a run's model)
+            models.Index(fields=["run", "name"], name="logged_model_run_name"),
+        ]

@@ -82,9 +82,11 @@ def _token_user(request: HttpRequest):
 
 
 def request_data(request: HttpRequest) -> dict[str, Any]:
-    """The request's fields: the query string of a GET (lists where a name repeats), the JSON
-    body of a POST."""
-    if request.method == "GET":
+    """The request's fields: the query string of a GET or DELETE (lists where a name repeats),
+    the JSON body of a POST; none for a PUT (its body is an artifact's bytes)."""
+    if request.method == "PUT":
+        return {}
+    if request.method in ("GET", "DELETE"):
         return {
             name: values if len(values) > 1 else values[0] for name, values in request.GET.lists()
         }
@@ -95,16 +97,17 @@ def request_data(request: HttpRequest) -> dict[str, Any]:
         raise MlflowError(INVALID, exc.message + (f" ({detail})" if detail else "")) from None
 
 
-def mlflow_view(method: str) -> Callable:
+def mlflow_view(*methods: str) -> Callable:
     def decorate(view: Callable) -> Callable:
         @csrf_exempt  # bearer tokens only: no browser attaches one by itself
         @wraps(view)
         def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if request.method != method:
+            if request.method not in methods:
+                allowed = ", ".join(methods)
                 response = error_response(
-                    "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}."
+                    "ENDPOINT_NOT_FOUND", f"{request.path} takes {allowed}, not {request.method}."
                 )
-                response["Allow"] = method
+                response["Allow"] = allowed
                 return response
             try:
                 user = _token_user(request)
@@ -198,8 +201,9 @@ def entity_name(kind: str, name: Any, limit: int = 250) -> str:
 
 
 def number(value: Any, where: str) -> float:
-    """A metric value: a JSON number, or a numeric string (protobuf JSON). NaN and ±inf are
-    refused: Troupe's analysis needs a value at each step, and a gap would hide divergence."""
+    """A metric value: a JSON number, or a numeric string (protobuf JSON spells NaN and ±inf
+    "NaN", "Infinity", "-Infinity"). Non-finite values are taken, as MLflow's server takes
+    them: stored as a gap (`webapp/experiments/metrics.finite_or_none`), read back as NaN."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -208,12 +212,6 @@ def number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise MlflowError(INVALID, f"{where}: value {value!r} is not a number.")
     try:
-        value = float(value)
-    except OverflowError:
-        value = math.inf
-    if not math.isfinite(value):
-        raise MlflowError(
-            INVALID, f"{where}: value {value} is not finite; Troupe stores finite numbers only "
-            "(nothing of this request was stored)."
-        )  # fmt: skip
-    return value
+        return float(value)
+    except OverflowError:  # an integer beyond any float
+        return math.inf if value > 0 else -math.inf

@@ -4,7 +4,8 @@ A run's `data.metrics` are the latest point of each key it logged (highest step)
 aliases the key mapping added are left out, so an MLflow client reads back exactly what it
 logged (they stay readable by name through `get-history`). Every run carries two read-only
 tags, `troupe.run_id` and `troupe.url`, that say where it is in Troupe. A metric's timestamp
-is its step's (`webapp/tracking/models.StepTime`); points logged another way have none (0).
+is its own where it differs from its step's (`webapp/tracking/models.PointTime`), else its
+step's (`StepTime`); points logged another way have none (0).
 """
 
 from __future__ import annotations
@@ -18,10 +19,18 @@ from django.db import connection
 from django.urls import reverse
 
 from webapp.experiments.models import Experiment, MetricPoint, Run
-from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking import artifacts
+from webapp.tracking.models import PointTime, StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
 _POINTS, _TIMES = MetricPoint._meta.db_table, StepTime._meta.db_table
+_OWN = PointTime._meta.db_table
+# A point's time: its own where it has one, else its step's (0 when neither: points logged
+# another way than MLflow's).
+_TIME_JOIN = f"""
+    LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+    LEFT JOIN {_OWN} o ON o.run_id = p.run_id AND o.key = p.key AND o.step = p.step
+"""
 
 
 def _pairs(mapping: dict[str, Any]) -> list[dict[str, str]]:
@@ -39,7 +48,7 @@ def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
     return {
         "experiment_id": "0" if mine else str(experiment.id),
         "name": experiment.name,
-        "artifact_location": "",
+        "artifact_location": artifacts.experiment_location(experiment.id),
         "lifecycle_stage": "active",
         "creation_time": created,
         "last_update_time": to_ms(tracked.updated) if tracked else created,
@@ -67,15 +76,16 @@ def latest_metrics(run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
         return out
     if connection.vendor == "postgresql":
         sql = f"""
-            SELECT DISTINCT ON (p.run_id, p.key) p.run_id, p.key, p.step, p.value, t.timestamp
-            FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+            SELECT DISTINCT ON (p.run_id, p.key)
+                p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp)
+            FROM {_POINTS} p {_TIME_JOIN}
             WHERE p.run_id = ANY(%s) ORDER BY p.run_id, p.key, p.step DESC
         """  # noqa: S608 (table names are ours)
         params: list[Any] = [list(run_ids)]
     else:
         sql = f"""
-            SELECT p.run_id, p.key, p.step, p.value, t.timestamp
-            FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+            SELECT p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp)
+            FROM {_POINTS} p {_TIME_JOIN}
             WHERE p.run_id IN ({",".join(["%s"] * len(run_ids))})
               AND p.step = (SELECT MAX(q.step) FROM {_POINTS} q
                             WHERE q.run_id = p.run_id AND q.key = p.key)
@@ -117,7 +127,7 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
         "user_id": tracked.user_id if tracked else "",
         "status": TO_MLFLOW[run.status],
         "start_time": start,
-        "artifact_uri": "",
+        "artifact_uri": artifacts.artifact_uri(run, run_id),
         "lifecycle_stage": "active",
     }
     if end is not None:
@@ -135,7 +145,7 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
             "params": _pairs(params),
             "tags": _pairs(tags),
         },
-        "inputs": {},
+        "inputs": {"dataset_inputs": tracked.inputs} if tracked and tracked.inputs else {},
     }
 
 
@@ -147,6 +157,10 @@ _HISTORY_POINTS = """
 _HISTORY_TIMES = """
     SELECT array_agg(step ORDER BY step), array_agg(timestamp ORDER BY step)
     FROM {times} WHERE run_id = %s AND step >= %s AND step <= %s
+"""
+
+_HISTORY_OWN_TIMES = """
+    SELECT step, timestamp FROM {own} WHERE run_id = %s AND key = %s AND step >= %s AND step <= %s
 """
 
 
@@ -168,6 +182,8 @@ def metric_history_json(run_id: int, key: str, start_step: int, limit: int | Non
         sql = _HISTORY_TIMES.format(times=_TIMES)
         cursor.execute(sql, [run_id, steps[0], steps[-1]], binary=True)
         time_steps, stamps = cursor.fetchone()
+        cursor.execute(_HISTORY_OWN_TIMES.format(own=_OWN), [run_id, key, steps[0], steps[-1]])
+        own = dict(cursor.fetchall())
         following = None
         if limit is not None and len(steps) == limit:
             cursor.execute(
@@ -178,6 +194,8 @@ def metric_history_json(run_id: int, key: str, start_step: int, limit: int | Non
     if time_steps != steps:  # a step logged without a time (another writer's point): 0
         known = dict(zip(time_steps or [], stamps or [], strict=True))
         stamps = [known.get(step, 0) for step in steps]
+    if own:
+        stamps = [own.get(step, stamp) for step, stamp in zip(steps, stamps, strict=True)]
     head = '{"key":' + json.dumps(key) + ',"value":'
     text = ",".join(
         [f'{head}{v},"timestamp":{t},"step":{s}}}' for v, t, s in zip(values, stamps, steps)]
@@ -188,8 +206,8 @@ def metric_history_json(run_id: int, key: str, start_step: int, limit: int | Non
 def metric_history(run_id: int, key: str, start_step: int, limit: int | None) -> list[dict]:
     """The points of one series from `start_step` on, in step order, at most `limit`."""
     sql = f"""
-        SELECT p.step, p.value, t.timestamp
-        FROM {_POINTS} p LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
+        SELECT p.step, p.value, coalesce(o.timestamp, t.timestamp)
+        FROM {_POINTS} p {_TIME_JOIN}
         WHERE p.run_id = %s AND p.key = %s AND p.step >= %s ORDER BY p.step
     """  # noqa: S608
     params: list[Any] = [run_id, key, start_step]

@@ -2,7 +2,8 @@
 
 A filter is comparisons joined by AND: `metrics.loss < 0.5 AND params.lr = '2e-5' AND
 tags.workflow = 'voting' AND attributes.status = 'FINISHED'`. Names may be quoted with
-backticks or double quotes; operators are = != < <= > >= LIKE ILIKE (`%` and `_` wildcards);
+backticks or double quotes; operators are = != < <= > >= LIKE ILIKE (`%` and `_` wildcards),
+IN and NOT IN ('a', 'b') and IS NULL / IS NOT NULL (a missing tag, param or metric);
 values are 'strings' or numbers. Entities: `metrics.`, `params.`, `tags.`, and attributes
 (`attributes.` or bare: `run_name`, `status`, `run_id`, `start_time`, `end_time`, `user_id`;
 for experiments `name`, `creation_time`, `last_update_time`). Anything else is an
@@ -19,12 +20,16 @@ from typing import Any
 
 from webapp.tracking.protocol import INVALID, MlflowError
 
+_VALUE = r"""'[^']*'|"[^"]*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"""
 _CLAUSE = re.compile(
-    r"""\s*(?P<ident>(?:(?P<kind>[A-Za-z]+)\.)?(?P<name>`[^`]+`|"[^"]+"|[\w.\-/:]+))"""
-    r"""\s*(?P<op>!=|<=|>=|=|<|>|ILIKE\b|LIKE\b)\s*"""
-    r"""(?P<value>'[^']*'|"[^"]*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*""",
+    r"""\s*(?P<ident>(?:(?P<kind>[A-Za-z]+)\.)?(?P<name>`[^`]+`|"[^"]+"|[\w.\-/:]+))\s*"""
+    r"""(?:(?P<null>IS\s+NOT\s+NULL\b|IS\s+NULL\b)"""
+    r"""|(?P<inop>NOT\s+IN\b|IN\b)\s*\((?P<list>\s*(?:'[^']*'|"[^"]*")"""
+    r"""(?:\s*,\s*(?:'[^']*'|"[^"]*"))*\s*,?\s*)\)"""
+    rf"""|(?P<op>!=|<=|>=|=|<|>|ILIKE\b|LIKE\b)\s*(?P<value>{_VALUE}))\s*""",
     re.IGNORECASE,
 )
+_LISTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 _AND = re.compile(r"AND\b", re.IGNORECASE)
 _KINDS = {
     "metric": "metrics", "metrics": "metrics", "param": "params", "params": "params",
@@ -39,7 +44,7 @@ class Clause:
     kind: str  # metrics, params, tags, attributes
     name: str
     op: str
-    value: str | float
+    value: str | float | tuple[str, ...]  # a tuple for IN and NOT IN
 
 
 Getter = Callable[[str, str], Any]  # (kind, name) → the record's value, or None
@@ -71,13 +76,13 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
                 "<entity> <op> <value>, e.g. metrics.loss < 0.5 AND tags.task = 'math'."
             )  # fmt: skip
         kind, name = _entity(found["kind"], found["name"], attributes)
-        raw, op = found["value"], found["op"].upper()
-        quoted = raw[0] in "'\""
-        is_number = kind == "metrics" or (kind == "attributes" and name in numeric)
-        if is_number == quoted or (op.endswith("LIKE") and is_number):
-            want = "a number" if is_number else "a quoted string"
-            raise MlflowError(INVALID, f"In '{found['ident']} {op} {raw}': expected {want}.")
-        clauses.append(Clause(kind, name, op, float(raw) if is_number else _unquote(raw)))
+        if found["null"]:
+            clauses.append(Clause(kind, name, " ".join(found["null"].upper().split()), ""))
+        elif found["inop"]:
+            values = tuple(single or double for single, double in _LISTED.findall(found["list"]))
+            clauses.append(Clause(kind, name, " ".join(found["inop"].upper().split()), values))
+        else:
+            clauses.append(_comparison(found, kind, name, numeric))
         pos = found.end()
         if text[pos:].strip():
             joiner = _AND.match(text, pos)
@@ -89,14 +94,28 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
     return clauses
 
 
+def _comparison(found: re.Match, kind: str, name: str, numeric: Sequence[str]) -> Clause:
+    raw, op = found["value"], found["op"].upper()
+    quoted = raw[0] in "'\""
+    is_number = kind == "metrics" or (kind == "attributes" and name in numeric)
+    if is_number == quoted or (op.endswith("LIKE") and is_number):
+        want = "a number" if is_number else "a quoted string"
+        raise MlflowError(INVALID, f"In '{found['ident']} {op} {raw}': expected {want}.")
+    return Clause(kind, name, op, float(raw) if is_number else _unquote(raw))
+
+
 def _like(pattern: str, value: str, ignore_case: bool) -> bool:
     regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
     return re.fullmatch(regex, value, re.IGNORECASE if ignore_case else 0) is not None
 
 
 def _holds(clause: Clause, value: Any) -> bool:
+    if clause.op in ("IS NULL", "IS NOT NULL"):
+        return (value is None) == (clause.op == "IS NULL")
     if value is None:
         return False
+    if clause.op in ("IN", "NOT IN"):
+        return (str(value) in clause.value) == (clause.op == "IN")
     target = clause.value
     if isinstance(target, float):
         value = float(value)

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import psycopg
-from django.db import connection, transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
 
 from trainer import keymap
 from trainer.config import INT_MAX
@@ -32,8 +33,9 @@ from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.tracking import rows
-from webapp.tracking.models import StepTime, TrackedExperiment, TrackedRun
+from webapp.experiments.run_files import delete_runs
+from webapp.tracking import artifacts, rows
+from webapp.tracking.models import PointTime, StepTime, TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
@@ -44,6 +46,7 @@ METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
 CELL_FIELDS = ("workflow", "task", "model", "sharing", "seed")  # tags or params
 ACCURACY_TAG = "troupe.accuracy_key"
 RUN_NAME_TAG = "mlflow.runName"
+SYSTEM_PREFIX = "system/"  # MLflow's system metrics (`mlflow.enable_system_metrics_logging`)
 STEPS_PARAMS = ("steps", "max_steps", "trainer/total_training_steps", "total_training_steps")
 
 TO_TROUPE = {
@@ -83,11 +86,16 @@ def default_experiment(user, create: bool) -> Experiment | None:
     tracked = TrackedExperiment.objects.filter(default_of=user).select_related("experiment").first()
     if tracked is not None or not create:
         return tracked and tracked.experiment
-    with transaction.atomic():
-        experiment = Experiment.objects.create(
-            owner=user, name="Default", description="MLflow's default experiment."
-        )
-        TrackedExperiment.objects.create(experiment=experiment, default_of=user)
+    try:
+        with transaction.atomic():
+            experiment = Experiment.objects.create(
+                owner=user, name="Default", description="MLflow's default experiment."
+            )
+            TrackedExperiment.objects.create(
+                experiment=experiment, default_of=user, owner=user, name="Default"
+            )
+    except IntegrityError:  # a concurrent first request made it
+        return default_experiment(user, create=False)
     return experiment
 
 
@@ -126,20 +134,43 @@ def find_experiment(user, raw_id: str, *, manage: bool = False) -> Experiment | 
 
 
 def experiment_by_name(user, name: str) -> Experiment | None:
-    """The caller's own experiment of that name ("Default" is MLflow's "0")."""
+    """The caller's own experiment of that name ("Default" is MLflow's "0"): the one holding
+    the name, else (made on Troupe's pages, which do not claim names) the oldest of it."""
     if name == "Default":
         return default_experiment(user, create=False)
+    tracked = TrackedExperiment.objects.filter(owner=user, name=name).select_related("experiment")
+    if found := tracked.first():
+        return found.experiment
     return Experiment.objects.filter(owner=user, name=name).order_by("id").first()
 
 
+def readable_by_name(user, name: str) -> Experiment | None:
+    """experiments/get-by-name: the caller's own experiment of that name, else, for
+    `<user>/<name>`, that teammate's (names are per owner, so a bare name is always yours)."""
+    found = experiment_by_name(user, name)
+    owner_name, _, rest = name.partition("/")
+    if found is not None or not rest:
+        return found
+    owner = get_user_model().objects.filter(username=owner_name).first()
+    return None if owner is None else experiment_by_name(owner, rest)
+
+
 def create_experiment(user, name: str, tags: dict[str, str]) -> Experiment:
+    """A new experiment holding `name` among the user's. The check first gives the common
+    case its answer without a failed insert; the unique (owner, name) row decides a race."""
+    exists = MlflowError(EXISTS, f"Experiment '{name}' already exists.")
     if experiment_by_name(user, name) is not None or name == "Default":
-        raise MlflowError(EXISTS, f"Experiment '{name}' already exists.")
-    with transaction.atomic():
-        experiment = Experiment.objects.create(
-            owner=user, name=name, description="Logged through the MLflow API."
-        )
-        TrackedExperiment.objects.create(experiment=experiment, tags=tags)
+        raise exists
+    try:
+        with transaction.atomic():
+            experiment = Experiment.objects.create(
+                owner=user, name=name, description="Logged through the MLflow API."
+            )
+            TrackedExperiment.objects.create(
+                experiment=experiment, owner=user, name=name, tags=tags
+            )
+    except IntegrityError:
+        raise exists from None
     return experiment
 
 
@@ -241,6 +272,9 @@ def create_run(user, experiment: Experiment, *, name: str, start_time: int | Non
         )
         _apply_fields(run, tracked)
         RunLog.objects.create(run=run, line=f"MLflow run {tracked.uuid} created by {user}.")
+    # A data directory kept across a new database would show an older run's files under
+    # this one's number; nobody can upload before this returns the run's id.
+    artifacts.clear(run.id)
     run.tracked = tracked
     return run
 
@@ -385,45 +419,76 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     written = write_points(run_id, keymap.map_points(plain, tracked.accuracy_key or None))
     times: dict[int, int] = {}
     for p in points:
-        times[p.step] = max(p.timestamp, times.get(p.step, p.timestamp))
-    _write_times(run_id, times)
+        times.setdefault(p.step, p.timestamp)  # the step's time: its first point's
+    # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
+    # so only training keys say how far the run is.
+    trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
+    before = _write_times(run_id, times, max(trained, default=None))
+    _write_point_times(run_id, points, {**times, **before}, before)
     return written
 
 
-# The steps' times and the run's step in one statement (one round trip a batch).
+# The steps' times and the run's step in one statement (one round trip a batch). It returns
+# the times the batch's steps already had (the statement's snapshot: before its insert).
 _TIMES_UPSERT = """
 WITH times AS (
     INSERT INTO {table} (run_id, step, timestamp)
     SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
-    ON CONFLICT (run_id, step) DO UPDATE SET timestamp = EXCLUDED.timestamp
-    WHERE {table}.timestamp < EXCLUDED.timestamp
+    ON CONFLICT (run_id, step) DO NOTHING
+), moved AS (
+    UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 )
-UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
+SELECT step, timestamp FROM {table} WHERE run_id = %(run)b AND step = ANY(%(steps)b::integer[])
 """
 
 
-def _write_times(run_id: int, times: dict[int, int]) -> None:
-    """Each step's newest timestamp, in step order (one lock order for every writer), and
-    the run's step moved on to the last one."""
+def _write_times(run_id: int, times: dict[int, int], last: int | None) -> dict[int, int]:
+    """Each new step's time, in step order (one lock order for every writer), and the run's
+    step moved on to `last` (None: left as it is); {step: time} of the steps already timed.
+    A step's time is its first point's; later points at other times get their own rows."""
     ordered = sorted(times.items())
-    last = ordered[-1][0]
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             sql = _TIMES_UPSERT.format(table=StepTime._meta.db_table, runs=Run._meta.db_table)
             steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
+            # step < NULL is never true: a batch of system metrics moves no step.
             cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
-        return
-    Run.objects.filter(id=run_id, step__lt=last).update(step=last)
-    existing = dict(
+            return dict(cursor.fetchall())
+    if last is not None:
+        Run.objects.filter(id=run_id, step__lt=last).update(step=last)
+    before = dict(
         StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
     )
     StepTime.objects.bulk_create(
-        [StepTime(run_id=run_id, step=s, timestamp=max(t, existing.get(s, t))) for s, t in ordered],
-        update_conflicts=True,
-        unique_fields=["run", "step"],
-        update_fields=["timestamp"],
+        [StepTime(run_id=run_id, step=s, timestamp=t) for s, t in ordered if s not in before]
     )
+    return before
+
+
+def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, int],
+                       before: dict[int, int]) -> None:  # fmt: skip
+    """Own rows for the points whose time is not their step's; a point logged again at its
+    step's time loses the row an earlier time gave it. Nothing to do, and no query, for a
+    batch of new steps each logged at one time (the common case)."""
+    own = {(p.key, p.step): p.timestamp for p in points if p.timestamp != step_times[p.step]}
+    again = {(p.key, p.step) for p in points if p.step in before} - own.keys()
+    if own:
+        PointTime.objects.bulk_create(
+            [  # sorted: one lock order for every writer
+                PointTime(run_id=run_id, key=k, step=s, timestamp=t)
+                for (k, s), t in sorted(own.items())
+            ],
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["timestamp"],
+        )
+    if again:
+        stale = PointTime.objects.filter(
+            run_id=run_id, step__in={s for _, s in again}, key__in={k for k, _ in again}
+        ).values_list("key", "step")
+        for key, step in set(stale) & again:
+            PointTime.objects.filter(run_id=run_id, key=key, step=step).delete()
 
 
 def update_run(run: Run, *, status: str | None, end_time: int | None, name: str) -> Run:
@@ -461,3 +526,124 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         if status and run.status in Run.FINISHED:
             settle_run(run.id)  # the radar's verdict on the ended run, with its end
     return run
+
+
+# --- changing and deleting -----------------------------------------------------------------------
+
+
+def _tracked_experiment(experiment: Experiment) -> TrackedExperiment:
+    """The experiment's MLflow row; one made on Troupe's pages gets one (claiming its name
+    only when no other experiment of its owner holds it)."""
+    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
+    if tracked is None:
+        taken = TrackedExperiment.objects.filter(owner=experiment.owner, name=experiment.name)
+        tracked = TrackedExperiment.objects.create(
+            experiment=experiment,
+            owner=experiment.owner,
+            name=None if taken.exists() else experiment.name,
+        )
+    return tracked
+
+
+def rename_experiment(experiment: Experiment, new_name: str) -> None:
+    """experiments/update: the new name, unique among the owner's (the database decides)."""
+    if (
+        new_name == "Default"
+        or TrackedExperiment.objects.filter(
+            experiment=experiment, default_of__isnull=False
+        ).exists()
+    ):
+        raise MlflowError(INVALID, "Experiment '0' is each user's 'Default' and keeps that "
+                          "name; 'Default' names no other experiment.")  # fmt: skip
+    try:
+        with transaction.atomic():
+            tracked = _tracked_experiment(experiment)
+            tracked.owner, tracked.name = experiment.owner, new_name
+            tracked.save(update_fields=["owner", "name", "updated"])
+            experiment.name = new_name
+            experiment.save(update_fields=["name"])
+    except IntegrityError:
+        raise MlflowError(EXISTS, f"Experiment '{new_name}' already exists.") from None
+
+
+def set_experiment_tag(experiment: Experiment, key: str, value: str) -> None:
+    with transaction.atomic():
+        tracked = _tracked_experiment(experiment)
+        tracked = TrackedExperiment.objects.select_for_update().get(pk=tracked.pk)
+        tracked.tags[key] = value
+        tracked.save(update_fields=["tags", "updated"])
+
+
+def delete_experiment(experiment: Experiment) -> None:
+    """experiments/delete: for good, with its runs and their files (Troupe keeps no trash,
+    so MLflow's restore has nothing to restore)."""
+    if TrackedExperiment.objects.filter(experiment=experiment, default_of__isnull=False).exists():
+        raise MlflowError(INVALID, "The default experiment '0' cannot be deleted.")
+    if experiment.runs.filter(status=Run.RUNNING, external=False).exists():
+        raise MlflowError("INVALID_STATE", f"Experiment '{experiment.id}' has runs a Troupe "
+                          "worker is training: cancel them first.")  # fmt: skip
+    with transaction.atomic():
+        delete_runs(experiment.runs.all())
+        experiment.delete()
+
+
+def delete_tag(run: Run, key: str) -> None:
+    """runs/delete-tag: MLflow answers RESOURCE_DOES_NOT_EXIST for a tag the run lacks."""
+    with transaction.atomic():
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        if key not in tracked.tags:
+            raise MlflowError(MISSING, f"No tag with name: {key} in run with id {tracked.uuid}.")
+        del tracked.tags[key]
+        tracked.save(update_fields=["tags"])
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+MAX_INPUTS = 1000  # datasets one request may carry
+DATASET_FIELDS = {
+    "name": 500,
+    "digest": 36,
+    "source_type": 36,
+    "source": 65535,
+    "schema": 1048576,
+    "profile": 16384,
+}  # fmt: skip (MLflow's column sizes)
+
+
+def checked_inputs(entries: list) -> list[dict]:
+    """The datasets of a log-inputs request, each checked: [{"tags", "dataset"}]."""
+    if len(entries) > MAX_INPUTS:
+        raise MlflowError(INVALID, f"At most {MAX_INPUTS} datasets a request; this one holds "
+                          f"{len(entries)}. Nothing was stored.")  # fmt: skip
+    out = []
+    for i, entry in enumerate(entries):
+        dataset = entry.get("dataset") if isinstance(entry, dict) else None
+        if not isinstance(dataset, dict):
+            raise MlflowError(INVALID, f"datasets[{i}] must be an object {{tags, dataset}}.")
+        checked = {}
+        for field, limit in DATASET_FIELDS.items():
+            value = dataset.get(field)
+            if value is None:
+                if field in ("name", "digest", "source_type", "source"):
+                    raise MlflowError(INVALID, f"datasets[{i}].dataset needs '{field}'.")
+                continue
+            if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+                raise MlflowError(INVALID, f"datasets[{i}].dataset.{field} must be a string of "
+                                  f"at most {limit} characters.")  # fmt: skip
+            checked[field] = value
+        tags = checked_tags(entry.get("tags") or [])
+        out.append({"tags": [{"key": k, "value": v} for k, v in tags.items()], "dataset": checked})
+    return out
+
+
+def log_inputs(run: Run, inputs: list[dict]) -> None:
+    """Add the datasets; one already logged (same name and digest) keeps its first entry."""
+    with transaction.atomic():
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        seen = {(i["dataset"]["name"], i["dataset"]["digest"]) for i in tracked.inputs}
+        for entry in inputs:
+            key = (entry["dataset"]["name"], entry["dataset"]["digest"])
+            if key not in seen:
+                tracked.inputs.append(entry)
+                seen.add(key)
+        tracked.save(update_fields=["inputs"])

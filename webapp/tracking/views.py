@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import Experiment, Run
+from webapp.experiments.run_files import delete_runs
 from webapp.tracking import reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,
@@ -74,7 +75,7 @@ def _offset(data: dict) -> int:
 @mlflow_view("GET")
 def experiment_by_name(request: HttpRequest, user, data: dict) -> JsonResponse:
     name = text(data, "experiment_name", required=True, limit=200)
-    experiment = store.experiment_by_name(user, name)
+    experiment = store.readable_by_name(user, name)
     if experiment is None:
         if name == "Default":
             return _ok({"experiment": reads.unmade_default_json()})
@@ -134,6 +135,38 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     if offset + limit < len(found):
         body["next_page_token"] = _token(offset + limit)
     return _ok(body)
+
+
+@mlflow_view("POST")
+def experiment_update(request: HttpRequest, user, data: dict) -> JsonResponse:
+    experiment = _managed_experiment(user, data)
+    new_name = text(data, "new_name", required=True, limit=200)
+    if not new_name.strip():
+        raise MlflowError(INVALID, "An experiment name must not be blank.")
+    store.rename_experiment(experiment, new_name)
+    return _ok()
+
+
+@mlflow_view("POST")
+def experiment_delete(request: HttpRequest, user, data: dict) -> JsonResponse:
+    store.delete_experiment(_managed_experiment(user, data))
+    return _ok()
+
+
+@mlflow_view("POST")
+def experiment_set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
+    experiment = _managed_experiment(user, data)
+    tags = store.checked_tags([data])
+    for key, value in tags.items():
+        store.set_experiment_tag(experiment, key, value)
+    return _ok()
+
+
+def _managed_experiment(user, data: dict) -> Experiment:
+    raw = text(data, "experiment_id", required=True, limit=20)
+    experiment = store.find_experiment(user, raw, manage=True)
+    assert experiment is not None  # manage makes "0"
+    return experiment
 
 
 # --- runs ----------------------------------------------------------------------------------------
@@ -253,6 +286,29 @@ def set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 
 @mlflow_view("POST")
+def run_delete(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """For good, with its points and artifacts (Troupe keeps no trash to restore from)."""
+    run = store.find_run(user, run_id(data), manage=True)
+    delete_runs(Run.objects.filter(id=run.id))
+    return _ok()
+
+
+@mlflow_view("POST")
+def delete_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.delete_tag(run, entity_name("tag", data.get("key")))
+    return _ok()
+
+
+@mlflow_view("POST")
+def log_inputs(request: HttpRequest, user, data: dict) -> JsonResponse:
+    run = store.find_run(user, run_id(data), manage=True)
+    store.tracked_of(run)
+    store.log_inputs(run, store.checked_inputs(_list(data, "datasets")))
+    return _ok()
+
+
+@mlflow_view("POST")
 def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     attributes = ("run_name", "status", "run_id", "start_time", "end_time", "user_id")
     numeric = ("start_time", "end_time")
@@ -320,6 +376,8 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
     return error_response(
         "ENDPOINT_NOT_FOUND",
         f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
-        "(it answers experiments/get-by-name, create, get, search; runs/create, get, update, "
-        "search, log-batch, log-metric, log-parameter, set-tag; metrics/get-history).",
+        "(it answers experiments/get-by-name, create, get, search, update, delete, "
+        "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
+        "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
+        "metrics/get-history; logged-models).",
     )

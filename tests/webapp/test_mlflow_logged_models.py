@@ -1,0 +1,98 @@
+"""MLflow 3's logged models request by request: one is made only inside a run its caller may
+change, finalized to a known status, found by name, its files uploaded under the model's URI
+by the run's owner only, confined to the model, and deleted with the run."""
+
+import json
+
+import pytest
+
+from tests.people import bearer
+from webapp.experiments.models import Run
+from webapp.experiments.run_files import delete_runs
+from webapp.tracking import artifacts
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/2.0/mlflow/"
+ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts"
+
+
+@pytest.fixture(autouse=True)
+def data_dir(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+
+
+def call(client, user, method, endpoint, body=None):
+    if method == "get":
+        return client.get(API + endpoint, headers=bearer(user))
+    data = json.dumps(body or {})
+    return getattr(client, method)(
+        API + endpoint, data, content_type="application/json", headers=bearer(user)
+    )
+
+
+def error(response, status, code) -> str:
+    assert response.status_code == status, response.content
+    assert response.json()["error_code"] == code
+    return response.json()["message"]
+
+
+@pytest.fixture
+def made(client, alice):
+    run = call(client, alice, "post", "runs/create", {"experiment_id": "0"}).json()["run"]["info"]
+    body = {"experiment_id": run["experiment_id"], "source_run_id": run["run_id"],
+            "name": "checkpoint-10", "tags": [{"key": "k", "value": "v"}]}  # fmt: skip
+    response = call(client, alice, "post", "logged-models", body)
+    assert response.status_code == 200, response.content
+    return run, response.json()["model"]["info"]
+
+
+def test_a_model_is_made_in_a_run_and_finalized(client, alice, made):
+    run, info = made
+    assert info["status"] == "LOGGED_MODEL_PENDING" and info["source_run_id"] == run["run_id"]
+    assert info["artifact_uri"].endswith(f"/models/{info['model_id']}/artifacts")
+    done = call(client, alice, "patch", f"logged-models/{info['model_id']}",
+                {"status": "LOGGED_MODEL_READY"})  # fmt: skip
+    assert done.json()["model"]["info"]["status"] == "LOGGED_MODEL_READY"
+    error(call(client, alice, "patch", f"logged-models/{info['model_id']}", {"status": "DONE"}),
+          400, "INVALID_PARAMETER_VALUE")  # fmt: skip
+    found = call(client, alice, "post", "logged-models/search",
+                 {"experiment_ids": ["0"], "filter": "name = 'checkpoint-10'"}).json()  # fmt: skip
+    assert [m["info"]["model_id"] for m in found["models"]] == [info["model_id"]]
+
+
+def test_a_model_needs_a_run_its_caller_may_change(client, alice, bob, made):
+    run, info = made
+    message = error(call(client, alice, "post", "logged-models", {"experiment_id": "0"}), 400,
+                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    assert "source_run_id" in message
+    error(call(client, bob, "post", "logged-models", {"source_run_id": run["run_id"]}), 403,
+          "PERMISSION_DENIED")  # fmt: skip
+    error(call(client, bob, "patch", f"logged-models/{info['model_id']}",
+               {"status": "LOGGED_MODEL_READY"}), 403, "PERMISSION_DENIED")  # fmt: skip
+    assert call(client, bob, "get", f"logged-models/{info['model_id']}").status_code == 200
+    error(call(client, alice, "get", "logged-models/m-nope"), 404, "RESOURCE_DOES_NOT_EXIST")
+
+
+def test_model_files_are_the_runs_owners_to_write_and_go_with_the_run(
+    client, alice, bob, made, django_capture_on_commit_callbacks
+):
+    _, info = made
+    root = info["artifact_uri"].removeprefix("mlflow-artifacts:")
+    put = lambda user, tail, data=b"w": client.put(  # noqa: E731
+        ARTIFACTS + root + tail, data, content_type="application/octet-stream",
+        headers=bearer(user))  # fmt: skip
+    assert put(alice, "/model.safetensors", b"weights").status_code == 200
+    error(put(bob, "/model.safetensors"), 403, "PERMISSION_DENIED")
+    error(put(alice, "/../../x"), 400, "INVALID_PARAMETER_VALUE")
+    got = client.get(ARTIFACTS + root + "/model.safetensors", headers=bearer(bob))
+    assert b"".join(got.streaming_content) == b"weights"
+
+    run = Run.objects.get()
+    folder = artifacts.model_folder(run.id, info["model_id"])
+    assert (folder / "model.safetensors").exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        delete_runs(Run.objects.filter(id=run.id))
+    assert not folder.exists()
+    error(call(client, alice, "get", f"logged-models/{info['model_id']}"), 404,
+          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip

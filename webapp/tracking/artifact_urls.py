@@ -1,0 +1,15 @@
+"""Routes of MLflow's artifact service, mounted at /api/2.0/mlflow-artifacts/: what the
+client resolves a run's `mlflow-artifacts:/…` URI to. Any other path answers MLflow's
+ENDPOINT_NOT_FOUND (multipart uploads and presigned URLs are not implemented: the client
+then uploads and downloads whole files through these)."""
+
+from django.urls import path, re_path
+
+from webapp.tracking import artifact_views, views
+
+urlpatterns = [
+    path("artifacts", artifact_views.artifact_list),
+    path("artifacts/", artifact_views.artifact_list),
+    re_path(r"^artifacts/(?P<path>.+)$", artifact_views.artifact),
+    re_path(r"^(?P<rest>.*)$", views.not_found),
+]

@@ -1,0 +1,205 @@
+"""MLflow artifacts on disk, as `mlflow server --serve-artifacts` keeps them: the files a client
+uploads through `/api/2.0/mlflow-artifacts/artifacts/<path>` and reads back the same way.
+
+A run's artifact URI is `mlflow-artifacts:/<experiment id>/<run id>/artifacts`; its files live
+in `$TROUPE_DATA_DIR/runs/<Troupe run number>/artifacts/`, inside the run's directory, and a
+logged model's (`…/models/<model id>/artifacts`) in `runs/<number>/models/<model id>/` of the
+run that made it, so deleting the run deletes them (`webapp/experiments/run_files.py`). A
+path is confined to its run: every part is a plain name (no `..`, `.`, empty part, backslash
+or NUL), and the resolved file must still lie under its folder (a symlink planted there leads
+nowhere). An upload goes to a temporary file beside its target and is renamed into place once
+whole, so a reader never sees half a file and a refused upload leaves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+
+from webapp.experiments.models import Run
+from webapp.tracking.protocol import INVALID, MISSING, MlflowError
+
+ROOT_PART = "artifacts"  # the last part of every run's artifact URI
+CHUNK = 1024 * 1024
+
+
+def artifact_uri(run: Run, run_id: str) -> str:
+    return f"mlflow-artifacts:/{run.experiment_id}/{run_id}/{ROOT_PART}"
+
+
+def experiment_location(experiment_id: int) -> str:
+    return f"mlflow-artifacts:/{experiment_id}"
+
+
+def run_folder(run_id: int) -> Path:
+    return Path(settings.DATA_DIR) / "runs" / str(run_id) / ROOT_PART
+
+
+def model_uri(experiment_id: int, model_id: str) -> str:
+    return f"mlflow-artifacts:/{experiment_id}/models/{model_id}/{ROOT_PART}"
+
+
+def model_folder(run_id: int, model_id: str) -> Path:
+    """A logged model's files, in the directory of the run that made it."""
+    return Path(settings.DATA_DIR) / "runs" / str(run_id) / "models" / model_id
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a request's path points: a run's artifacts (`run_id`) or a logged model's
+    (`model_id`), by experiment, and the path inside them ("" for the root)."""
+
+    experiment_id: str
+    run_id: str
+    model_id: str
+    inner: str
+
+
+def parse(path: str) -> Address:
+    """`<experiment>/<run id>/artifacts[/<path>]` or `<experiment>/models/<model id>/artifacts
+    [/<path>]`, every part checked."""
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    model = len(parts) >= 2 and parts[1] == "models"
+    head = 4 if model else 3
+    if len(parts) < head or parts[head - 1] != ROOT_PART:
+        raise MlflowError(
+            INVALID, f"Artifact path {path!r} names no run: Troupe keeps artifacts under "
+            "<experiment id>/<run id>/artifacts/ (the run's artifact_uri)."
+        )  # fmt: skip
+    for part in parts:
+        if part in ("", ".", "..") or "\\" in part or "\x00" in part:
+            raise MlflowError(
+                INVALID, f"Invalid artifact path {path!r}: each part must be a plain name "
+                "(no '..', '.', empty part, backslash or NUL)."
+            )  # fmt: skip
+    inner = "/".join(parts[head:])
+    if model:
+        return Address(parts[0], "", parts[2], inner)
+    return Address(parts[0], parts[1], "", inner)
+
+
+def locate(root: Path, inner: str) -> Path:
+    """The file or folder `inner` under `root` (a run's or a model's), proved to lie inside."""
+    target = root / inner if inner else root
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(target)
+    if real != real_root and not real.startswith(real_root + os.sep):
+        raise MlflowError(INVALID, f"Artifact path '{inner}' leads outside its run.")
+    return target
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str  # relative to the listed folder
+    is_dir: bool
+    size: int | None
+
+
+def listing(root: Path, inner: str) -> list[Entry]:
+    """The folder's entries (none for a file or a missing folder, as MLflow's stores do)."""
+    folder = locate(root, inner)
+    if not folder.is_dir():
+        return []
+    entries = []
+    for child in sorted(folder.iterdir()):
+        if child.name.startswith(".upload-"):
+            continue  # an upload still arriving
+        if child.is_symlink():
+            continue  # Troupe never makes one; never follow one
+        if child.is_dir():
+            entries.append(Entry(child.name, True, None))
+        elif child.is_file():
+            entries.append(Entry(child.name, False, child.stat().st_size))
+    return entries
+
+
+def walk(root: Path) -> list[Entry]:
+    """Every file under `root`, paths from it (the run page's list, the run's total)."""
+    if not root.is_dir():
+        return []
+    files = []
+    for folder, names, filenames in os.walk(root):
+        names[:] = sorted(n for n in names if not Path(folder, n).is_symlink())
+        for name in sorted(filenames):
+            path = Path(folder, name)
+            if name.startswith(".upload-") or path.is_symlink():
+                continue
+            files.append(Entry(path.relative_to(root).as_posix(), False, path.stat().st_size))
+    return files
+
+
+def used_bytes(root: Path) -> int:
+    return sum(entry.size or 0 for entry in walk(root))
+
+
+def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id: int) -> int:
+    """Store the upload as the file `inner` under `root`; its size. Over a limit (the run's
+    total counts the folder of the run: its artifacts and its models), nothing is kept."""
+    if not inner:
+        raise MlflowError(INVALID, "An upload needs a file name after the run's artifacts/.")
+    limit = settings.TROUPE_ARTIFACT_MAX_BYTES
+    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used_bytes(run_folder(run_id).parent)
+    target = locate(root, inner)
+    if target.is_dir():
+        raise MlflowError(INVALID, f"Artifact '{inner}' is a folder; upload files into it.")
+    if target.is_file():
+        room += target.stat().st_size  # replaced, not added
+    if length is not None:
+        _check_size(length, limit, room)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    locate(root, inner)  # again, now that the folders exist
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+    written = 0
+    try:
+        with os.fdopen(handle, "wb") as out:
+            while chunk := stream.read(CHUNK):
+                written += len(chunk)
+                _check_size(written, limit, room)
+                out.write(chunk)
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return written
+
+
+def _check_size(size: int, limit: int, room: int) -> None:
+    if size > limit:
+        raise MlflowError(
+            INVALID, f"The artifact is larger than {limit:,} bytes, the most one upload may "
+            "carry (TROUPE_ARTIFACT_MAX_BYTES); nothing was stored."
+        )  # fmt: skip
+    if size > room:
+        total = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES
+        raise MlflowError(
+            INVALID, f"The run's artifacts would exceed {total:,} bytes, the most one run may "
+            "hold (TROUPE_RUN_ARTIFACTS_MAX_BYTES); nothing was stored."
+        )  # fmt: skip
+
+
+def open_file(root: Path, inner: str) -> BinaryIO:
+    path = locate(root, inner)
+    if not inner or not path.is_file() or path.is_symlink():
+        raise MlflowError(MISSING, f"No artifact file '{inner}' in this run.")
+    return path.open("rb")
+
+
+def clear(run_id: int) -> None:
+    shutil.rmtree(run_folder(run_id), ignore_errors=True)
+
+
+def delete(root: Path, inner: str) -> None:
+    """Remove the file or folder `inner` (the whole of `root` for "")."""
+    path = locate(root, inner)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    else:
+        raise MlflowError(MISSING, f"No artifact '{inner}' in this run.")

@@ -1,0 +1,115 @@
+"""MLflow 3's logged models over Troupe's runs: what `mlflow.<flavor>.log_model` and the
+Hugging Face `Trainer`'s checkpoint logging (`HF_MLFLOW_LOG_ARTIFACTS=1`) create, upload
+into, finalize and look up. A model belongs to the run that made it (`source_run_id`, which
+Troupe requires): its owner writes, anyone with a token reads, its files go with the run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from webapp.experiments.models import Run
+from webapp.tracking import artifacts, search
+from webapp.tracking.models import LoggedModel
+from webapp.tracking.protocol import INVALID, MISSING, MlflowError
+from webapp.tracking.store import find_run, mlflow_run_id, now_ms
+
+STATUSES = ("LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
+
+
+def create(user, *, experiment: str, run_id: str, name: str, model_type: str,
+           tags: dict[str, str], params: dict[str, str]) -> LoggedModel:  # fmt: skip
+    if not run_id:
+        raise MlflowError(INVALID, "Troupe keeps a logged model with the run that made it: "
+                          "log it inside a run (source_run_id).")  # fmt: skip
+    run = find_run(user, run_id, manage=True)
+    if experiment and experiment != "0" and experiment != str(run.experiment_id):
+        raise MlflowError(INVALID, f"Run '{run_id}' is not in experiment '{experiment}'.")
+    now = now_ms()
+    return LoggedModel.objects.create(
+        model_id=f"m-{secrets.token_hex(16)}",
+        run=run,
+        name=name or f"model-{secrets.token_hex(3)}",
+        model_type=model_type,
+        created=now,
+        updated=now,
+        tags=tags,
+        params=params,
+    )
+
+
+def find(user, model_id: str, *, manage: bool = False) -> LoggedModel:
+    model = LoggedModel.objects.filter(model_id=model_id).first()
+    if model is None:
+        raise MlflowError(MISSING, f"Logged model with ID '{model_id}' not found.")
+    model.run = find_run(user, str(model.run_id), manage=manage)
+    return model
+
+
+def finalize(model: LoggedModel, status: str) -> None:
+    if status not in STATUSES[1:]:
+        raise MlflowError(INVALID, f"A model is finalized as one of {', '.join(STATUSES[1:])}, "
+                          f"not {status!r}.")  # fmt: skip
+    model.status, model.updated = status, now_ms()
+    model.save(update_fields=["status", "updated"])
+
+
+def update(model: LoggedModel, *, tags: dict[str, str] | None = None,
+           params: dict[str, str] | None = None, drop_tag: str | None = None) -> None:  # fmt: skip
+    model.tags.update(tags or {})
+    model.params.update(params or {})
+    if drop_tag is not None:
+        if drop_tag not in model.tags:
+            raise MlflowError(MISSING, f"No tag with key '{drop_tag}' on model {model.model_id}.")
+        del model.tags[drop_tag]
+    model.updated = now_ms()
+    model.save(update_fields=["tags", "params", "updated"])
+
+
+def model_json(model: LoggedModel) -> dict[str, Any]:
+    run: Run = model.run
+    pairs = lambda d: [{"key": k, "value": v} for k, v in d.items()]  # noqa: E731
+    return {
+        "info": {
+            "model_id": model.model_id,
+            "experiment_id": str(run.experiment_id),
+            "name": model.name,
+            "artifact_uri": artifacts.model_uri(run.experiment_id, model.model_id),
+            "creation_timestamp_ms": model.created,
+            "last_updated_timestamp_ms": model.updated,
+            "status": model.status,
+            "model_type": model.model_type,
+            "source_run_id": mlflow_run_id(run),
+            "tags": pairs(model.tags),
+        },
+        "data": {"params": pairs(model.params), "metrics": []},
+    }
+
+
+def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedModel]:
+    """The experiments' models matching a filter on `name`, `model_id`, `status`,
+    `source_run_id`, `tags.` or `params.` (the client looks a run's model up by name)."""
+    attributes = ("name", "model_id", "status", "source_run_id", "model_type")
+    clauses = search.parse_filter(filter_text, attributes, ())
+    models = LoggedModel.objects.filter(run__experiment_id__in=experiment_ids).select_related(
+        "run", "run__tracked"
+    )
+    found = []
+    for model in models.order_by("-created"):
+        values = {
+            "name": model.name,
+            "model_id": model.model_id,
+            "status": model.status,
+            "source_run_id": mlflow_run_id(model.run),
+            "model_type": model.model_type,
+        }
+
+        def get(kind: str, name: str, model=model, values=values) -> Any:
+            if kind == "attributes":
+                return values.get(name)
+            return {"tags": model.tags, "params": model.params}.get(kind, {}).get(name)
+
+        if search.matches(clauses, get):
+            found.append(model)
+    return found

@@ -1,0 +1,93 @@
+"""MLflow 3's logged-model endpoints under /api/2.0/mlflow/logged-models (`logged_models.py`
+holds what they do), and runs/outputs and runs/log-model, which the client sends beside them."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from webapp.tracking import logged_models, store
+from webapp.tracking.protocol import INVALID, MlflowError, entity_name, mlflow_view, run_id, text
+from webapp.tracking.views import _list, _offset, _token
+
+MAX_MODELS = 1000
+
+
+@mlflow_view("POST")
+def create(request: HttpRequest, user, data: dict) -> JsonResponse:
+    model = logged_models.create(
+        user,
+        experiment=text(data, "experiment_id", limit=20),
+        run_id=text(data, "source_run_id", limit=64),
+        name=text(data, "name", limit=250),
+        model_type=text(data, "model_type", limit=500),
+        tags=store.checked_tags(_list(data, "tags")),
+        params=store.checked_params(_list(data, "params")),
+    )
+    return JsonResponse({"model": logged_models.model_json(model)})
+
+
+@mlflow_view("GET", "PATCH", "DELETE")
+def model(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
+    if request.method == "GET":
+        found = logged_models.find(user, model_id)
+        return JsonResponse({"model": logged_models.model_json(found)})
+    found = logged_models.find(user, model_id, manage=True)
+    if request.method == "DELETE":
+        found.delete()  # its files stay with the run until the run goes
+        return JsonResponse({})
+    status = data.get("status")
+    if not isinstance(status, str):
+        raise MlflowError(INVALID, "Finalizing a model needs its 'status'.")
+    logged_models.finalize(found, status)
+    return JsonResponse({"model": logged_models.model_json(found)})
+
+
+@mlflow_view("PATCH")
+def set_tags(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
+    found = logged_models.find(user, model_id, manage=True)
+    logged_models.update(found, tags=store.checked_tags(_list(data, "tags")))
+    return JsonResponse({})
+
+
+@mlflow_view("DELETE")
+def delete_tag(request: HttpRequest, user, data: dict, model_id: str, key: str) -> JsonResponse:
+    found = logged_models.find(user, model_id, manage=True)
+    logged_models.update(found, drop_tag=entity_name("tag", key))
+    return JsonResponse({})
+
+
+@mlflow_view("POST")
+def log_params(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
+    found = logged_models.find(user, model_id, manage=True)
+    logged_models.update(found, params=store.checked_params(_list(data, "params")))
+    return JsonResponse({})
+
+
+@mlflow_view("POST")
+def search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    experiment_ids = []
+    for raw in _list(data, "experiment_ids"):
+        experiment = store.find_experiment(user, str(raw))
+        if experiment is not None:
+            experiment_ids.append(experiment.id)
+    found = logged_models.search_models(experiment_ids, text(data, "filter", limit=5000))
+    limit = max(1, min(int(data.get("max_results") or MAX_MODELS), MAX_MODELS))
+    offset = _offset(data)
+    body = {"models": [logged_models.model_json(m) for m in found[offset : offset + limit]]}
+    if offset + limit < len(found):
+        body["next_page_token"] = _token(offset + limit)
+    return JsonResponse(body)
+
+
+@mlflow_view("POST")
+def run_outputs(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """The run's models are known from their source run; the link needs no more storing."""
+    store.find_run(user, run_id(data), manage=True)
+    return JsonResponse({})
+
+
+@mlflow_view("POST")
+def log_model(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """MLflow 2's record of a model on its run (a history tag); MLflow 3 keeps logged models."""
+    store.find_run(user, run_id(data), manage=True)
+    return JsonResponse({})
