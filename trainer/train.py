@@ -51,6 +51,7 @@ from trainer.config import Config, config_from_dict
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
+from trainer.precision import PARAM_DTYPE, compute_dtype, dtype_bits
 from trainer.reporting import NullReporter, Reporter
 from trainer.rollout import Codec, make_prompts, rollout
 from trainer.routing import policy_names
@@ -160,6 +161,11 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         )
     reporter.on_status("")
     reporter.on_progress(done, config.steps, {})
+    # Logged with the first step this process trains (metrics are numbers: widths in bits).
+    precision = {
+        "sys/param_dtype": dtype_bits(PARAM_DTYPE),
+        "sys/compute_dtype": dtype_bits(compute_dtype(device)),
+    }
 
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()
@@ -194,6 +200,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         metrics["sys/step_seconds"] = elapsed
         metrics["sys/tokens_per_second"] = stats.tokens / max(t1 - t0, 1e-9)
         metrics["sys/peak_memory_mb"] = _peak_memory_mb(device)
+        metrics.update(precision)
+        precision = {}
         reporter.log(step, metrics)
 
         stopping = reporter.should_stop()
