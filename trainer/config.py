@@ -466,9 +466,18 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if not errors and (problem := fit_problem(config)):
+        errors["memory"] = problem  # not one field's fault: the message names what to change
     if errors:
         raise ConfigError(errors)
     return config
+
+
+def fit_problem(config: Config, capacity: float | None = None) -> str | None:
+    """Why `config` cannot fit on the GPU (trainer/memory.py); None when it fits."""
+    from trainer.memory import fit_problem as problem  # memory.py builds on this module
+
+    return problem(config, capacity)
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:

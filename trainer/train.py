@@ -47,7 +47,7 @@ from trainer.checkpoint import (
     save_checkpoint,
 )
 from trainer.checkpoint_index import is_own, resume_point
-from trainer.config import Config, config_from_dict
+from trainer.config import Config, ConfigError, config_from_dict, fit_problem
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
@@ -121,6 +121,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     if start is not None and not is_own(start, out):
         check_branch(start, config)  # refuse a layout change before loading anything
     device = resolve_device(config.device)
+    if device == "cuda" and (problem := fit_problem(config, torch.cuda.mem_get_info()[1])):
+        raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
     loaded = load_model(config.model, device, progress=warm_start_status(reporter, config.model))
