@@ -5,6 +5,8 @@ exercises the same casting (autocast itself only runs on CUDA)."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
@@ -72,3 +74,28 @@ def test_compute_is_bf16_under_cuda_autocast_and_fp32_on_the_cpu():
     assert dtype_bits(compute_dtype("cuda")) == 16.0
     with autocast("cpu"):
         assert not torch.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_resuming_fp32_policies_over_a_bf16_base_is_exact(finetune):
+    def step(policies):
+        name = policies.names[0]
+        policies.optimizer(name).zero_grad(set_to_none=True)
+        accumulate_gradients(
+            policies, name, voting_turns(policies.config), policies.config, pad_id=0
+        )
+        policies.optimizer(name).step()
+
+    original = bf16_policies(finetune)
+    step(original)
+    saved = io.BytesIO()  # through bytes, as a checkpoint: no tensor shared with `original`
+    torch.save(original.state_dict(), saved)
+    saved.seek(0)
+    resumed = bf16_policies(finetune)
+    resumed.load_state_dict(torch.load(saved))
+    step(original)
+    step(resumed)
+    for name in original.names:
+        for a, b in zip(original.parameters(name), resumed.parameters(name)):
+            assert a.dtype == b.dtype == torch.float32
+            assert torch.equal(a, b)
