@@ -2,7 +2,9 @@
 
 Issue 22 moved trainable weights to fp32 and forward passes under autocast on CUDA; on the CPU
 the work is meant to be unchanged. Run this script from two checkouts (or two commits) in
-turns and compare the medians; it prints one JSON line.
+turns and compare the medians; it prints one JSON line: wall seconds per step, and the
+process's CPU seconds per step and per update (with OMP_NUM_THREADS=1, CPU time is what other
+people's jobs on a shared machine disturb least).
 
     python bench/precision_overhead.py --workflow voting --sharing per_role --steps 4
 """
@@ -44,9 +46,9 @@ def main() -> None:
     codec = Codec(loaded.tokenizer, add_bos=True)
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
     policies = PolicySet(loaded.model, config, policy_names(config))
-    times = []
+    times, cpu, update_cpu = [], [], []
     for step in range(1, args.steps + 2):
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), time.process_time()
         problems = sample_problems(task, config.prompts_per_step, config.seed, step)
         episodes, _ = rollout(
             problems,
@@ -61,10 +63,19 @@ def main() -> None:
         )
         compute_advantages(episodes, config)
         turns = [t for ep in episodes for t in ep.turns]
+        cpu1 = time.process_time()
         update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id)
-        if step > 1:
+        if step > 1:  # the first step pays for warm-up
             times.append(time.perf_counter() - started)
-    print(json.dumps({"step_seconds": statistics.median(times), "all": times}))
+            cpu.append(time.process_time() - cpu0)
+            update_cpu.append(time.process_time() - cpu1)
+    median = statistics.median
+    result = {
+        "step_s": median(times),
+        "step_cpu_s": median(cpu),
+        "update_cpu_s": median(update_cpu),
+    }
+    print(json.dumps({k: round(v, 3) for k, v in result.items()}))
 
 
 if __name__ == "__main__":
