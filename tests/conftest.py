@@ -20,6 +20,10 @@ from django.conf import settings
 from tests.default_services import CHROMIUM, LOCAL_POSTGRES, LOCAL_REDIS
 from tests.helpers import Worker, database_url, require_service, service_env, start_worker
 
+# No test may download a model; tests/trainer/test_hub_download.py lifts this for its own
+# fake Hub on 127.0.0.1. Workers the tests start inherit it.
+os.environ.setdefault("TROUPE_OFFLINE", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def broker_prefix() -> Iterator[str]:

@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as exc:
         for name, message in exc.errors.items():
-            print(f"error: --{name.replace('_', '-')}: {message}", file=sys.stderr)
+            where = f"--{name.replace('_', '-')}" if name in FIELDS else name
+            print(f"error: {where}: {message}", file=sys.stderr)
         return 2
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

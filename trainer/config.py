@@ -23,6 +23,8 @@ from trainer.tasks import TASK_CLASSES, task_class
 
 TASKS = tuple(TASK_CLASSES)
 FINETUNE = ("lora", "full")
+GRAD_CHECKPOINTING = ("auto", "on", "off")
+GRAD_SNAPSHOTS = ("device", "host")
 SCHEDULES = ("cosine", "linear", "constant")
 LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 REWARD_MODES = ("broadcast", "per_role")
@@ -89,6 +91,20 @@ class Config:
     lora_r: int = _f(64, "LoRA rank", "finetune", minimum=1)
     lora_alpha: int = _f(32, "LoRA alpha (scale = alpha / r)", "finetune", minimum=1)
     lora_targets: str = _f("all-linear", "all-linear, or comma-separated module names", "finetune")
+    grad_checkpointing: str = _f(
+        "auto",
+        "Recompute activations in the backward pass (less memory, ~30% more update time); "
+        "auto: on for real models, off for the tiny ones",
+        "finetune",
+        GRAD_CHECKPOINTING,
+    )
+    grad_snapshots: str = _f(
+        "device",
+        "Where the per-role gradient snapshots live: device (GPU; moved to host memory when "
+        "too large) or host (always host memory: slower, frees GPU memory)",
+        "finetune",
+        GRAD_SNAPSHOTS,
+    )
     # --- RL --------------------------------------------------------------------------------
     steps: int = _f(500, "Training steps (one rollout batch + update each)", "rl", minimum=1)
     prompts_per_step: int = _f(64, "Problems per step", "rl", minimum=1)
@@ -194,10 +210,23 @@ class Config:
     def kl_for(self, role: str) -> float:
         return float(self.kl_beta_per_role.get(role, self.kl_beta))
 
+    @property
+    def checkpointing(self) -> bool:
+        """Whether gradient checkpointing is on (`auto`: for real models, not tiny ones)."""
+        if self.grad_checkpointing == "auto":
+            return self.model not in TINY_MODELS
+        return self.grad_checkpointing == "on"
+
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
 # name -> default of fields added after the first runs were stored (see Config.hash)
-_LATER_FIELDS = {"stop_after_cliff": 0, "init_from": "", "eval_samples": 1}
+_LATER_FIELDS = {
+    "stop_after_cliff": 0,
+    "init_from": "",
+    "eval_samples": 1,
+    "grad_checkpointing": "auto",
+    "grad_snapshots": "device",
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The study's setup (docs/design.md §1). Needs a GPU node and the datasets on local disk.
@@ -437,9 +466,18 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if not errors and (problem := fit_problem(config)):
+        errors["memory"] = problem  # not one field's fault: the message names what to change
     if errors:
         raise ConfigError(errors)
     return config
+
+
+def fit_problem(config: Config, capacity: float | None = None) -> str | None:
+    """Why `config` cannot fit on the GPU (trainer/memory.py); None when it fits."""
+    from trainer.memory import fit_problem as problem  # memory.py builds on this module
+
+    return problem(config, capacity)
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:

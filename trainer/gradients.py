@@ -21,10 +21,11 @@ for its agent-pair cosines) and one accumulated vector per finished role (needed
 cosines and the coherence regulariser) — at most (2 + max agents of a role + roles) vectors,
 e.g. 7 for Voting with 3 voters under `shared` (6 measured, bench/grad_overhead.py). Vectors are
 freed before the optimizer step. To keep this bounded, the update moves the vectors to host
-memory (`offload=True`) when they would exceed `SNAPSHOT_BUDGET_BYTES` on the accelerator; the
-dot products are then computed on the CPU, slower but exact. The limit: full fine-tuning of a
-4B model under Voting/shared would need ≈110 GB even on the host — run such a configuration
-with `instrument=False` (and no coherence regulariser), or with LoRA. The coherence EMA adds
+memory (`offload=True`) when they would exceed `SNAPSHOT_BUDGET_BYTES` on the accelerator, or
+always with `grad_snapshots=host`; the dot products are then computed on the CPU, slower but
+exact. The limit: full fine-tuning of a 4B model under Voting/shared would need ≈110 GB even
+on the host — run such a configuration with `instrument=False` (and no coherence
+regulariser), or with LoRA. The coherence EMA adds
 one persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
 batch is a single segment (one role, one agent: every policy under `per_agent`) needs no
 vectors at all: its role and agent gradient is the whole gradient.
@@ -38,7 +39,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-SNAPSHOT_BUDGET_BYTES = 8 * 2**30  # vectors beyond this live in host memory
+# One definition each, shared with the memory estimate (torch-free, trainer/memory.py).
+from trainer.memory import SNAPSHOT_BUDGET_BYTES, vectors_needed  # noqa: F401
+
 _CHUNK = 1 << 22  # elements per float64 chunk when reducing dot products
 
 
@@ -57,11 +60,6 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float | None:
     if na <= 0 or nb <= 0:
         return None
     return dot(a, b) / math.sqrt(na * nb)
-
-
-def vectors_needed(n_roles: int, max_agents: int) -> int:
-    """How many gradient-sized fp32 vectors a tracker holds at its peak (module docstring)."""
-    return 2 + (max_agents if max_agents > 1 else 0) + n_roles
 
 
 @dataclass

@@ -1,9 +1,14 @@
 """Load the model a config names: a built-in tiny model, a local directory or a Hub id.
 
-Nothing is ever downloaded at run time. A Hub id (e.g. `Qwen/Qwen3-0.6B`) is looked up only
-in the local Hugging Face cache; when it is not there the error names the model and the two
-ways to provide it. Real chat models run in bf16 on CUDA and fp32 on the CPU, and are
-prompted through their chat template with thinking disabled.
+A Hub id (e.g. `Qwen/Qwen3-0.6B`) is looked up in the local Hugging Face cache first; when it
+is not there it is downloaded into that cache (from `HF_ENDPOINT`, huggingface.co by default)
+unless the node must stay offline: `TROUPE_OFFLINE=1` forbids any download, and
+`HF_HUB_OFFLINE=1` is honoured the same way. The error then names the model, the variable
+that stopped it and the two ways to provide the model. Only the files a model needs are
+fetched (config, safetensors weights, tokenizer, generation config), never pickles or other
+formats. Real chat models load in bf16 on CUDA (their trainable copies are made fp32 by
+trainer/policies.py) and fp32 on the CPU, and are prompted through their chat template with
+thinking disabled.
 """
 
 from __future__ import annotations
@@ -81,14 +86,57 @@ def _locate(name: str) -> Path:
                 "saved with save_pretrained (config, weights and tokenizer)"
             )
         return local
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(name, local_files_only=True))
+    cache_dir = _hub_cache()
+    try:
+        return Path(snapshot_download(name, local_files_only=True, cache_dir=cache_dir))
     except Exception:  # noqa: BLE001 - any failure means "not in the local cache"
+        pass
+    provide = (
+        f"Provide it either as a local directory (set model to its path) or by pre-populating "
+        f"the Hugging Face cache on this machine (`hf download {name}` where there is "
+        f"network, then copy HF_HOME)"
+    )
+    if reason := offline_reason():
         raise ModelUnavailable(
-            f"model {name!r} is not available offline and nothing is downloaded at run time. "
-            f"Provide it either as a local directory (set model to its path) or by "
-            f"pre-populating the Hugging Face cache on this machine "
-            f"(`huggingface-cli download {name}` where there is network, then copy HF_HOME)"
-        ) from None
+            f"model {name!r} is not in the local Hugging Face cache and {reason}. {provide}"
+        )
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    try:
+        return Path(
+            snapshot_download(
+                name, cache_dir=cache_dir, endpoint=endpoint, allow_patterns=HUB_FILES
+            )
+        )
+    except Exception as exc:  # noqa: BLE001 - network, auth or a missing repo: say which
+        raise ModelUnavailable(
+            f"model {name!r} is not in the local Hugging Face cache and downloading it from "
+            f"{endpoint or 'huggingface.co'} failed ({type(exc).__name__}: {exc}). {provide}"
+        ) from exc
+
+
+# What a model needs: no pickled weights, no ONNX/GGUF/other-framework copies.
+HUB_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model", "*.jinja"]
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def offline_reason() -> str | None:
+    """Why this node may not download a model (None: it may)."""
+    if _truthy("TROUPE_OFFLINE"):
+        return "TROUPE_OFFLINE=1 forbids downloads on this node"
+    if _truthy("HF_HUB_OFFLINE"):
+        return "HF_HUB_OFFLINE=1 is set on this node"
+    return None
+
+
+def _hub_cache() -> str | None:
+    """The cache the environment names now (huggingface_hub reads it only once, at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return str(Path(os.environ["HF_HOME"]) / "hub")
+    return None

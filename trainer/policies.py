@@ -14,8 +14,15 @@ A `PolicySet` owns those policies on top of ONE base model:
   KL coefficient is positive (nothing else needs it).
 
 The set takes ownership of `base_model`: LoRA injects layers into it; full fine-tuning trains
-it in place. Dropout is switched off everywhere, so the update's first forward pass reproduces
-the sampling log-probs (the PPO ratio starts at 1) — as TRL does with `disable_dropout`.
+it in place. Trainable weights are fp32 whatever the base was loaded in (a bf16 base on CUDA
+stays bf16 under fp32 LoRA adapters; a fully fine-tuned model is cast to fp32 — its master
+copy — and its frozen KL reference keeps the loaded dtype), so AdamW's state is fp32 too; the
+forward passes run under `trainer/precision.py`'s autocast (bf16 on CUDA). With
+`config.checkpointing` the model recomputes each layer's activations in the backward pass
+(transformers' gradient checkpointing, non-reentrant), only in train mode.
+
+Dropout is switched off everywhere, so the update's first forward pass reproduces the
+sampling log-probs (the PPO ratio starts at 1) — as TRL does with `disable_dropout`.
 
 Each policy has its own AdamW (betas 0.9/0.999, no weight decay) and its own LambdaLR schedule:
 linear warm-up over `warmup_steps`, then cosine/linear/constant decay until `steps`. Unlike
@@ -36,6 +43,7 @@ import torch
 from torch import nn
 
 from trainer.config import Config
+from trainer.precision import PARAM_DTYPE, autocast
 from trainer.routing import agent_policy, policy_names, role_of, workflow_agents  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
@@ -73,6 +81,13 @@ def needs_reference(config: Config) -> bool:
     return config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
 
 
+def _to_param_dtype(params: list[nn.Parameter]) -> None:
+    """Cast trainable parameters to fp32 in place (before any optimizer holds them)."""
+    for p in params:
+        if p.dtype != PARAM_DTYPE:
+            p.data = p.data.to(PARAM_DTYPE)
+
+
 class PolicySet:
     """One base model, N trainable policies (LoRA adapters or full copies), their optimizers."""
 
@@ -87,6 +102,11 @@ class PolicySet:
         # EMA of each role's gradient per policy, for the coherence regulariser (gradients.py).
         self.coherence: dict[tuple[str, str], torch.Tensor] = {}
         _disable_dropout(base_model)
+        if config.checkpointing:
+            # Non-reentrant: needs no input that requires grad (a frozen embedding under LoRA).
+            base_model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         self._reference: nn.Module | None = None
         if self.finetune == "lora":
             self._build_lora(base_model)
@@ -129,6 +149,8 @@ class PolicySet:
         for name in self.names[1:]:
             self.model.add_adapter(name, lora)
         self._params = {name: self._adapter_parameters(name) for name in self.names}
+        for params in self._params.values():
+            _to_param_dtype(params)
         self.model.set_adapter(self.names[0])
 
     def _adapter_parameters(self, name: str) -> list[nn.Parameter]:
@@ -157,6 +179,7 @@ class PolicySet:
         if needs_reference(self.config):
             # Copied before any step, so it holds the initial weights for the KL anchor.
             self._reference = copy.deepcopy(base_model).eval().requires_grad_(False)
+        base_model.to(PARAM_DTYPE)  # the fp32 master copy; compute runs under autocast
         base_model.requires_grad_(True)
         self._models = {self.names[0]: base_model}
         for name in self.names[1:]:
@@ -189,7 +212,8 @@ class PolicySet:
         was_training = model.training
         model.train(train)
         try:
-            yield model
+            with autocast(self.device):
+                yield model
         finally:
             model.train(was_training)
 
@@ -200,7 +224,7 @@ class PolicySet:
             was_training = self.model.training
             self.model.eval()
             try:
-                with self.model.disable_adapter(), torch.no_grad():
+                with self.model.disable_adapter(), torch.no_grad(), autocast(self.device):
                     yield self.model
             finally:
                 self.model.train(was_training)
@@ -209,7 +233,7 @@ class PolicySet:
             raise RuntimeError(
                 "full fine-tuning keeps a reference copy only when kl_beta (or a per-role KL) > 0"
             )
-        with torch.no_grad():
+        with torch.no_grad(), autocast(self.device):
             yield self._reference
 
     def parameters(self, name: str) -> list[nn.Parameter]:

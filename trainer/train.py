@@ -50,10 +50,11 @@ from trainer.checkpoint import (
     save_checkpoint,
 )
 from trainer.checkpoint_index import is_own, resume_point
-from trainer.config import Config, config_from_dict
+from trainer.config import Config, ConfigError, config_from_dict, fit_problem
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
+from trainer.precision import PARAM_DTYPE, compute_dtype, dtype_bits
 from trainer.reporting import NullReporter, Reporter
 from trainer.rollout import Codec, make_prompts, rollout
 from trainer.routing import policy_names
@@ -160,6 +161,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     if start is not None and not is_own(start, out):
         check_branch(start, config)  # refuse a layout change before loading anything
     device = resolve_device(config.device)
+    if device == "cuda" and (problem := fit_problem(config, torch.cuda.mem_get_info()[1])):
+        raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
     # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
@@ -214,6 +217,11 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     reporter.on_progress(done, config.steps, {})
     if own is None and reporter.should_stop():  # cancelled during the first evaluation
         return _cancelled(started, done)
+    # Logged with the first step this process trains (metrics are numbers: widths in bits).
+    precision = {
+        "sys/param_dtype": dtype_bits(PARAM_DTYPE),
+        "sys/compute_dtype": dtype_bits(compute_dtype(device)),
+    }
 
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()
@@ -248,6 +256,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         metrics["sys/step_seconds"] = elapsed
         metrics["sys/tokens_per_second"] = stats.tokens / max(t1 - t0, 1e-9)
         metrics["sys/peak_memory_mb"] = _peak_memory_mb(device)
+        metrics.update(precision)
+        precision = {}
         reporter.log(step, metrics)
 
         stopping = reporter.should_stop()

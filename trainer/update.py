@@ -195,7 +195,8 @@ def _optimizer_step(
     if (track and len(segments) > 1) or coherence_on:
         numel = sum(p.numel() for p in params)
         needed = vectors_needed(len(roles), max_agents) * numel * 4
-        tracker = GradientTracker(params, offload=needed > SNAPSHOT_BUDGET_BYTES)
+        offload = config.grad_snapshots == "host" or needed > SNAPSHOT_BUDGET_BYTES
+        tracker = GradientTracker(params, offload=offload)
 
     stats = accumulate_gradients(
         policies,

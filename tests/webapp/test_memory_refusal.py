@@ -1,0 +1,47 @@
+"""A run that cannot fit on the GPU is refused before anything is queued, by the form and the
+API alike, with trainer.config's message (issue 22; trainer/memory.py)."""
+
+import json
+
+import pytest
+from django.utils.html import escape
+
+from tests.people import bearer
+from tests.runs import form_data
+from trainer.config import ConfigError, make_config
+from webapp.experiments.models import Run
+
+pytestmark = pytest.mark.django_db
+
+TOO_BIG = dict(finetune="full", sharing="per_role", workflow="voting", model="Qwen/Qwen3-4B")
+
+
+def message() -> str:
+    with pytest.raises(ConfigError) as caught:
+        make_config("paper", **TOO_BIG)
+    return caught.value.errors["memory"]
+
+
+def test_the_form_refuses_it_at_the_top_with_the_configs_message(client, bob):
+    client.force_login(bob)
+    data = form_data(
+        finetune="full", workflow=["voting"], sharing=["per_role"], model=["Qwen/Qwen3-4B"],
+        seeds="0", device="cuda", micro_batch_size="16", max_new_tokens="2048",
+    )  # fmt: skip
+    html = client.post("/experiments/new/", data).content.decode()
+
+    assert escape(message()) in html
+    assert not Run.objects.exists()
+
+
+def test_the_api_refuses_it_with_the_same_message(client, alice):
+    body = {"name": "too big", "preset": "paper", "config": TOO_BIG}
+
+    response = client.post(
+        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        headers=bearer(alice),
+    )  # fmt: skip
+
+    assert response.status_code == 400
+    assert message() in json.dumps(response.json())
+    assert not Run.objects.exists()
