@@ -140,6 +140,7 @@ class MemoryEstimate:
     snapshots: int
     activations: int
     logits: int
+    snapshots_on_device: bool = False  # whether grad_snapshots=host would save memory
 
     @property
     def total(self) -> int:
@@ -175,7 +176,7 @@ def estimate(
         weights = len(policies) * n * 4 + (n * load if kl else 0) + cast_cache
     optimizer = len(policies) * trainable * 8 + trainable * 4
 
-    snapshots = 0
+    snapshots, snapshots_on_device = 0, False
     roles_of: dict[str, set[str]] = {}
     agents_of: dict[tuple[str, str], int] = {}
     for agent in workflow_agents(config):
@@ -191,6 +192,7 @@ def estimate(
         size = vectors_needed(len(roles), most) * trainable * 4
         on_device = config.grad_snapshots == "device" and size <= SNAPSHOT_BUDGET_BYTES
         snapshots = max(snapshots, size if on_device else trainable * 4)
+        snapshots_on_device = snapshots_on_device or on_device
 
     prompt, completion = sequence or longest_sequence(config)
     tokens = config.micro_batch_size * (prompt + completion)
@@ -204,7 +206,7 @@ def estimate(
         activations = tokens * layers * per_layer * compute
     logits = LOGIT_COPIES * config.micro_batch_size * (completion + 1) * shape["vocab_size"]
     logits *= compute
-    return MemoryEstimate(weights, optimizer, snapshots, activations, logits)
+    return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
 
 
 def gpu_bytes() -> float:
@@ -225,7 +227,7 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
     fixes = []
     if config.finetune == "full":
         fixes.append("finetune=lora")
-    if need.snapshots > 0 and config.grad_snapshots == "device":
+    if need.snapshots_on_device:
         fixes.append("grad_snapshots=host")
     if not config.checkpointing:
         fixes.append("grad_checkpointing=on")
