@@ -120,18 +120,6 @@ def test_grad_overhead_times_and_sizes_every_sharing_mode():
 
 
 @pytest.mark.timeout(300)
-def test_gpu_step_runs_on_a_cpu_with_the_tiny_architecture():
-    out = run_script("gpu_step.py", "--arch", "tiny", "--device", "cpu", "--steps", "1",
-                     "--prompts", "2", "--group", "2", "--new-tokens", "4",
-                     "--workflows", "single,voting")  # fmt: skip
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert [row["workflow"] for row in rows] == ["single", "voting"]
-    for row in rows:
-        assert row["step_seconds"] > 0 and row["tokens_per_second"] > 0
-        assert row["peak_memory_mb"] is None  # measured on CUDA only
-
-
-@pytest.mark.timeout(300)
 def test_ingest_measures_both_targets(postgres_url):
     out = run_script("ingest.py", "--postgres", postgres_url, "--repeats", "1", "--batches", "2",
                      "--reads", "2", "--clients", "2", "--workers", "2")  # fmt: skip
