@@ -83,9 +83,9 @@ def test_group_by_switches_the_bands_and_the_table_sorts(served, chromium_path):
 
         by_sharing = _bands(page, 2)
         assert by_sharing["means"] == ["sharing = per_role (3 runs)", "sharing = shared (3 runs)"]
-        expect(page).to_have_url(
-            f"{base}/dash/bands?runs={','.join(map(str, sorted(runs.values())))}&key=eval/accuracy"
-        )
+        # The default grouping (the whole cell) stays out of the address; sharing does not.
+        selected = ",".join(map(str, sorted(runs.values())))
+        expect(page).to_have_url(f"{base}/dash/bands?runs={selected}&key=eval/accuracy&by=sharing")
 
         # The table, in run order, then by peak: lowest first, then highest first.
         expect(page.locator("#bands-table tbody tr")).to_have_count(6)
