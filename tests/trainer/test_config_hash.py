@@ -1,0 +1,30 @@
+"""Golden config hashes: a run's config hash names its checkpoints and matches a resumed run
+to its past, so a new field or a changed default must not move the hash of a config that
+existed before it (new fields count only when set away from their default: `_LATER_FIELDS`).
+
+The values below are the presets' hashes as of 2026-12-03, before the fields added since
+(grad_checkpointing, grad_snapshots, …). If this test fails, a change moved every existing
+run's hash: keep the new field out of the hash at its default instead of updating the value.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.config import make_config
+
+GOLDEN = {
+    ("cpu-demo", ()): "cdbf7e4c5a063149",
+    ("paper", ()): "928647c00968a98d",
+}
+
+
+@pytest.mark.parametrize(("preset", "overrides"), list(GOLDEN))
+def test_a_presets_hash_is_what_it_was(preset, overrides):
+    assert make_config(preset, **dict(overrides)).hash() == GOLDEN[(preset, overrides)]
+
+
+def test_a_field_set_away_from_its_default_changes_the_hash():
+    base = make_config("cpu-demo")
+    assert make_config("cpu-demo", grad_snapshots="host").hash() != base.hash()
+    assert make_config("cpu-demo", seed=base.seed + 1).hash() != base.hash()
