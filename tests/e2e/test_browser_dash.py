@@ -34,6 +34,7 @@ CLIFF_MARKER_JS = """(step) => {
 }"""
 LAST_STEP_JS = """(step) => {
     const gd = document.querySelector('#curves-graph .js-plotly-plot');
+    if (!gd || !gd.data) return false;  // between two renders of the refreshed figure
     return gd.data.some(t => t.mode === 'lines+markers' && t.x[t.x.length - 1] === step);
 }"""
 CELL_JS = """([xaxis, yaxis, x, y]) => {
