@@ -135,7 +135,7 @@ def run_branch(request: HttpRequest, run_id: int) -> HttpResponse:
             messages.success(
                 request,
                 f"Queued {count} branch{'es' if count != 1 else ''} from step "
-                f"{form.plan.checkpoint.step}: runs {names}.",
+                f"{form.plan.checkpoint.step}: run{'s' if count != 1 else ''} {names}.",
             )
             return redirect("run_detail", run.id)
     else:
