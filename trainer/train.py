@@ -141,7 +141,9 @@ def warm_start_status(
             shown = percent
             elapsed = now - started
             timing = f"{duration_text(elapsed)} elapsed"
-            if 0 < done < total:
+            # No estimate before 1%: the first steps' pace still carries the set-up (the
+            # tokenizer, the corpus), which made 0% promise hours.
+            if percent >= 1 and done < total:
                 timing += f", about {duration_text(elapsed * (total - done) / done)} left"
             reporter.on_status(f"Preparing model {model}: warm start {percent}% ({timing})")
 

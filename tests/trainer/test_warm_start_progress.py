@@ -68,6 +68,8 @@ def test_a_warm_start_is_reported_once_per_whole_percent():
 
     assert len(reporter.statuses) == 101  # 0% (the first 11 steps) to 100%
     assert reporter.statuses[0].startswith("Preparing model tiny-m: warm start 0% (")
+    assert "left" not in reporter.statuses[0]  # no estimate from the set-up's pace
+    assert "left)" in reporter.statuses[1]
     assert reporter.statuses[-1].startswith("Preparing model tiny-m: warm start 100% (")
 
 
