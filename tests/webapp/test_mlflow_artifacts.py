@@ -169,3 +169,28 @@ def test_a_new_run_never_shows_files_left_in_its_folder_by_an_older_database(
     assert artifacts.run_folder(Run.objects.get(external=True).id) == stale
     listed = client.get(ARTIFACTS, {"path": root(info)[1:]}, headers=bearer(alice)).json()
     assert listed == {"files": []}
+
+
+class Cut:
+    """A request body that ends (or whose connection breaks) before its Content-Length."""
+
+    def __init__(self, data: bytes, fail: bool = False):
+        self.data, self.fail = data, fail
+
+    def read(self, size=-1):
+        chunk, self.data = self.data, b""
+        if not chunk and self.fail:
+            raise OSError("connection reset")
+        return chunk
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_an_upload_shorter_than_announced_leaves_nothing(client, alice, fail):
+    new_run(client, alice)
+    run = Run.objects.get()
+    folder = artifacts.run_folder(run.id)
+    with pytest.raises((artifacts.MlflowError, OSError)) as stopped:
+        artifacts.save(folder, "d/cut.bin", Cut(b"x" * 10, fail), 100, run_id=run.id)
+    if not fail:
+        assert "ended after 10 of the 100 bytes" in str(stopped.value.message)
+    assert not [p for p in folder.rglob("*") if p.is_file()]
