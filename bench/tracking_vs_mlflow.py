@@ -113,7 +113,9 @@ def batches(points: list, size: int) -> list[list]:
 class MlflowServer:
     """`mlflow server` on a fresh database; `with MlflowServer(...) as server:`."""
 
-    def __init__(self, python: str, postgres: str, database: str, workers: int = 4):
+    def __init__(self, python: str, postgres: str, database: str, workers: int = 4,
+                 serve_artifacts: bool = False):  # fmt: skip
+        self.serve_artifacts = serve_artifacts  # `--serve-artifacts`, files in its temp dir
         self.python = python
         self.postgres = postgres
         self.database = database
@@ -137,8 +139,11 @@ class MlflowServer:
                 "server",
                 "--backend-store-uri",
                 store,
-                "--default-artifact-root",
-                f"file://{self._tmp.name}",
+                *(
+                    ["--serve-artifacts", "--artifacts-destination", f"{self._tmp.name}/store"]
+                    if self.serve_artifacts
+                    else ["--default-artifact-root", f"file://{self._tmp.name}"]
+                ),
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -169,3 +169,63 @@ def test_a_new_run_never_shows_files_left_in_its_folder_by_an_older_database(
     assert artifacts.run_folder(Run.objects.get(external=True).id) == stale
     listed = client.get(ARTIFACTS, {"path": root(info)[1:]}, headers=bearer(alice)).json()
     assert listed == {"files": []}
+
+
+class Cut:
+    """A request body that ends (or whose connection breaks) before its Content-Length."""
+
+    def __init__(self, data: bytes, fail: bool = False):
+        self.data, self.fail = data, fail
+
+    def read(self, size=-1):
+        chunk, self.data = self.data, b""
+        if not chunk and self.fail:
+            raise OSError("connection reset")
+        return chunk
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_an_upload_shorter_than_announced_leaves_nothing(client, alice, fail):
+    new_run(client, alice)
+    run = Run.objects.get()
+    folder = artifacts.run_folder(run.id)
+    with pytest.raises((artifacts.MlflowError, OSError)) as stopped:
+        artifacts.save(folder, "d/cut.bin", Cut(b"x" * 10, fail), 100, run_id=run.id)
+    if not fail:
+        assert "ended after 10 of the 100 bytes" in str(stopped.value.message)
+    assert not [p for p in folder.rglob("*") if p.is_file()]
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
+
+
+def test_the_run_page_previews_text_images_and_tables_and_never_renders_html(client, alice):
+    info = new_run(client, alice)
+    put(client, alice, root(info) + "/notes.txt", b"<b>bold</b>\n" + b"y" * 10_000)
+    put(client, alice, root(info) + "/plot.png", PNG)
+    put(client, alice, root(info) + "/page.html", b"<script>alert(1)</script>")
+    put(client, alice, root(info) + "/pic.svg", b"<svg onload='alert(1)'/>")
+    rows = [[i, f"<i>{i}</i>"] for i in range(30)]
+    table = {"columns": ["step", "answer"], "data": rows}
+    put(client, alice, root(info) + "/eval.json", json.dumps(table).encode())
+    run = Run.objects.get()
+    client.force_login(alice)
+
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
+    assert "y" * 4000 in page and "y" * 5000 not in page  # the first few KB only
+    assert f'src="/runs/{run.id}/artifact-images/plot.png"' in page
+    assert "artifact-images/pic.svg" not in page and "artifact-images/page.html" not in page
+    assert "<script>alert(1)</script>" not in page
+    assert "<th>answer</th>" in page and "<td>&lt;i&gt;19&lt;/i&gt;</td>" in page
+    assert "&lt;i&gt;20&lt;/i&gt;" not in page and "10 more rows" in page
+
+    image = client.get(f"/runs/{run.id}/artifact-images/plot.png")
+    assert image.status_code == 200 and b"".join(image.streaming_content) == PNG
+    assert image["Content-Type"] == "image/png"
+    assert image["X-Content-Type-Options"] == "nosniff"
+    assert "sandbox" in image["Content-Security-Policy"]
+    for refused in ("page.html", "pic.svg", "notes.txt", "../../secret_key", "missing.png"):
+        assert client.get(f"/runs/{run.id}/artifact-images/{refused}").status_code == 404
+    client.logout()
+    assert client.get(f"/runs/{run.id}/artifact-images/plot.png").status_code == 302

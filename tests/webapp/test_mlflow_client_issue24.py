@@ -242,3 +242,18 @@ def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     assert [m.step for m in history] == [0, 1]
     assert history[0].value == 0.5 and math.isnan(history[1].value)
     assert MlflowClient().get_metric_history(active.info.run_id, "reward")[1].value == 0.2
+
+
+def test_infinities_read_back_as_logged_and_stay_gaps_to_troupe(troupe):
+    mlflow.set_experiment("infinite")
+    with mlflow.start_run() as active:
+        mlflow.log_metrics({"loss": 0.5}, step=0)
+        mlflow.log_metrics({"loss": math.inf}, step=1)
+        mlflow.log_metrics({"loss": -math.inf}, step=2)
+    client = MlflowClient()
+    history = client.get_metric_history(active.info.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, math.inf), (2, -math.inf)]
+    assert client.get_run(active.info.run_id).data.metrics["loss"] == -math.inf
+    run = Run.objects.get(id=int(client.get_run(active.info.run_id).data.tags["troupe.run_id"]))
+    stored = MetricPoint.objects.filter(run=run, key="loss").order_by("step")
+    assert list(stored.values_list("value", flat=True)) == [0.5, None, None]  # gaps

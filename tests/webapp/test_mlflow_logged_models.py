@@ -96,3 +96,34 @@ def test_model_files_are_the_runs_owners_to_write_and_go_with_the_run(
     assert not folder.exists()
     error(call(client, alice, "get", f"logged-models/{info['model_id']}"), 404,
           "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+
+
+def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice, bob, run,
+                                                                  tmp_path):  # fmt: skip
+    from webapp.experiments.metrics import write_points
+
+    best = tmp_path / "out" / "checkpoints" / "best-000040"
+    best.mkdir(parents=True)
+    (best / "state.pt").write_bytes(b"weights")
+    Run.objects.filter(id=run.id).update(checkpoint_dir=str(tmp_path / "out"))
+    search = {"experiment_ids": [str(run.experiment_id)], "filter": f"source_run_id = '{run.id}'"}
+    assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}
+    write_points(run.id, [("ckpt/best_step", 40, 40.0), ("ckpt/best_accuracy", 40, 0.75)])
+
+    found = call(client, alice, "post", "logged-models/search", search).json()["models"]
+    assert len(found) == 1
+    info, data = found[0]["info"], found[0]["data"]
+    assert info["name"] == "troupe-best" and info["status"] == "LOGGED_MODEL_READY"
+    assert info["source_run_id"] == str(run.id)
+    assert info["artifact_uri"] == best.as_uri()  # points at the checkpoint, no copy
+    assert {p["key"]: p["value"] for p in data["params"]}["checkpoint_step"] == "40"
+    metrics = {m["key"]: (m["value"], m["step"]) for m in data["metrics"]}
+    assert metrics == {"checkpoint_step": (40.0, 40), "accuracy": (0.75, 40)}
+    assert not (tmp_path / "data").exists() or not list((tmp_path / "data").rglob("state.pt"))
+
+    got = call(client, bob, "get", f"logged-models/{info['model_id']}")  # reading is open
+    assert got.status_code == 200 and got.json()["model"]["info"] == info
+    error(call(client, alice, "delete", f"logged-models/{info['model_id']}"), 400,
+          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    Run.objects.filter(id=run.id).update(external=True)  # an MLflow-logged run: none
+    assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}

@@ -91,7 +91,7 @@ def test_the_migration_leaves_the_oldest_of_duplicate_names_holding_it(alice):
     assert list(claims) == [(alice.id, "grpo"), (alice.id, None)]
 
 
-def test_nan_and_infinities_are_stored_as_gaps_and_the_rest_of_the_batch_is_kept(client, alice):
+def test_nan_and_infinities_are_gaps_read_back_as_logged_and_the_batch_is_kept(client, alice):
     run = post(client, alice, "runs/create", {"experiment_id": "0"}).json()["run"]
     run_id = run["info"]["run_id"]
     batch = [
@@ -109,4 +109,15 @@ def test_nan_and_infinities_are_stored_as_gaps_and_the_rest_of_the_batch_is_kept
     assert Run.objects.get().step == 3
     history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
                          headers=bearer(alice)).json()["metrics"]  # fmt: skip
-    assert [m["value"] for m in history] == [0.5, "NaN", "NaN", "NaN"]
+    assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "-Infinity"]
+    got = client.get(API + "runs/get", {"run_id": run_id}, headers=bearer(alice)).json()
+    latest = {m["key"]: m["value"] for m in got["run"]["data"]["metrics"]}
+    assert latest == {"loss": "-Infinity", "reward": 0.25}
+
+    again = [{"key": "loss", "value": "NaN", "timestamp": 1, "step": 2},
+             {"key": "loss", "value": "Infinity", "timestamp": 1, "step": 3}]  # fmt: skip
+    done = post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": again})
+    assert done.status_code == 200, done.content
+    history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
+                         headers=bearer(alice)).json()["metrics"]  # fmt: skip
+    assert [m["value"] for m in history] == [0.5, "NaN", "NaN", "Infinity"]

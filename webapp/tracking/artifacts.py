@@ -162,6 +162,11 @@ def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id
                 written += len(chunk)
                 _check_size(written, limit, room)
                 out.write(chunk)
+        if length is not None and written != length:
+            raise MlflowError(
+                INVALID, f"The upload ended after {written:,} of the {length:,} bytes it "
+                "announced (Content-Length); nothing was stored."
+            )  # fmt: skip
         os.replace(temporary, target)
     except BaseException:
         os.unlink(temporary)

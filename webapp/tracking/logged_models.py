@@ -2,18 +2,26 @@
 Hugging Face `Trainer`'s checkpoint logging (`HF_MLFLOW_LOG_ARTIFACTS=1`) create, upload
 into, finalize and look up. A model belongs to the run that made it (`source_run_id`, which
 Troupe requires): its owner writes, anyone with a token reads, its files go with the run.
+
+A run Troupe trained also shows its best checkpoint as a model of its own, read-only and never
+stored: `m-<run number as 32 hex digits>`, named `troupe-best`, READY, its step and accuracy
+as metrics and params, its tag `troupe.checkpoint_path` (and artifact URI) pointing at the
+checkpoint's folder on the server, not a copy: deleting the run removes it.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
+from trainer.checkpoint_index import checkpoint_dir_name, checkpoint_root
 from webapp.experiments.models import Run
+from webapp.experiments.templatetags.radar import best_checkpoint
 from webapp.tracking import artifacts, search
 from webapp.tracking.models import LoggedModel
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError
-from webapp.tracking.store import find_run, mlflow_run_id, now_ms
+from webapp.tracking.store import find_run, mlflow_run_id, now_ms, to_ms
 
 STATUSES = ("LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
 
@@ -39,8 +47,60 @@ def create(user, *, experiment: str, run_id: str, name: str, model_type: str,
     )
 
 
+BEST_NAME = "troupe-best"
+_BEST_ID = re.compile(r"m-([0-9a-f]{32})")
+
+
+def best_model(run: Run) -> LoggedModel | None:
+    """The run's best checkpoint as an unsaved, read-only model, or None (an imported or
+    MLflow-logged run, no best yet, or its folder gone)."""
+    if run.external or not run.checkpoint_dir:
+        return None
+    best = best_checkpoint(run.id)
+    if best is None:
+        return None
+    folder = checkpoint_root(run.checkpoint_dir) / checkpoint_dir_name("best", best["step"])
+    if not folder.is_dir():
+        return None
+    created = to_ms(run.finished or run.started or run.created) or 0
+    params = {"checkpoint_step": str(best["step"]), "checkpoint_path": str(folder)}
+    if best["accuracy"] is not None:
+        params["checkpoint_accuracy"] = repr(float(best["accuracy"]))
+    model = LoggedModel(
+        model_id=f"m-{run.id:032x}",
+        run=run,
+        name=BEST_NAME,
+        model_type="troupe-checkpoint",
+        status="LOGGED_MODEL_READY",
+        created=created,
+        updated=created,
+        tags={"troupe.checkpoint_path": str(folder), "troupe.read_only": "true"},
+        params=params,
+    )
+    model.best = best  # type: ignore[attr-defined]
+    model.best_uri = folder.as_uri()  # type: ignore[attr-defined]
+    return model
+
+
+def _best_of(user, model_id: str, manage: bool) -> LoggedModel | None:
+    matched = _BEST_ID.fullmatch(model_id)
+    if matched is None:
+        return None
+    run = Run.objects.filter(id=int(matched.group(1), 16)).first()
+    model = best_model(run) if run is not None else None
+    if model is None:
+        return None
+    find_run(user, str(run.id))  # reading is open; the run must still be there
+    if manage:
+        raise MlflowError(INVALID, f"Model '{model_id}' is Troupe's best checkpoint of its run: "
+                          "read-only (log a model of your own to change one).")  # fmt: skip
+    return model
+
+
 def find(user, model_id: str, *, manage: bool = False) -> LoggedModel:
     model = LoggedModel.objects.filter(model_id=model_id).first()
+    if model is None and (best := _best_of(user, model_id, manage)) is not None:
+        return best
     if model is None:
         raise MlflowError(MISSING, f"Logged model with ID '{model_id}' not found.")
     model.run = find_run(user, str(model.run_id), manage=manage)
@@ -75,7 +135,8 @@ def model_json(model: LoggedModel) -> dict[str, Any]:
             "model_id": model.model_id,
             "experiment_id": str(run.experiment_id),
             "name": model.name,
-            "artifact_uri": artifacts.model_uri(run.experiment_id, model.model_id),
+            "artifact_uri": getattr(model, "best_uri", None)
+            or artifacts.model_uri(run.experiment_id, model.model_id),
             "creation_timestamp_ms": model.created,
             "last_updated_timestamp_ms": model.updated,
             "status": model.status,
@@ -83,8 +144,20 @@ def model_json(model: LoggedModel) -> dict[str, Any]:
             "source_run_id": mlflow_run_id(run),
             "tags": pairs(model.tags),
         },
-        "data": {"params": pairs(model.params), "metrics": []},
+        "data": {"params": pairs(model.params), "metrics": _metrics(model)},
     }
+
+
+def _metrics(model: LoggedModel) -> list[dict[str, Any]]:
+    best = getattr(model, "best", None)
+    if best is None:
+        return []
+    step, run_id = best["step"], mlflow_run_id(model.run)
+    found = [{"key": "checkpoint_step", "value": float(step), "step": step}]
+    if best["accuracy"] is not None:
+        found.append({"key": "accuracy", "value": float(best["accuracy"]), "step": step})
+    return [{**m, "timestamp": model.created, "run_id": run_id, "model_id": model.model_id}
+            for m in found]  # fmt: skip
 
 
 def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedModel]:
@@ -96,7 +169,9 @@ def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedMod
         "run", "run__tracked"
     )
     found = []
-    for model in models.order_by("-created"):
+    owned = Run.objects.filter(experiment_id__in=experiment_ids, external=False)
+    bests = [m for run in owned.exclude(checkpoint_dir="") if (m := best_model(run))]
+    for model in [*bests, *models.order_by("-created")]:
         values = {
             "name": model.name,
             "model_id": model.model_id,

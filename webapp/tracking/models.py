@@ -86,6 +86,19 @@ class PointTime(models.Model):
     timestamp = models.BigIntegerField()
 
 
+class PointSign(models.Model):
+    """The sign of a point logged as +inf (1) or -inf (-1). Troupe stores every non-finite
+    value as NULL, a gap to its charts and analysis; MLflow's readers get the infinity back
+    from here (a NULL with no row is NaN). Only a NULL point's row is read, so a finite value
+    logged over an infinity needs no clean-up; a NaN logged over one removes the row."""
+
+    pk = models.CompositePrimaryKey("run", "key", "step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    key = models.CharField(max_length=200)
+    step = models.IntegerField()
+    sign = models.SmallIntegerField()
+
+
 class LoggedModel(models.Model):
     """An MLflow 3 logged model (`mlflow.<flavor>.log_model`, a Hugging Face checkpoint). Troupe
     keeps one only with the run that made it: its files lie in the run's directory, so they go

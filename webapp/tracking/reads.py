@@ -20,25 +20,39 @@ from django.urls import reverse
 
 from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.tracking import artifacts
-from webapp.tracking.models import PointTime, StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking.models import (
+    PointSign,
+    PointTime,
+    StepTime,
+    TrackedExperiment,
+    TrackedRun,
+)
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
 _POINTS, _TIMES = MetricPoint._meta.db_table, StepTime._meta.db_table
-_OWN = PointTime._meta.db_table
+_OWN, _SIGNS = PointTime._meta.db_table, PointSign._meta.db_table
 # A point's time: its own where it has one, else its step's (0 when neither: points logged
 # another way than MLflow's).
 _TIME_JOIN = f"""
     LEFT JOIN {_TIMES} t ON t.run_id = p.run_id AND t.step = p.step
     LEFT JOIN {_OWN} o ON o.run_id = p.run_id AND o.key = p.key AND o.step = p.step
 """
+# A gap's sign: ±inf where the point was logged as one (`PointSign`), else NaN.
+_SIGN_JOIN = f"""
+    LEFT JOIN {_SIGNS} g ON p.value IS NULL AND g.run_id = p.run_id AND g.key = p.key
+        AND g.step = p.step
+"""
+_INFINITY = {1: "Infinity", -1: "-Infinity"}  # protobuf's JSON spellings
 
 
 def _pairs(mapping: dict[str, Any]) -> list[dict[str, str]]:
     return [{"key": k, "value": str(v)} for k, v in mapping.items()]
 
 
-def _value(value: float | None) -> float | str:
-    return "NaN" if value is None else value  # protobuf's JSON spelling of NaN
+def _value(value: float | None, sign: int | None = None) -> float | str:
+    if value is None:  # protobuf's JSON spellings of NaN and ±inf
+        return _INFINITY.get(sign, "NaN")  # type: ignore[arg-type]
+    return value
 
 
 def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
@@ -77,15 +91,15 @@ def latest_metrics(run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
     if connection.vendor == "postgresql":
         sql = f"""
             SELECT DISTINCT ON (p.run_id, p.key)
-                p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp)
-            FROM {_POINTS} p {_TIME_JOIN}
+                p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
+            FROM {_POINTS} p {_TIME_JOIN} {_SIGN_JOIN}
             WHERE p.run_id = ANY(%s) ORDER BY p.run_id, p.key, p.step DESC
         """  # noqa: S608 (table names are ours)
         params: list[Any] = [list(run_ids)]
     else:
         sql = f"""
-            SELECT p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp)
-            FROM {_POINTS} p {_TIME_JOIN}
+            SELECT p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
+            FROM {_POINTS} p {_TIME_JOIN} {_SIGN_JOIN}
             WHERE p.run_id IN ({",".join(["%s"] * len(run_ids))})
               AND p.step = (SELECT MAX(q.step) FROM {_POINTS} q
                             WHERE q.run_id = p.run_id AND q.key = p.key)
@@ -94,10 +108,11 @@ def latest_metrics(run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
         params = list(run_ids)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for run_id, key, step, value, timestamp in cursor.fetchall():
+        for run_id, key, step, value, timestamp, sign in cursor.fetchall():
             out[run_id].append(
-                {"key": key, "value": _value(value), "timestamp": timestamp or 0, "step": step}
-            )
+                {"key": key, "value": _value(value, sign), "timestamp": timestamp or 0,
+                 "step": step}
+            )  # fmt: skip
     return out
 
 
@@ -191,6 +206,17 @@ def metric_history_json(run_id: int, key: str, start_step: int, limit: int | Non
                 [run_id, key, steps[-1]],
             )
             following = cursor.fetchone()[0]
+        if '"NaN"' in values:  # gaps: those logged as ±inf say so
+            cursor.execute(
+                f"SELECT step, sign FROM {_SIGNS} WHERE run_id = %s AND key = %s "
+                "AND step >= %s AND step <= %s",
+                [run_id, key, steps[0], steps[-1]],
+            )
+            if signs := dict(cursor.fetchall()):
+                values = [
+                    f'"{_INFINITY[signs[s]]}"' if v == '"NaN"' and s in signs else v
+                    for v, s in zip(values, steps, strict=True)
+                ]
     if time_steps != steps:  # a step logged without a time (another writer's point): 0
         known = dict(zip(time_steps or [], stamps or [], strict=True))
         stamps = [known.get(step, 0) for step in steps]
@@ -206,8 +232,8 @@ def metric_history_json(run_id: int, key: str, start_step: int, limit: int | Non
 def metric_history(run_id: int, key: str, start_step: int, limit: int | None) -> list[dict]:
     """The points of one series from `start_step` on, in step order, at most `limit`."""
     sql = f"""
-        SELECT p.step, p.value, coalesce(o.timestamp, t.timestamp)
-        FROM {_POINTS} p {_TIME_JOIN}
+        SELECT p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
+        FROM {_POINTS} p {_TIME_JOIN} {_SIGN_JOIN}
         WHERE p.run_id = %s AND p.key = %s AND p.step >= %s ORDER BY p.step
     """  # noqa: S608
     params: list[Any] = [run_id, key, start_step]
@@ -218,6 +244,6 @@ def metric_history(run_id: int, key: str, start_step: int, limit: int | None) ->
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
-        {"key": key, "value": _value(value), "timestamp": timestamp or 0, "step": step}
-        for step, value, timestamp in rows
+        {"key": key, "value": _value(value, sign), "timestamp": timestamp or 0, "step": step}
+        for step, value, timestamp, sign in rows
     ]

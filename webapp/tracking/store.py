@@ -17,6 +17,7 @@ The offline importer (`webapp/tracking/importers.py`) logs through `log_batch` t
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Iterable
@@ -35,7 +36,13 @@ from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
 from webapp.tracking import artifacts, rows
-from webapp.tracking.models import PointTime, StepTime, TrackedExperiment, TrackedRun
+from webapp.tracking.models import (
+    PointSign,
+    PointTime,
+    StepTime,
+    TrackedExperiment,
+    TrackedRun,
+)
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
@@ -425,7 +432,28 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
     before = _write_times(run_id, times, max(trained, default=None))
     _write_point_times(run_id, points, {**times, **before}, before)
+    _write_signs(run_id, points)
     return written
+
+
+def _write_signs(run_id: int, points: list[Point]) -> None:
+    """Remember which gaps were ±inf (`PointSign`); no query for a batch of finite values."""
+    odd = {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}
+    if not odd:
+        return
+    signs = {pair: (1 if v > 0 else -1) for pair, v in odd.items() if not math.isnan(v)}
+    if signs:
+        PointSign.objects.bulk_create(
+            [
+                PointSign(run_id=run_id, key=k, step=s, sign=v)
+                for (k, s), v in sorted(signs.items())
+            ],
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["sign"],
+        )
+    for key, step in sorted(odd.keys() - signs.keys()):  # NaN: a gap with no sign
+        PointSign.objects.filter(run_id=run_id, key=key, step=step).delete()
 
 
 # The steps' times and the run's step in one statement (one round trip a batch). It returns

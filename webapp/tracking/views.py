@@ -340,7 +340,9 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
             return record["info"].get(name)
         entries = record["data"][kind]
         found = next((e["value"] for e in entries if e["key"] == name), None)
-        return None if found == "NaN" else found
+        if found == "NaN":
+            return None
+        return {"Infinity": math.inf, "-Infinity": -math.inf}.get(found, found)
 
     found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
     found = search.order(found, orders, get)

@@ -1,0 +1,38 @@
+"""Smoke test of bench/mlflow_artifacts.py: tiny uploads and downloads through the real MLflow
+client against Troupe's artifact store (and MLflow's own `--serve-artifacts` server where its
+venv is installed), every download checked byte for byte by the bench itself."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.tracking_vs_mlflow import mlflow_available
+from tests.helpers import ROOT
+
+MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def run_smoke(*args: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "bench/mlflow_artifacts.py", "--smoke", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_the_artifact_bench_runs_troupes_side_alone(postgres_url):
+    summary = run_smoke("--postgres", postgres_url, "--without-mlflow")
+    assert summary["troupe"]["upload_mib_s_median"] > 0
+    assert summary["troupe"]["download_mib_s_median"] > 0
+    assert "mlflow" not in summary
+
+
+def test_the_artifact_bench_compares_with_mlflow_where_it_is_installed(postgres_url):
+    if not mlflow_available(MLFLOW_PYTHON):
+        pytest.skip(f"no MLflow venv at {MLFLOW_PYTHON} (see bench/tracking_vs_mlflow.py)")
+    summary = run_smoke("--postgres", postgres_url, "--mlflow-python", MLFLOW_PYTHON)
+    assert summary["ratio_upload"] > 0 and summary["ratio_download"] > 0
