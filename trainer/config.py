@@ -117,6 +117,13 @@ class Config:
     micro_batch_size: int = _f(
         32, "Sequences per forward/backward (memory knob only)", "rl", minimum=1
     )
+    rollout_batch: int = _f(
+        0,
+        "Max sequences per generation call (0 = a stage's whole group at once); smaller "
+        "bounds the rollout's KV cache, the sampled tokens stay the same",
+        "rl",
+        minimum=0,
+    )
     clip_low: float = _f(0.2, "PPO ratio clip below 1", "rl", minimum=0.0)
     clip_high: float = _f(0.28, "PPO ratio clip above 1 (clip-higher)", "rl", minimum=0.0)
     kl_beta: float = _f(0.0, "KL coefficient to the base model (0 = no KL loss)", "rl", minimum=0.0)
@@ -226,6 +233,7 @@ _LATER_FIELDS = {
     "eval_samples": 1,
     "grad_checkpointing": "auto",
     "grad_snapshots": "device",
+    "rollout_batch": 0,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -253,6 +261,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_problems": 512,
         "checkpoint_every": 25,
         "micro_batch_size": 16,
+        # Sequences per generation call: a whole group (512 episodes × up to 3 agents, up to
+        # 12,800 tokens each) would need a KV cache of 140-1,170 GiB; 32 fits every paper
+        # LoRA cell on one H200 (trainer/memory.py, BENCHMARKS.md issue 22).
+        "rollout_batch": 32,
         "device": "cuda",
     },
     # A tiny built-in model on synthetic data: minutes on two CPU cores.

@@ -17,9 +17,24 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
   or, with gradient checkpointing, one layer's worth plus each layer's saved input.
 - logits: LOGIT_COPIES copies of (micro-batch × completion × vocab) in the compute dtype.
 
+The rollout phase (`rollout_estimate`) is counted too, and the run's peak is the larger of
+the two phases. One generation call (trainer/sampling.py) decodes every sequence one policy
+is asked for in one stage — a stage's whole group, e.g. 64 problems × 8 samples × 3 voters =
+1,536 sequences — or at most `rollout_batch` of them. Its peak is the larger of:
+
+- prefill: the KV cache of the prompts, the last position's logits (the sampler asks for
+  that one only, `logits_to_keep=1`) and the forward's transient activations
+  (PREFILL_PER_TOKEN elements per token: the MLP's intermediates dominate);
+- the last decode step: the KV cache, 2 × layers × kv_heads × head_dim × bytes per token, of
+  sequences × (prompt + new tokens), and the last position's logits with the sampler's
+  temporaries (DECODE_BYTES_PER_LOGIT per sequence and vocab entry: an fp32 copy, the
+  Gumbel noise's int64/float64 intermediates, the log-softmax).
+
+Resident then: the weights as the update counts them and AdamW's moments (kept between
+steps); no gradients, snapshots or update activations.
+
 The coefficients were fitted to measured peaks of tiny Qwen3 models on the CPU
-(tests/trainer/test_memory.py keeps them within ±25%); rollout KV caches are not counted
-(generation runs before the update and frees them).
+(tests/trainer/test_memory.py keeps both phases within ±25%).
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +86,9 @@ KNOWN_SHAPES: dict[str, dict[str, Any]] = {
 PROMPT_TOKENS = 512  # a task prompt with its instructions, before other agents' outputs
 ACT_PER_LAYER = (4, 4, 4.5)  # saved elements per token and layer: × hidden, × q width, × mlp
 LOGIT_COPIES = 3
+PREFILL_PER_TOKEN = (4, 3)  # prefill's transient elements per token: × hidden, × mlp
+DECODE_BYTES_PER_LOGIT = 40  # fp32 logits, Gumbel noise (int64, float64 steps), log-softmax
+EVAL_SEQUENCES = 256  # trainer/evaluate.py's batch_size: episodes of one evaluation rollout
 SNAPSHOT_BUDGET_BYTES = 8 * 2**30  # trainer/gradients.py moves vectors beyond this to the host
 DEFAULT_GPU_GB = 141.0  # H200; a worker's own GPU overrides it (TROUPE_GPU_MEMORY_GB too)
 HEADROOM = 0.9  # allocator fragmentation, CUDA context, kernels' workspaces
@@ -131,6 +150,89 @@ def longest_sequence(config: Any) -> tuple[int, int]:
     }.get(config.workflow, 0)
     longest = max(config.new_tokens_for(r) for r in config.roles)
     return PROMPT_TOKENS + context * longest, longest
+
+
+def kv_bytes_per_token(shape: dict[str, Any], dtype_bytes: int) -> int:
+    """Bytes of KV cache one token takes: keys and values of every layer."""
+    d = shape.get("head_dim") or shape["hidden_size"] // shape["num_attention_heads"]
+    return 2 * shape["num_hidden_layers"] * shape["num_key_value_heads"] * d * dtype_bytes
+
+
+def generation_calls(config: Any) -> list[tuple[int, int, int]]:
+    """(sequences, prompt tokens, new tokens) of the largest generation calls of a step.
+
+    The widest stage (parallel agents of one role, routed to one policy unless per_agent) at
+    the task prompt's length, and the longest turn (longest_sequence) for one per episode;
+    episodes are a step's prompts × group or an evaluation batch, whichever is more.
+    """
+    k = config.eval_samples
+    episodes = max(
+        config.prompts_per_step * config.group_size,
+        min(config.eval_problems, max(1, EVAL_SEQUENCES // k)) * k,
+    )
+    prompt, new = longest_sequence(config)
+    counts = Counter(role_of(a) for a in workflow_agents(config))
+    parallel = 1 if config.sharing == "per_agent" else max(counts.values())
+    wide_prompt = PROMPT_TOKENS + (new if config.workflow == "orch_workers" else 0)  # the plan
+    calls = [(episodes * parallel, wide_prompt, new), (episodes, prompt, new)]
+    cap = getattr(config, "rollout_batch", 0)
+    return [(min(n, cap) if cap else n, p, t) for n, p, t in calls]
+
+
+@dataclass
+class RolloutEstimate:
+    """Peak bytes of the largest generation call of a step."""
+
+    weights: int  # weights and optimizer moments resident while generating
+    kv_cache: int
+    logits: int
+    activations: int  # the prefill forward's transients
+    sequences: int  # in that call
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.logits + self.activations
+
+    def parts(self) -> str:
+        gib = 2**30
+        return ", ".join(
+            f"{name} {getattr(self, name) / gib:.1f}"
+            for name in ("weights", "kv_cache", "logits", "activations")
+        )
+
+
+def rollout_estimate(
+    config: Any,
+    shape: dict[str, Any],
+    *,
+    on_cuda: bool = True,
+    calls: list[tuple[int, int, int]] | None = None,
+    update: MemoryEstimate | None = None,
+) -> RolloutEstimate:
+    """Peak bytes of the rollout phase (module docstring); `calls` overrides the calls."""
+    compute = 2 if on_cuda else 4  # the KV cache and logits come out of bf16 autocast
+    update = update or estimate(config, shape, on_cuda=on_cuda)
+    trainable = update.optimizer // (len(policy_names(config)) * 8 + 4)
+    resident = update.weights + len(policy_names(config)) * trainable * 8
+    per_token = kv_bytes_per_token(shape, compute)
+    vocab, h, mlp = shape["vocab_size"], shape["hidden_size"], shape["intermediate_size"]
+    best: RolloutEstimate | None = None
+    for n, prompt, new in calls or generation_calls(config):
+        prefill = RolloutEstimate(
+            resident,
+            n * prompt * per_token,
+            n * vocab * (compute + 4),
+            n * prompt * (PREFILL_PER_TOKEN[0] * h + PREFILL_PER_TOKEN[1] * mlp) * compute,
+            n,
+        )
+        decode = RolloutEstimate(
+            resident, n * (prompt + new) * per_token, n * vocab * DECODE_BYTES_PER_LOGIT, 0, n
+        )
+        for candidate in (prefill, decode):
+            if best is None or candidate.total > best.total:
+                best = candidate
+    assert best is not None
+    return best
 
 
 @dataclass
@@ -221,9 +323,46 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
         return None
     capacity = gpu_bytes() if capacity is None else capacity
     need = estimate(config, shape)
-    if need.total <= capacity * HEADROOM:
+    rollout = rollout_estimate(config, shape, update=need)
+    limit = capacity * HEADROOM
+    if max(need.total, rollout.total) <= limit:
         return None
     gib = 2**30
+    problems = []
+    if rollout.total > limit:
+        size = max(
+            1,
+            int(
+                rollout.sequences
+                * (limit - rollout.weights)
+                / max(1, rollout.total - rollout.weights)
+            ),
+        )
+        fixes = [
+            f"rollout_batch={_round_down(size)} (sequences per generation call, now "
+            f"{config.rollout_batch or 'all ' + str(rollout.sequences)})"
+        ]
+        if config.finetune == "full":
+            fixes.append("finetune=lora")
+        problems.append(
+            f"the rollout needs about {math.ceil(rollout.total / gib)} GiB of GPU memory "
+            f"({rollout.parts()} GiB; {rollout.sequences} sequences in one generation call)"
+            f"; try {', '.join(fixes)}"
+        )
+    if need.total > limit:
+        problems.append(
+            f"the update needs about {math.ceil(need.total / gib)} GiB of GPU memory "
+            f"({need.parts()} GiB); try {', '.join(_update_fixes(config, need))}"
+        )
+    return f"{'; '.join(problems)}; the GPU has {capacity / gib:.0f} GiB"
+
+
+def _round_down(n: int) -> int:
+    """The largest power of two not above n (a tidy rollout_batch to suggest)."""
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def _update_fixes(config: Any, need: MemoryEstimate) -> list[str]:
     fixes = []
     if config.finetune == "full":
         fixes.append("finetune=lora")
@@ -235,7 +374,4 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
         fixes.append(f"a smaller micro_batch_size (now {config.micro_batch_size})")
     if config.sharing != "shared":
         fixes.append("sharing=shared (one policy)")
-    return (
-        f"needs about {math.ceil(need.total / gib)} GiB of GPU memory ({need.parts()} GiB) "
-        f"but the GPU has {capacity / gib:.0f} GiB; try {', '.join(fixes)}"
-    )
+    return fixes

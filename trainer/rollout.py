@@ -3,8 +3,9 @@
 Each (problem, sample) runs its workflow coroutine. At every stage the driver gathers all
 pending turn requests across the whole group of rollouts, groups them by the policy their
 agent routes to, and generates each group in ONE batched call (8 problems × 8 samples × 3
-voters = 192 sequences at once). Then every episode is scored with one batched verifier call,
-and per-role scores (a voter's own answer, an evaluator's verdict) are attached to turns.
+voters = 192 sequences at once), or in calls of at most `rollout_batch` sequences. Then every
+episode is scored with one batched verifier call, and per-role scores (a voter's own answer,
+an evaluator's verdict) are attached to turns.
 
 `batched=False` generates one request at a time; it exists only so `bench/rollout.py` can
 measure what batching buys.
@@ -159,10 +160,13 @@ def _generate_stage(
         budgets = [r.max_new_tokens for _, r in items]
         started = time.perf_counter()
         with policies.use(policy) as model:
-            if batched:
-                chunks = [(prompt_ids, seeds, budgets)]
-            else:
-                chunks = [([p], [s], [b]) for p, s, b in zip(prompt_ids, seeds, budgets)]
+            # Rows are independent (per-row seeds, left padding, own budgets): a chunk of
+            # `rollout_batch` rows samples what the whole call would, with a smaller KV cache.
+            size = (config.rollout_batch or len(items)) if batched else 1
+            chunks = [
+                (prompt_ids[k : k + size], seeds[k : k + size], budgets[k : k + size])
+                for k in range(0, len(items), size)
+            ]
             results = []
             for ids, sd, bd in chunks:
                 results += generate(

@@ -101,8 +101,13 @@ def generate(
     steps = max(budgets)
 
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P)
+    # Only the last position's logits: all P of them would be B × P × vocab (trainer/memory.py).
     out = model(
-        input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=True
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=position_ids,
+        use_cache=True,
+        logits_to_keep=1,
     )
     cache = out.cache
     logits = out.logits[:, -1, :].float()  # (B, V)

@@ -88,3 +88,30 @@ def build(config: Config) -> PolicySet:
 
     torch.manual_seed(0)
     return PolicySet(Qwen3ForCausalLM(Qwen3Config(**SHAPE)), config, policy_names(config))
+
+
+def measured_generate_peak(policies: PolicySet, sequences: int, prompt: int, new: int) -> int:
+    """Peak bytes of one generation call of `sequences` rows (`prompt` + `new` tokens each, no
+    end token), measured like `measured_peak`, with the policies' tensors held before it."""
+    from trainer.sampling import generate
+
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, 1024, (prompt,), generator=gen).tolist() for _ in range(sequences)]
+    before = held_bytes(policies)
+    with policies.use(policies.names[0]) as model:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            generate(
+                model,
+                prompts,
+                seeds=list(range(sequences)),
+                max_new_tokens=new,
+                temperature=0.7,
+                eos_ids=[-1],
+                pad_id=0,
+            )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    return before + max(totals, default=0)

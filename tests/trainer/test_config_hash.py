@@ -3,7 +3,7 @@ to its past, so a new field or a changed default must not move the hash of a con
 existed before it (new fields count only when set away from their default: `_LATER_FIELDS`).
 
 The values below are the presets' hashes as of 2026-12-03, before the fields added since
-(grad_checkpointing, grad_snapshots, …). If this test fails, a change moved every existing
+(grad_checkpointing, grad_snapshots, rollout_batch, …). If this test fails, a change moved every existing
 run's hash: keep the new field out of the hash at its default instead of updating the value.
 """
 
@@ -15,7 +15,9 @@ from trainer.config import make_config
 
 GOLDEN = {
     ("cpu-demo", ()): "cdbf7e4c5a063149",
-    ("paper", ()): "928647c00968a98d",
+    # The paper preset has set rollout_batch=32 since (issue 22: a whole group in one
+    # generation call needs 480-1,170 GiB); a paper config from before keeps its hash.
+    ("paper", (("rollout_batch", 0),)): "928647c00968a98d",
 }
 
 

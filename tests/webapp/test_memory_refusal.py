@@ -27,6 +27,7 @@ def test_the_form_refuses_it_at_the_top_with_the_configs_message(client, bob):
     data = form_data(
         finetune="full", workflow=["voting"], sharing=["per_role"], model=["Qwen/Qwen3-4B"],
         seeds="0", device="cuda", micro_batch_size="16", max_new_tokens="2048",
+        rollout_batch="32",
     )  # fmt: skip
     html = client.post("/experiments/new/", data).content.decode()
 
