@@ -5,7 +5,8 @@
   `DESIGN.md` any more.
 - Every repository path that README.md or CONTRIBUTING.md names in backticks
   (`trainer/config.py`, `webapp/tracking/`, `trainer/checkpoint*.py`) exists.
-- README.md's Layout names every Python package and its direct sub-packages.
+- README.md's Layout names every top-level folder, every Python package and the packages
+  directly inside trainer/, webapp/, sandbox/ and workers/.
 
 No network, no imports of the project: plain text over the working tree.
 """
@@ -42,6 +43,8 @@ CITATION = re.compile(r"docs/design\.md\s*§\s*(\d+)")
 TOP_DIRS = ("trainer", "webapp", "workers", "sandbox", "tests", "bench", "docs", "scripts", ".ci")
 _TOP = "|".join(re.escape(d) for d in TOP_DIRS)
 REPO_PATH = re.compile(rf"^(?:{_TOP})(?:/[\w.*-]+)*(?:/[\w*-]+\.[\w.]+|/)$")
+# Our Python packages: README's Layout names each one and each package directly inside it.
+PACKAGES = ("trainer", "webapp", "sandbox", "workers")
 
 
 def project_files() -> list[Path]:
@@ -110,16 +113,32 @@ def test_backticked_paths_are_recognised():
     assert backticked_paths("`trainer/workflows/<name>.py` `/api/v1/runs`") == []
 
 
-def test_the_readme_layout_names_every_package():
+def layout_names() -> set[str]:
+    """The folders README.md's Layout names (`trainer/`, `scripts/` of `scripts/run.py`)."""
     text = (ROOT / "README.md").read_text()
     layout = text.split("## Layout", 1)[1].split("```")[1]
-    named = set(re.findall(r"(?:^|\s)([\w.-]+/)", layout))
+    return set(re.findall(r"(?:^|\s)([\w.-]+/)", layout))
+
+
+def test_the_readme_layout_names_every_top_level_folder():
+    # hidden folders are tools' (.git, .venv, caches); .ci is named all the same
+    folders = [
+        p.name
+        for p in sorted(ROOT.iterdir())
+        if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS
+    ]
+    missing = [f for f in folders if f"{f}/" not in layout_names()]
+    assert not missing, "README's Layout leaves out: " + ", ".join(missing)
+
+
+def test_the_readme_layout_names_every_package():
+    named = layout_names()
     missing = []
     for init in sorted(ROOT.glob("*/__init__.py")) + sorted(ROOT.glob("*/*/__init__.py")):
         package = init.parent
         if package.name in SKIP_DIRS or not os.access(init, os.R_OK):
             continue
-        if package.parent == ROOT or package.parent.name in {"trainer", "webapp"}:
+        if package.parent == ROOT or package.parent.name in PACKAGES:
             if f"{package.name}/" not in named:
                 missing.append(str(package.relative_to(ROOT)))
     assert not missing, "README's Layout leaves out: " + ", ".join(missing)
