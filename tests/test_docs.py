@@ -5,6 +5,9 @@
   `DESIGN.md` any more.
 - Every repository path that README.md or CONTRIBUTING.md names in backticks
   (`trainer/config.py`, `webapp/tracking/`, `trainer/checkpoint*.py`) exists.
+- BENCHMARKS.md stays short (current results; the lab notebook is docs/benchmarks-log.md),
+  every section it cites by its quoted title is a heading of the log, and every section of
+  BENCHMARKS.md cited by its quoted title elsewhere is a heading of BENCHMARKS.md.
 - README.md's Layout names every top-level folder, every Python package and the packages
   directly inside trainer/, webapp/, sandbox/ and workers/.
 
@@ -142,3 +145,45 @@ def test_the_readme_layout_names_every_package():
             if f"{package.name}/" not in named:
                 missing.append(str(package.relative_to(ROOT)))
     assert not missing, "README's Layout leaves out: " + ", ".join(missing)
+
+
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+BENCHMARKS_LOG = ROOT / "docs" / "benchmarks-log.md"
+BENCHMARKS_MAX_LINES = 250  # one table per topic; the method and the history go to the log
+
+
+def headings(path: Path) -> list[str]:
+    return [h.strip() for h in re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)]
+
+
+def one_line(text: str) -> str:
+    """Text with comment continuations and line breaks folded into single spaces."""
+    return " ".join(re.sub(r"\n\s*#", " ", text).split())
+
+
+def test_benchmarks_holds_current_results_only():
+    lines = BENCHMARKS.read_text().count("\n")
+    assert lines <= BENCHMARKS_MAX_LINES, (
+        f"BENCHMARKS.md has {lines} lines: keep one table per topic there and move the method "
+        "and the history to docs/benchmarks-log.md"
+    )
+
+
+def test_benchmarks_cites_only_sections_its_log_has():
+    log = headings(BENCHMARKS_LOG)
+    cited = re.findall(r'"([^"]+)"', one_line(BENCHMARKS.read_text()))
+    assert len(cited) >= 10  # the pattern still finds the citations
+    missing = [c for c in cited if not any(h.startswith(c) for h in log)]
+    assert not missing, "docs/benchmarks-log.md has no section: " + "; ".join(missing)
+
+
+def test_every_cited_benchmarks_section_exists():
+    sections = headings(BENCHMARKS)
+    cited, missing = 0, []
+    for path in project_files():
+        for title in re.findall(r'BENCHMARKS\.md, "([^"]+)"', one_line(path.read_text())):
+            cited += 1
+            if not any(h.startswith(title) for h in sections):
+                missing.append(f"{path.relative_to(ROOT)}: {title}")
+    assert cited >= 3  # the pattern still finds the citations (README, trainer/)
+    assert not missing, "BENCHMARKS.md has no section: " + "; ".join(missing)
