@@ -68,8 +68,8 @@ def main() -> int:
 
     from trainer.radar import radar
     from webapp.experiments.alerts import radar_series, refresh_alerts
-    from webapp.experiments.metrics import write_points
     from webapp.experiments.models import Alert, Experiment, Run
+    from webapp.metrics import write_points
 
     try:
         call_command("migrate", verbosity=0)
@@ -83,16 +83,18 @@ def main() -> int:
         for step in range(args.steps):
             batch += step_points(step, total)
             if len(batch) >= 4000:
-                write_points(run.id, batch, radar=False)
+                write_points(run.id, batch)
                 batch = []
-        write_points(run.id, batch, radar=False)
+        write_points(run.id, batch)
 
         with_radar, without, hook, read, judge = [], [], [], [], []
         step = args.steps
         for i in range(args.calls):
             points = step_points(step, total)
             t0 = time.perf_counter()
-            write_points(run.id, points, radar=i % 2 == 0)
+            write_points(run.id, points)
+            if i % 2 == 0:
+                refresh_alerts(run)  # what the radar's evaluation does after a batch
             (with_radar if i % 2 == 0 else without).append(time.perf_counter() - t0)
             step += 1
         for _ in range(args.calls // 2):

@@ -118,7 +118,7 @@ def test_a_process_that_ends_after_its_last_batch_still_has_it_judged(run):
     # Two batches within the window from a short-lived process (an import, a worker's last
     # flush): the trailing evaluation runs before the process exits.
     script = (
-        "from webapp.experiments.metrics import write_points\n"
+        "from webapp.metrics import write_points\n"
         "from tests.webapp.test_alerts import accuracy_points\n"
         "points = [(p['key'], p['step'], p['value']) for p in accuracy_points()]\n"
         f"write_points({run.id}, points[:8])\n"

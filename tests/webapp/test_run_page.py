@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from tests.branches import give_checkpoints
 from tests.webapp.test_alerts import accuracy_points
-from webapp.experiments.metrics import write_points
+from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
+from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db
 
@@ -92,6 +93,7 @@ def test_every_block_of_the_live_page_follows_the_run(client, trained, alice, tm
     write_points(trained.id, [("eval/accuracy", s, 0.0) for s in (4, 6, 8, 10, 12, 14, 16)])
     write_points(trained.id, [("eval/accuracy_se", s, 0.05) for s in range(0, 17, 2)])
     write_points(trained.id, [("ckpt/best_step", 16, 2), ("ckpt/best_accuracy", 16, 0.5)])
+    after_points(trained.id, ["eval/accuracy"])
     give_checkpoints(trained, tmp_path / "out", best=2, steps=(14,))
     Run.objects.filter(id=trained.id).update(
         status=Run.RUNNING, step=16, attempts=2, checkpoint_step=14,

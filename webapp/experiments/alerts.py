@@ -43,14 +43,14 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
 from trainer.radar import ZERO_STD_KEY, radar
-from webapp.experiments.models import Alert, MetricPoint, Run
+from webapp.experiments.models import Alert, Run
+from webapp.metrics import selected_series
 
 log = logging.getLogger(__name__)
 
@@ -164,52 +164,15 @@ def settle_finished_runs() -> list[int]:
     return settled
 
 
-_RADAR_KEYS = (
-    "run_id = %s AND (key = ANY(%s) OR (key LIKE 'role/%%' AND ("
-    + " OR ".join(f"key LIKE '%%{suffix}'" for suffix in ROLE_SUFFIXES)
-    + ")))"
-)
-
-
-# The run's distinct keys, one index descent each (a "skip scan" over the (run, key, step)
-# primary key), filtered to those the radar reads; then only those keys' points. Filtering
-# the run's points by pattern instead visits every point of every key (80,000 rows on a
-# 2,000-step run of 40 keys, for 8,000 the radar reads: ten times the time, issue 12).
-_RADAR_SERIES = """
-WITH RECURSIVE keys(key) AS (
-    (SELECT key FROM {table} WHERE run_id = %(run)s ORDER BY key LIMIT 1)
-    UNION ALL
-    SELECT (SELECT key FROM {table} WHERE run_id = %(run)s AND key > keys.key ORDER BY key LIMIT 1)
-    FROM keys WHERE keys.key IS NOT NULL
-)
-SELECT key, array_agg(step), array_agg(value) FROM {table}
-WHERE run_id = %(run)s AND key = ANY(ARRAY(SELECT key FROM keys WHERE {where}))
-GROUP BY key
-"""
-
-
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
-    radar sorts). On PostgreSQL one row a key with its arrays, in binary, as
-    `series.read_series` does: a tenth of the time of one row a point (BENCHMARKS.md)."""
-    params = [run_id, [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY]]
-    table = MetricPoint._meta.db_table
-    if connection.vendor == "postgresql":
-        where = _RADAR_KEYS.replace("run_id = %s AND ", "").replace("%s", "%(keys)s")
-        sql = _RADAR_SERIES.format(table=table, where=where)
-        connection.ensure_connection()
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql, {"run": run_id, "keys": params[1]}, binary=True)
-            return {key: (steps, values) for key, steps, values in cursor.fetchall()}
-    series: dict[str, tuple[list, list]] = {}
-    where = _RADAR_KEYS.replace("= ANY(%s)", "IN (%s, %s, %s)")
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT key, step, value FROM {table} WHERE {where}", [run_id, *params[1]])
-        for key, step, value in cursor.fetchall():
-            steps, values = series.setdefault(key, ([], []))
-            steps.append(step)
-            values.append(value)
-    return series
+    radar sorts)."""
+    return selected_series(
+        run_id,
+        [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY],
+        prefix="role/",
+        suffixes=ROLE_SUFFIXES,
+    )
 
 
 def _refresh(run: Run) -> list[Alert]:
