@@ -1,11 +1,12 @@
-"""Benchmark: what the live radar adds to a metric write (webapp/experiments/alerts.py).
+"""Benchmark: what one live-radar evaluation costs beside a metric write (alerts.py).
 
 In one process on a fresh PostgreSQL database (`troupe_bench_radar_hook`, dropped at the
 end): a run already holding `--steps` 1,000 steps of 40 keys (eval/accuracy every 10 steps
 with a cliff, 4 roles × grad_norm, grad_share, entropy and 4 more, 12 train/sys keys), then
 `--calls` batches of the next steps (one step's 40 points each, as a worker's reporter sends
-them) written with `write_points` alternately with the radar (throttle off: every batch is
-evaluated, the worst case) and without (`radar=False`). Also the hook alone
+them) written with `write_points` alternately followed by an evaluation (what the radar's
+task does, here every batch: the worst case) and alone. Since issue 23 the evaluation runs
+in the radar's worker, not in the write path. Also the evaluation alone
 (`refresh_alerts`: one query, the radar, the upsert), and its read (`radar_series`) and the
 radar on its own. Medians in milliseconds.
 
@@ -68,8 +69,8 @@ def main() -> int:
 
     from trainer.radar import radar
     from webapp.experiments.alerts import radar_series, refresh_alerts
-    from webapp.experiments.metrics import write_points
     from webapp.experiments.models import Alert, Experiment, Run
+    from webapp.metrics import write_points
 
     try:
         call_command("migrate", verbosity=0)
@@ -83,16 +84,18 @@ def main() -> int:
         for step in range(args.steps):
             batch += step_points(step, total)
             if len(batch) >= 4000:
-                write_points(run.id, batch, radar=False)
+                write_points(run.id, batch)
                 batch = []
-        write_points(run.id, batch, radar=False)
+        write_points(run.id, batch)
 
         with_radar, without, hook, read, judge = [], [], [], [], []
         step = args.steps
         for i in range(args.calls):
             points = step_points(step, total)
             t0 = time.perf_counter()
-            write_points(run.id, points, radar=i % 2 == 0)
+            write_points(run.id, points)
+            if i % 2 == 0:
+                refresh_alerts(run)  # what the radar's evaluation does after a batch
             (with_radar if i % 2 == 0 else without).append(time.perf_counter() - t0)
             step += 1
         for _ in range(args.calls // 2):

@@ -71,9 +71,9 @@ def series(index: int, sharing: str, steps: int) -> list[tuple[str, int, float]]
 
 def build(owner, steps: int):
     from trainer.config import make_config
-    from webapp.experiments.metrics import write_points
     from webapp.experiments.models import Experiment, Run
     from webapp.experiments.queueing import new_run
+    from webapp.metrics import write_points
 
     experiment = Experiment.objects.create(owner=owner, name="stats bench", preset="cpu-demo")
     index = 0
@@ -89,7 +89,7 @@ def build(owner, steps: int):
                         run = new_run(experiment, config)
                         run.status = Run.SUCCEEDED
                         run.save()
-                        write_points(run.id, series(index, sharing, steps), radar=False)
+                        write_points(run.id, series(index, sharing, steps))
                         index += 1
     return experiment
 

@@ -1,13 +1,15 @@
 """`make run`: the whole of Troupe on one machine, in the foreground.
 
 Migrates the database, collects static files, makes sure the `troupe` login exists, then
-starts the web server (gunicorn on 127.0.0.1:$PORT, default 8000) and one Celery worker, and
-prints where to sign in. Ctrl-C or SIGTERM stops both and exits 0; if either dies on its own,
-the other is stopped too and the exit status is 1.
+starts the web server (gunicorn on 127.0.0.1:$PORT, default 8000) and two Celery workers, and
+prints where to sign in. Ctrl-C or SIGTERM stops them all and exits 0; if one dies on its own,
+the others are stopped too and the exit status is 1.
 
-The worker listens on both queues, `cpu` and `gpu`, whatever the hardware: on a single machine
-there is no other worker, and a run queued for a device nobody listens to would wait forever.
-It runs one task at a time (a training run uses every core, or the one GPU).
+The worker listens on both run queues, `cpu` and `gpu`, whatever the hardware: on a single
+machine there is no other worker, and a run queued for a device nobody listens to would wait
+forever. It runs one task at a time (a training run uses every core, or the one GPU). The
+radar worker takes the `radar` queue: the live radar's evaluations of runs as their points
+arrive (`webapp/experiments/alerts.py`), which must not wait for the run being trained.
 """
 
 import io
@@ -178,12 +180,18 @@ def main() -> int:
             ["gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
              "--graceful-timeout", "10", "--no-control-socket"]
         )  # fmt: skip
+        # No gossip, mingle or heartbeat: they only matter between several workers, and on
+        # the embedded broker every heartbeat would be a file.
+        quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         children["The worker"] = start(
-            # No gossip, mingle or heartbeat: they only matter between several workers, and on
-            # the embedded broker every heartbeat would be a file.
             ["celery", "-A", "webapp", "worker", "--queues", "cpu,gpu",
-             "--concurrency", "1", "--hostname", "troupe@%h", "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"]
+             "--concurrency", "1", "--hostname", "troupe@%h", "--loglevel", "INFO", *quiet]
+        )  # fmt: skip
+        children["The radar worker"] = start(
+            # Milliseconds a task, so in its own process (solo: no pool to fork), never
+            # queued behind the training run the other worker holds for minutes.
+            ["celery", "-A", "webapp", "worker", "--queues", "radar", "--pool", "solo",
+             "--hostname", "radar@%h", "--loglevel", "WARNING", *quiet]
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}/"
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run
+from webapp.metrics import write_points
 
 
 def give_checkpoints(

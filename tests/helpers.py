@@ -178,7 +178,7 @@ class Worker:
 
 @contextmanager
 def start_worker(
-    env: dict[str, str], queues: str = "cpu,gpu", ready_timeout: float = 60
+    env: dict[str, str], queues: str = "cpu,gpu", ready_timeout: float = 60, pool: str = "prefork"
 ) -> Iterator[Worker]:
     """Start `celery -A webapp worker` with `env`, wait until it answers Celery's
     remote-control ping through its broker, hand it over, and stop it on exit.
@@ -194,7 +194,7 @@ def start_worker(
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "webapp", "worker",
-             "--pool", "prefork", "--concurrency", "1", "--queues", queues,
+             "--pool", pool, "--concurrency", "1", "--queues", queues,
              "--hostname", name, "--loglevel", "INFO",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT,
@@ -219,3 +219,9 @@ def start_worker(
     finally:
         worker.stop()
         log.unlink(missing_ok=True)
+
+
+def start_radar_worker(env: dict[str, str], ready_timeout: float = 60):
+    """A worker on the live radar's queue, as `make run` and the compose file start one: the
+    radar's evaluations of runs whose points arrive (`webapp/experiments/alerts.py`)."""
+    return start_worker(env, queues="radar", ready_timeout=ready_timeout, pool="solo")

@@ -13,9 +13,9 @@ and gradient norms make the answer known.
 from __future__ import annotations
 
 from trainer.config import make_config
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Run
 from webapp.experiments.queueing import new_run
+from webapp.metrics import write_points
 
 ACCURACY_STEPS = range(0, 100, 10)
 CLIFF_ONSET = 40
@@ -51,7 +51,7 @@ def stored_run(
     if accuracy is not None:
         points += [("eval/accuracy", s, a) for s, a in zip(ACCURACY_STEPS, accuracy, strict=True)]
     if points:
-        write_points(run.id, points, radar=False)
+        write_points(run.id, points)
     return run
 
 

@@ -36,7 +36,14 @@ def config() -> dict:
 
 
 def test_the_compose_file_is_valid(config):
-    assert set(config["services"]) == {"db", "redis", "web", "worker-cpu", "worker-gpu"}
+    assert set(config["services"]) == {
+        "db",
+        "redis",
+        "web",
+        "worker-cpu",
+        "worker-gpu",
+        "worker-radar",
+    }
 
 
 def test_web_migrates_first_and_waits_for_a_healthy_database(config):
@@ -66,8 +73,15 @@ def test_the_cpu_worker_listens_only_on_cpu(config):
     assert command[command.index("--queues") + 1] == "cpu"
 
 
+def test_the_radar_worker_listens_only_on_radar_in_one_process(config):
+    command = config["services"]["worker-radar"]["command"]
+
+    assert command[command.index("--queues") + 1] == "radar"
+    assert command[command.index("--pool") + 1] == "solo"
+
+
 def test_the_settings_accept_the_environment_compose_gives_the_services(config, tmp_path):
-    for name in ("web", "worker-cpu", "worker-gpu"):
+    for name in ("web", "worker-cpu", "worker-gpu", "worker-radar"):
         env = {**config["services"][name]["environment"], "TROUPE_DATA_DIR": str(tmp_path)}
         result = subprocess.run(
             [sys.executable, "manage.py", "check"],

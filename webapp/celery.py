@@ -17,13 +17,16 @@ from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-app = Celery("troupe", include=["workers.tasks"])
+# The live radar's task is the web app's own (`webapp/experiments/alerts.py`): the web process
+# queues it without importing any worker code.
+app = Celery("troupe", include=["workers.tasks", "webapp.experiments.alerts"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
-    # Queues by device: GPU workers take `gpu`, everything else `cpu`. Each queue has its own
-    # exchange and routing key; left to Celery's defaults, both would bind to the default
-    # exchange with the same key and every task would be delivered to both.
-    task_queues=[Queue(name, Exchange(name), routing_key=name) for name in ("cpu", "gpu")],
+    # Queues by device: GPU workers take `gpu`, everything else `cpu`; `radar` holds the live
+    # radar's evaluations, a worker of its own (a run's worker trains one run at a time, for
+    # hours). Each queue has its own exchange and routing key; left to Celery's defaults, all
+    # would bind to the default exchange with the same key and every task would go to each.
+    task_queues=[Queue(name, Exchange(name), routing_key=name) for name in ("cpu", "gpu", "radar")],
     task_default_queue="cpu",
     task_serializer="json",
     result_serializer="json",

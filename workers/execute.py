@@ -30,7 +30,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from webapp.experiments.alerts import settle_run
-from webapp.experiments.models import MetricPoint, Run, RunLog
+from webapp.experiments.models import Run, RunLog
+from webapp.metrics import delete_points_from
 from workers.reporter import TRANSIENT_DB_ERRORS, DatabaseReporter, drop_connection
 
 
@@ -81,7 +82,7 @@ def train_run(run: Run) -> dict[str, Any]:
         # branch point, or the base-model evaluation, when it has none): drop what an earlier
         # attempt stored for them.
         first = first_logged_step(out, config.init_from)
-        MetricPoint.objects.filter(run_id=run.id, step__gte=first).delete()
+        delete_points_from(run.id, first)
         if start is None:
             where = "starting"
         elif is_own(start, out):

@@ -3,7 +3,7 @@
 It implements the trainer's reporter interface (`trainer/reporting.py`):
 
 - `log(step, metrics)` buffers points and writes them in batches (one upsert per flush,
-  `webapp.experiments.metrics.write_points`), at most every `flush_seconds`.
+  `webapp.metrics.write_points`), at most every `flush_seconds`.
 - `should_stop()` reads the run's cancel flag; the loop calls it after every step.
 - `on_checkpoint(step, path)` flushes first, waiting for the database if it must: points up
   to a checkpoint are never logged again after a resume, so they have to be stored before it.
@@ -39,8 +39,9 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from webapp.experiments.metrics import Point, write_points
+from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
+from webapp.metrics import Point, write_points
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,7 @@ class DatabaseReporter:
                     # The row first: when the run is no longer ours, nothing else is written.
                     if self._hold(row):
                         write_points(self.run_id, points)
+                        after_points(self.run_id, {key for key, _, _ in points})
                         RunLog.objects.bulk_create(
                             [RunLog(run_id=self.run_id, line=text) for text in lines]
                         )

@@ -1,14 +1,16 @@
 """The run page's Radar panel in a real browser (the system's Chromium through Playwright),
-against gunicorn on the test database: points written through the API while the page is open
-show up as a confirmed cliff and a best checkpoint without a reload."""
+against gunicorn and a radar worker on the test database: points written through the API
+while the page is open show up as a confirmed cliff and a best checkpoint without a reload."""
 
 import json
 import urllib.request
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from tests.e2e.browser import chromium, screenshot
+from tests.helpers import database_url, service_env, start_radar_worker
 from tests.live_server import live_troupe
 from tests.webapp.test_alerts import accuracy_points
 from webapp.experiments.models import ApiToken
@@ -35,7 +37,11 @@ def served(alice, run, tmp_path, monkeypatch):
     alice.set_password(PASSWORD)
     alice.save(update_fields=["password"])
     _, token = ApiToken.issue(alice, "radar")
-    with live_troupe(tmp_path) as base:
+    env = service_env(
+        DATABASE_URL=database_url(settings.DATABASES["default"]),
+        TROUPE_DATA_DIR=str(settings.DATA_DIR),
+    )
+    with start_radar_worker(env), live_troupe(tmp_path) as base:
         yield base, token, run.id
 
 

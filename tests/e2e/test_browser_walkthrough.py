@@ -1,5 +1,5 @@
 """Issue 13's walk-through in a real browser (the system's Chromium through Playwright),
-against gunicorn and a real Celery worker on the test database:
+against gunicorn and real Celery workers (runs, radar) on the test database:
 
 1. a real run on the tiny-s model falls off a cliff (a learning rate warmed up to 5e-2,
    evaluated every step) and the run page's Radar panel shows the cliff while the run trains,
@@ -23,7 +23,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from tests.e2e.browser import chromium, screenshot
-from tests.helpers import database_url, service_env, start_worker
+from tests.helpers import database_url, service_env, start_radar_worker, start_worker
 from tests.live_server import live_troupe
 from webapp.experiments.models import ApiToken
 from webapp.experiments.queueing import create_experiment
@@ -71,7 +71,8 @@ def worker(tiny_model, transactional_db):
         OMP_NUM_THREADS="1",
         OMP_WAIT_POLICY="PASSIVE",
     )
-    with start_worker(env) as started:
+    # The radar's own worker: the cliff shows while the run trains on the other.
+    with start_worker(env) as started, start_radar_worker(env):
         yield started
 
 

@@ -1,18 +1,14 @@
 """TROUPE_ALERT_WEBHOOK_URL: each confirmed alert is POSTed once, to a real HTTP server on
-127.0.0.1, after the write commits; a webhook that fails never fails the write. And
-TROUPE_RADAR_MIN_SECONDS: batches within the window wait for one trailing evaluation."""
+127.0.0.1, after the write commits; a webhook that fails never fails the write."""
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.conf import settings
 
-from tests.helpers import ROOT, database_url, free_port, service_env
+from tests.helpers import free_port
 from tests.webapp.test_alerts import accuracy_points, every_batch, rows, send  # noqa: F401
 from webapp.experiments.alerts import send_webhook
 from webapp.experiments.models import Alert
@@ -98,39 +94,3 @@ def test_no_webhook_is_sent_without_a_url(client, run, alice, receiver):
 
     time.sleep(0.3)
     assert received == []
-
-
-def test_batches_within_the_window_are_judged_once_at_its_end(client, run, alice, settings):
-    settings.TROUPE_RADAR_MIN_SECONDS = 3
-    send(client, alice, run, accuracy_points(upto=70))
-    assert rows(run) == [("cliff", "", 50, 70, True)]  # the first batch: judged at once
-
-    send(client, alice, run, accuracy_points()[8:])  # within 3 s: waits for the window's end
-    assert rows(run) == [("cliff", "", 50, 70, True)]
-
-    deadline = time.monotonic() + 15
-    while rows(run)[0][-1] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert rows(run) == [("cliff", "", 50, 90, False)]
-
-
-def test_a_process_that_ends_after_its_last_batch_still_has_it_judged(run):
-    # Two batches within the window from a short-lived process (an import, a worker's last
-    # flush): the trailing evaluation runs before the process exits.
-    script = (
-        "from webapp.experiments.metrics import write_points\n"
-        "from tests.webapp.test_alerts import accuracy_points\n"
-        "points = [(p['key'], p['step'], p['value']) for p in accuracy_points()]\n"
-        f"write_points({run.id}, points[:8])\n"
-        f"write_points({run.id}, points[8:])\n"
-    )
-    env = service_env(
-        DATABASE_URL=database_url(settings.DATABASES["default"]), TROUPE_RADAR_MIN_SECONDS="3"
-    )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-    assert done.returncode == 0, done.stderr
-    assert rows(run) == [("cliff", "", 50, 90, False)]

@@ -11,6 +11,7 @@ or after it, step 90.
 import json
 
 import pytest
+from django.test import TestCase
 
 from tests.people import bearer, make_experiment
 from webapp.experiments.alerts import after_points, settle_finished_runs
@@ -21,10 +22,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def every_batch(settings):
-    """Evaluate after every batch: these tests read the alerts right after each write (the
-    throttle has its own test, test_alert_webhook.py)."""
-    settings.TROUPE_RADAR_MIN_SECONDS = 0
+def every_batch(radar_inline):
+    """Judge each batch before the request returns: these tests read the alerts right after
+    each write (the queue, its debounce and a real worker have their own tests,
+    test_radar_task.py)."""
 
 
 STEPS = list(range(0, 110, 10))
@@ -43,10 +44,12 @@ def accuracy_points(upto=None):
 
 
 def send(client, user, run, points):
-    return client.post(
-        f"/api/v1/runs/{run.id}/metrics", json.dumps({"points": points}),
-        content_type="application/json", headers=bearer(user),
-    )  # fmt: skip
+    """POST the points, then what their commit sets off: the radar's queued evaluation."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.post(
+            f"/api/v1/runs/{run.id}/metrics", json.dumps({"points": points}),
+            content_type="application/json", headers=bearer(user),
+        )  # fmt: skip
 
 
 def rows(run):
@@ -109,9 +112,14 @@ def test_per_role_events_come_from_role_series(client, run, alice):
     ]
 
 
-def test_points_the_radar_does_not_read_evaluate_nothing(run):
-    assert after_points(run.id, ["train/reward", "sys/step_seconds"]) is None
-    assert after_points(run.id, ["eval/accuracy"]) == []
+def test_points_the_radar_does_not_read_queue_no_evaluation(run):
+    with TestCase.captureOnCommitCallbacks() as queued:
+        assert after_points(run.id, ["train/reward", "sys/step_seconds"]) is False
+    assert queued == []
+
+    with TestCase.captureOnCommitCallbacks() as queued:
+        assert after_points(run.id, ["sys/step_seconds", "eval/accuracy"]) is True
+    assert len(queued) == 1
 
 
 def test_anyone_signed_in_reads_the_alerts_api(client, run, alice, bob):

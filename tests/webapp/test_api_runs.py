@@ -4,8 +4,8 @@ who may and may not."""
 import pytest
 
 from tests.people import bearer, make_experiment
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import MetricPoint, Run
+from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db
 
@@ -209,7 +209,7 @@ def test_deleting_a_run_or_its_experiment_deletes_its_points(client, alice):
     experiment = make_experiment(alice, runs=2)
     first, second = experiment.runs.order_by("id")
     for run in (first, second):
-        write_points(run.id, [("eval/accuracy", step, 0.5) for step in range(3)], radar=False)
+        write_points(run.id, [("eval/accuracy", step, 0.5) for step in range(3)])
     Run.objects.filter(experiment=experiment).update(status=Run.SUCCEEDED)
 
     assert client.delete(f"/api/v1/runs/{first.id}", headers=bearer(alice)).status_code == 200

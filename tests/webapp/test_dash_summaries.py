@@ -8,10 +8,9 @@ from django.test.utils import CaptureQueriesContext
 
 from trainer.analysis import summarize_run
 from webapp.experiments.demo import LEAD, build_demo_experiment, demo_cells
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.series import read_series
 from webapp.experiments.summaries import cell_summaries, clear_cache, run_summaries
+from webapp.metrics import read_series, write_points
 
 pytestmark = pytest.mark.django_db
 

@@ -5,10 +5,10 @@ import pytest
 
 from tests.people import make_experiment
 from trainer.config import make_config
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.queueing import new_run
 from webapp.experiments.summaries import cell_summaries
+from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import threading
 import pytest
 from django.db import connection
 
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import MetricPoint
+from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, service_env
-from webapp.experiments.metrics import write_points
 from webapp.experiments.models import MetricPoint
+from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth.models import User
-from webapp.experiments.metrics import write_points
+from webapp.metrics import write_points
 from webapp.experiments.models import Experiment, MetricPoint, Run
 experiment = Experiment.objects.create(owner=User.objects.create(username="a"), name="e")
 run = Run.objects.create(experiment=experiment)

@@ -100,7 +100,7 @@ def test_model_files_are_the_runs_owners_to_write_and_go_with_the_run(
 
 def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice, bob, run,
                                                                   tmp_path):  # fmt: skip
-    from webapp.experiments.metrics import write_points
+    from webapp.metrics import write_points
 
     best = tmp_path / "out" / "checkpoints" / "best-000040"
     best.mkdir(parents=True)

@@ -15,13 +15,6 @@ pytestmark = pytest.mark.django_db
 API = "/api/2.0/mlflow/"
 
 
-@pytest.fixture(autouse=True)
-def every_batch(settings):
-    """The radar after every batch, in the request: a trailing evaluation on a timer thread
-    would outlive the test's transaction (the throttle has its own test)."""
-    settings.TROUPE_RADAR_MIN_SECONDS = 0
-
-
 def post(client, user, endpoint, body):
     headers = bearer(user) if user else {}
     data = body if isinstance(body, str) else json.dumps(body)

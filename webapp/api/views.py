@@ -20,13 +20,12 @@ from django.utils import timezone
 from trainer.config import FIELDS, INT_MAX, ConfigError
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
-from webapp.experiments.alerts import settle_run
-from webapp.experiments.metrics import write_points
+from webapp.experiments.alerts import after_points, settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
 from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import experiment_json, run_json
-from webapp.experiments.series import read_runs_series, read_series
+from webapp.metrics import read_runs_series, read_series, write_points
 
 MAX_ERRORS = 20  # bad points named in one answer; more would only bury the first
 MAX_SERIES_RUNS = 1000  # runs one series request may name: a thousand-run matrix at once
@@ -333,6 +332,7 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
         found = get_run_for_user(request.user, run_id, manage=True)
         points = _points(read_json(request))
         write_points(found.id, points)  # one statement on PostgreSQL, atomic by itself
+        after_points(found.id, {key for key, _, _ in points})
         return JsonResponse({"accepted": len(points)})
 
     found = get_run_for_user(request.user, run_id)

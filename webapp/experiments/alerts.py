@@ -1,16 +1,19 @@
 """The live radar's alerts: evaluate `trainer/radar.py` after points are written, keep its events.
 
-`after_points(run_id, keys)` is the one hook of every write path: `write_points` calls it
-after storing a batch (so the metrics API, the workers' reporter and the MLflow endpoints
-all reach it), and any other writer of points may call it too. It does nothing unless the
+`after_points(run_id, keys)` is the hook every writer of points calls after `write_points`
+(the metrics API, the workers' reporter, the MLflow endpoints). It does nothing unless the
 batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
 `role/<r>/grad_norm|grad_share|entropy`): most batches of a worker do, but e.g. system
-metrics alone cost nothing. Then it reads those series of the run in one query, runs the
-radar (a few milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert`
-rows say what the radar says, with one upsert. A run is evaluated at most once every
-`TROUPE_RADAR_MIN_SECONDS` (2) by one process: a batch inside that window only schedules one
-trailing evaluation at its end (a timer thread), so a client sending many batches a second
-pays for the radar once per window and the last batch is still judged.
+metrics alone cost nothing. Otherwise, once the write commits, it queues the Celery task
+`evaluate_radar` on the `radar` queue, due `TROUPE_RADAR_MIN_SECONDS` (2) later, unless one
+is queued for the run already (the run's `radar_due` column, set by a conditional UPDATE): a
+client sending many batches a second queues one evaluation a window, in any number of web
+processes, and the last batch is still judged. The write path never runs the radar itself.
+The task reads the radar's series of the run in one query, runs the radar (a few
+milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert` rows say what
+the radar says, with one upsert. What is a cliff is decided by `trainer.radar.radar` alone:
+this module stores its verdicts, and the trainer's `stop_after_cliff` (`trainer/stop_policy.py`)
+calls the same function.
 
 - an event is a row unique on (run, kind, role, step); a provisional event that becomes
   confirmed is the same row updated; a provisional one the radar no longer reports (a cliff
@@ -38,19 +41,22 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import urllib.request
 from collections.abc import Iterable
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
-import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
 from trainer.radar import ZERO_STD_KEY, radar
-from webapp.experiments.models import Alert, MetricPoint, Run
+from webapp.celery import app
+from webapp.experiments.models import Alert, Run
+from webapp.metrics import selected_series
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +70,8 @@ KINDS = (
     "zero_std_groups",
 )
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
+RADAR_QUEUE = "radar"  # its own worker: a run's worker trains, one task at a time
+LOST_AFTER_SECONDS = 300
 
 
 def reads(key: str) -> bool:
@@ -73,17 +81,48 @@ def reads(key: str) -> bool:
     )
 
 
-def after_points(run_id: int, keys: Iterable[str]) -> list[Alert] | None:
-    """The hook after points of `run_id` were stored: re-evaluate when `keys` matter.
-
-    Returns the run's alerts after the update, or None when nothing was evaluated (no key
-    the radar reads, the run is gone, or the radar failed — which is logged, not raised).
-    """
+def after_points(run_id: int, keys: Iterable[str]) -> bool:
+    """The hook after points of `run_id` were stored: ask for an evaluation when `keys`
+    matter, once the caller's transaction commits (the task must see the points). True when
+    asked; nothing is evaluated here."""
     if not any(reads(key) for key in keys):
-        return None
-    if _throttled(run_id, settings.TROUPE_RADAR_MIN_SECONDS):
-        return None
-    return _evaluate(run_id)
+        return False
+    transaction.on_commit(partial(request_evaluation, run_id))
+    return True
+
+
+def request_evaluation(run_id: int) -> bool:
+    """Queue one evaluation of the run, due in `TROUPE_RADAR_MIN_SECONDS`, unless one is
+    queued already: then the points just written will be read by that one. True when queued.
+
+    The run's `radar_due` is the debounce: the conditional UPDATE that sets it succeeds for
+    one writer of a burst, in whichever process. A mark older than the window plus
+    `LOST_AFTER_SECONDS` belongs to a message that never ran (a broker emptied by hand):
+    the next write queues again. A broker that refuses the message is logged; the write
+    stands and the run's end still settles its verdict (`settle_run`).
+    """
+    window = settings.TROUPE_RADAR_MIN_SECONDS
+    now = timezone.now()
+    due = now + timedelta(seconds=window)
+    lost = now - timedelta(seconds=window + LOST_AFTER_SECONDS)
+    unmarked = Q(radar_due=None) | Q(radar_due__lt=lost)
+    if not Run.objects.filter(unmarked, id=run_id).update(radar_due=due):
+        return False
+    try:
+        evaluate_radar.apply_async((run_id,), countdown=window, queue=RADAR_QUEUE)
+    except Exception:  # the broker is unreachable: never fail (or undo) the write for it
+        log.exception("run %s: could not queue the live radar's evaluation", run_id)
+        Run.objects.filter(id=run_id, radar_due=due).update(radar_due=None)
+        return False
+    return True
+
+
+@app.task(name="webapp.experiments.alerts.evaluate_radar", ignore_result=True)
+def evaluate_radar(run_id: int) -> None:
+    """The queued evaluation (a worker on the `radar` queue). The mark goes first: a write
+    that commits after it queues the next evaluation, one before it is read by this one."""
+    Run.objects.filter(id=run_id).update(radar_due=None)
+    _evaluate(run_id)
 
 
 def _evaluate(run_id: int) -> list[Alert] | None:
@@ -91,47 +130,6 @@ def _evaluate(run_id: int) -> list[Alert] | None:
     if run is None:
         return None
     return refresh_alerts(run)
-
-
-_lock = threading.Lock()
-_last: dict[int, float] = {}  # run id -> time.monotonic() of its last evaluation here
-_pending: set[int] = set()  # runs with a trailing evaluation scheduled
-
-
-def _throttled(run_id: int, window: float) -> bool:
-    """True when `run_id` was evaluated less than `window` seconds ago: then one trailing
-    evaluation is scheduled for the end of the window (if none is) and this batch waits."""
-    if window <= 0:
-        return False
-    now = time.monotonic()
-    with _lock:
-        last = _last.get(run_id)
-        if last is None or now - last >= window:
-            _last[run_id] = now
-            if len(_last) > 10_000:  # forget runs evaluated long ago
-                for stale in [r for r, t in _last.items() if now - t >= window]:
-                    del _last[stale]
-            return False
-        if run_id not in _pending:
-            _pending.add(run_id)
-            timer = threading.Timer(window - (now - last), _trailing, args=(run_id,))
-            # Not a daemon: a process that ends right after its last batch (`import_runs`, a
-            # worker's last flush) waits for it, at most one window, so it is still judged.
-            timer.daemon = False
-            timer.start()
-        return True
-
-
-def _trailing(run_id: int) -> None:
-    with _lock:
-        _pending.discard(run_id)
-        _last[run_id] = time.monotonic()
-    try:
-        _evaluate(run_id)
-    except Exception:  # a timer thread has no caller to tell
-        log.exception("run %s: the trailing radar evaluation failed", run_id)
-    finally:
-        connection.close()  # this thread's own connection
 
 
 def refresh_alerts(run: Run) -> list[Alert] | None:
@@ -164,52 +162,15 @@ def settle_finished_runs() -> list[int]:
     return settled
 
 
-_RADAR_KEYS = (
-    "run_id = %s AND (key = ANY(%s) OR (key LIKE 'role/%%' AND ("
-    + " OR ".join(f"key LIKE '%%{suffix}'" for suffix in ROLE_SUFFIXES)
-    + ")))"
-)
-
-
-# The run's distinct keys, one index descent each (a "skip scan" over the (run, key, step)
-# primary key), filtered to those the radar reads; then only those keys' points. Filtering
-# the run's points by pattern instead visits every point of every key (80,000 rows on a
-# 2,000-step run of 40 keys, for 8,000 the radar reads: ten times the time, issue 12).
-_RADAR_SERIES = """
-WITH RECURSIVE keys(key) AS (
-    (SELECT key FROM {table} WHERE run_id = %(run)s ORDER BY key LIMIT 1)
-    UNION ALL
-    SELECT (SELECT key FROM {table} WHERE run_id = %(run)s AND key > keys.key ORDER BY key LIMIT 1)
-    FROM keys WHERE keys.key IS NOT NULL
-)
-SELECT key, array_agg(step), array_agg(value) FROM {table}
-WHERE run_id = %(run)s AND key = ANY(ARRAY(SELECT key FROM keys WHERE {where}))
-GROUP BY key
-"""
-
-
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
-    radar sorts). On PostgreSQL one row a key with its arrays, in binary, as
-    `series.read_series` does: a tenth of the time of one row a point (BENCHMARKS.md)."""
-    params = [run_id, [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY]]
-    table = MetricPoint._meta.db_table
-    if connection.vendor == "postgresql":
-        where = _RADAR_KEYS.replace("run_id = %s AND ", "").replace("%s", "%(keys)s")
-        sql = _RADAR_SERIES.format(table=table, where=where)
-        connection.ensure_connection()
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql, {"run": run_id, "keys": params[1]}, binary=True)
-            return {key: (steps, values) for key, steps, values in cursor.fetchall()}
-    series: dict[str, tuple[list, list]] = {}
-    where = _RADAR_KEYS.replace("= ANY(%s)", "IN (%s, %s, %s)")
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT key, step, value FROM {table} WHERE {where}", [run_id, *params[1]])
-        for key, step, value in cursor.fetchall():
-            steps, values = series.setdefault(key, ([], []))
-            steps.append(step)
-            values.append(value)
-    return series
+    radar sorts)."""
+    return selected_series(
+        run_id,
+        [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY],
+        prefix="role/",
+        suffixes=ROLE_SUFFIXES,
+    )
 
 
 def _refresh(run: Run) -> list[Alert]:

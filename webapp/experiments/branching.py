@@ -48,8 +48,9 @@ from django.db import transaction
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
 from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
 from webapp.experiments.lineage import change_text
-from webapp.experiments.models import MetricPoint, Run, RunLog
+from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import new_run, send_runs
+from webapp.metrics import values_at
 
 ACCURACY_KEY = "eval/accuracy"
 CHANGES = ("kl_beta", "kl_beta_per_role", "coherence_lambda", "lr_factor")
@@ -109,11 +110,7 @@ def _all_kept(run: Run) -> list[Kept]:
     refs = sorted(
         list_checkpoints(run.checkpoint_dir), key=lambda ref: (ref.kind != "best", -ref.step)
     )
-    accuracy = dict(
-        MetricPoint.objects.filter(
-            run_id=run.id, key=ACCURACY_KEY, step__in={ref.step for ref in refs}
-        ).values_list("step", "value")
-    )
+    accuracy = values_at(run.id, ACCURACY_KEY, (ref.step for ref in refs))
     return [Kept(ref, accuracy.get(ref.step)) for ref in refs]
 
 

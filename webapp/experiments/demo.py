@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from trainer.analysis import amplification_onset
 from trainer.config import make_config
 from trainer.routing import WORKFLOW_TABLE
-from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics import load_new_points
 
 DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
@@ -168,7 +169,7 @@ def build_demo_experiment(
                 (run.id, key, step, value)
                 for key, step, value in _series(run, plan, steps, eval_every)
             ]
-        _insert_points(rows)
+        load_new_points(rows)  # new points: COPY on PostgreSQL
 
     known = {
         (m["workflow"], m["task"], m["model"], m["sharing"], m["seed"]): r
@@ -348,22 +349,3 @@ def _cosines(run: Run, plan: _Plan, train: np.ndarray, rng: np.random.Generator)
             cos = cos + (0.93 - 0.55) * aligned
         out[f"{a}|{b}"] = np.clip(cos, -1, 1)
     return out
-
-
-# --- writing -------------------------------------------------------------------------------------
-
-
-def _insert_points(rows: list[tuple[int, str, int, float]]) -> None:
-    """Write metric points fast: COPY on PostgreSQL (a million rows in seconds), batched
-    INSERTs elsewhere. The rows are new, so the (run, key, step) conflict rule never applies."""
-    if connection.vendor == "postgresql":
-        table = MetricPoint._meta.db_table
-        with connection.cursor() as cursor:
-            with cursor.cursor.copy(f"COPY {table} (run_id, key, step, value) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        return
-    MetricPoint.objects.bulk_create(
-        (MetricPoint(run_id=r, key=k, step=s, value=v) for r, k, s, v in rows),
-        batch_size=2000,
-    )

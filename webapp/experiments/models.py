@@ -84,6 +84,10 @@ class Run(models.Model):
     # Incremented by every claim. A worker holds the run only while `attempts` still has the
     # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
     attempts = models.IntegerField(default=0)
+    # When the live radar's queued evaluation of this run is due (`webapp/experiments/alerts.py`);
+    # NULL when none is queued. Setting it with a conditional UPDATE is what lets a burst of
+    # writes, from any number of processes, queue one evaluation.
+    radar_due = models.DateTimeField(null=True, blank=True)
     # Lineage (issue 13): a branch starts from a checkpoint of `parent` taken after
     # `branch_step` and changes the config fields in `intervention` ({} for a control
     # continuation, which changes nothing). Deleting the parent keeps its branches.

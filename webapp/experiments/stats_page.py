@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 
 from trainer.config import ConfigError, config_from_dict
 from trainer.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
-from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.experiments.models import Experiment, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries
+from webapp.metrics import series_of
 
 AXES = ("workflow", "task", "model", "sharing")
 PAIR_AXES = ("workflow", "task", "model")  # a cell of the sharing table
@@ -116,16 +116,7 @@ def _lead_entries(runs: list[Run], summaries: dict[int, dict]) -> tuple[list[dic
             continue
         role = min(sorted(onsets), key=lambda r: onsets[r])  # lead_inputs' own choice
         wanted[run.id] = f"role/{role}/grad_norm"
-    series: dict[int, dict[str, tuple[list, list]]] = {i: {} for i in wanted}
-    if wanted:
-        match = Q()
-        for run_id, key in wanted.items():
-            match |= Q(run_id=run_id, key=key)
-        rows = MetricPoint.objects.filter(match).order_by("run_id", "step")
-        for run_id, key, step, value in rows.values_list("run_id", "key", "step", "value"):
-            steps, values = series[run_id].setdefault(key, ([], []))
-            steps.append(step)
-            values.append(value)
+    series = series_of(wanted)
     entries = []
     for run in runs:
         if run.id in wanted:

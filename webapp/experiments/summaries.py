@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connection
-
 from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY, summarize_cells, summarize_run
-from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics import matching_series, signatures
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
 # The series `summarize_run` reads (docs/design.md §5 names), as SQL LIKE patterns.
 _GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")
-_CHUNK = 500  # run ids per IN (...) list: well under every backend's parameter limit
 _CACHE_SIZE = 20_000
 
 _cache: OrderedDict[tuple[int, bool], tuple[tuple, dict]] = OrderedDict()
@@ -139,55 +137,17 @@ def clear_cache() -> None:
 # --- queries -----------------------------------------------------------------------------------
 
 
-def _key_filter(gradients: bool) -> tuple[str, list[str]]:
-    """The WHERE clause on `key` for the series `summarize_run` reads, and its parameters."""
+def _keys(gradients: bool) -> tuple[list[str], tuple[str, ...]]:
+    """The keys and LIKE patterns of the series `summarize_run` reads."""
     # The SE feeds the cliff's noise test (docs/analysis.md): read with the accuracy.
-    clauses, params = ["key = %s", "key = %s"], [ACCURACY_KEY, ACCURACY_SE_KEY]
-    if gradients:
-        clauses += ["key LIKE %s"] * len(_GRADIENT_PATTERNS)
-        params += list(_GRADIENT_PATTERNS)
-    return f"({' OR '.join(clauses)})", params
-
-
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield ids[start : start + _CHUNK]
+    return [ACCURACY_KEY, ACCURACY_SE_KEY], _GRADIENT_PATTERNS if gradients else ()
 
 
 def _signatures(run_ids: list[int], gradients: bool) -> dict[int, tuple]:
-    """Per run, (count, last step, sum of values) of the points a summary reads: cheap (an
-    aggregate over the (run, key, step) index) and changed by any new or rewritten point."""
-    table = MetricPoint._meta.db_table
-    where, key_params = _key_filter(gradients)
-    found: dict[int, tuple] = {}
-    with connection.cursor() as cursor:
-        for chunk in _chunks(run_ids):
-            cursor.execute(
-                f"SELECT run_id, COUNT(*), MAX(step), SUM(value) FROM {table} "
-                f"WHERE run_id IN ({', '.join(['%s'] * len(chunk))}) AND {where} "
-                "GROUP BY run_id",
-                [*chunk, *key_params],
-            )
-            for run_id, count, last, total in cursor.fetchall():
-                found[run_id] = (count, last, None if total is None else float(total))
-    return found
+    """Per run, (count, last step, sum of values) of the points a summary reads."""
+    return signatures(run_ids, *_keys(gradients))
 
 
 def _read(run_ids: list[int], gradients: bool) -> dict[int, dict[str, tuple[list, list]]]:
-    """`{run_id: {key: (steps, values)}}`, every point (no downsampling), one query a chunk."""
-    table = MetricPoint._meta.db_table
-    where, key_params = _key_filter(gradients)
-    series: dict[int, dict[str, tuple[list, list]]] = {}
-    with connection.cursor() as cursor:
-        for chunk in _chunks(run_ids):
-            cursor.execute(
-                f"SELECT run_id, key, step, value FROM {table} "
-                f"WHERE run_id IN ({', '.join(['%s'] * len(chunk))}) AND {where} "
-                "ORDER BY run_id, key, step",
-                [*chunk, *key_params],
-            )
-            for run_id, key, step, value in cursor.fetchall():
-                steps, values = series.setdefault(run_id, {}).setdefault(key, ([], []))
-                steps.append(step)
-                values.append(value)
-    return series
+    """`{run_id: {key: (steps, values)}}`, every point (no downsampling)."""
+    return matching_series(run_ids, *_keys(gradients))

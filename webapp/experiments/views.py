@@ -23,9 +23,9 @@ from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_fo
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import log_tail, run_json, run_label
-from webapp.experiments.series import latest_points, read_series
 from webapp.experiments.sparkline import sparkline
 from webapp.experiments.summaries import cell_summaries, run_summaries
+from webapp.metrics import latest_points, read_series
 
 SPARKLINE_KEYS = ("eval/accuracy", "train/reward")
 SPARKLINE_POINTS = 120

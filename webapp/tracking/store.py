@@ -24,25 +24,18 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-import psycopg
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from trainer import keymap
 from trainer.config import INT_MAX
 from webapp.experiments.access import can_manage
-from webapp.experiments.alerts import settle_run
-from webapp.experiments.metrics import write_points
+from webapp.experiments.alerts import after_points, settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
+from webapp.metrics import write_point_times, write_points, write_signs, write_step_times
 from webapp.tracking import artifacts, rows
-from webapp.tracking.models import (
-    PointSign,
-    PointTime,
-    StepTime,
-    TrackedExperiment,
-    TrackedRun,
-)
+from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
@@ -422,76 +415,22 @@ def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
 def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     if not points:
         return 0
-    plain = [(p.key, p.step, p.value) for p in points]
-    written = write_points(run_id, keymap.map_points(plain, tracked.accuracy_key or None))
+    plain = list(keymap.map_points([(p.key, p.step, p.value) for p in points],
+                                   tracked.accuracy_key or None))  # fmt: skip
+    written = write_points(run_id, plain)
     times: dict[int, int] = {}
     for p in points:
         times.setdefault(p.step, p.timestamp)  # the step's time: its first point's
     # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
     # so only training keys say how far the run is.
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
-    before = _write_times(run_id, times, max(trained, default=None))
+    before = write_step_times(run_id, times, max(trained, default=None))
     _write_point_times(run_id, points, {**times, **before}, before)
-    _write_signs(run_id, points)
+    # Which gaps were ±inf (`PointSign`); no query for a batch of finite values.
+    if odd := {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}:
+        write_signs(run_id, odd)
+    after_points(run_id, {key for key, _, _ in plain})
     return written
-
-
-def _write_signs(run_id: int, points: list[Point]) -> None:
-    """Remember which gaps were ±inf (`PointSign`); no query for a batch of finite values."""
-    odd = {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}
-    if not odd:
-        return
-    signs = {pair: (1 if v > 0 else -1) for pair, v in odd.items() if not math.isnan(v)}
-    if signs:
-        PointSign.objects.bulk_create(
-            [
-                PointSign(run_id=run_id, key=k, step=s, sign=v)
-                for (k, s), v in sorted(signs.items())
-            ],
-            update_conflicts=True,
-            unique_fields=["run", "key", "step"],
-            update_fields=["sign"],
-        )
-    for key, step in sorted(odd.keys() - signs.keys()):  # NaN: a gap with no sign
-        PointSign.objects.filter(run_id=run_id, key=key, step=step).delete()
-
-
-# The steps' times and the run's step in one statement (one round trip a batch). It returns
-# the times the batch's steps already had (the statement's snapshot: before its insert).
-_TIMES_UPSERT = """
-WITH times AS (
-    INSERT INTO {table} (run_id, step, timestamp)
-    SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
-    ON CONFLICT (run_id, step) DO NOTHING
-), moved AS (
-    UPDATE {runs} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
-)
-SELECT step, timestamp FROM {table} WHERE run_id = %(run)b AND step = ANY(%(steps)b::integer[])
-"""
-
-
-def _write_times(run_id: int, times: dict[int, int], last: int | None) -> dict[int, int]:
-    """Each new step's time, in step order (one lock order for every writer), and the run's
-    step moved on to `last` (None: left as it is); {step: time} of the steps already timed.
-    A step's time is its first point's; later points at other times get their own rows."""
-    ordered = sorted(times.items())
-    if connection.vendor == "postgresql":
-        connection.ensure_connection()
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            sql = _TIMES_UPSERT.format(table=StepTime._meta.db_table, runs=Run._meta.db_table)
-            steps, stamps = [s for s, _ in ordered], [t for _, t in ordered]
-            # step < NULL is never true: a batch of system metrics moves no step.
-            cursor.execute(sql, {"run": run_id, "steps": steps, "times": stamps, "last": last})
-            return dict(cursor.fetchall())
-    if last is not None:
-        Run.objects.filter(id=run_id, step__lt=last).update(step=last)
-    before = dict(
-        StepTime.objects.filter(run_id=run_id, step__in=times).values_list("step", "timestamp")
-    )
-    StepTime.objects.bulk_create(
-        [StepTime(run_id=run_id, step=s, timestamp=t) for s, t in ordered if s not in before]
-    )
-    return before
 
 
 def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, int],
@@ -501,22 +440,8 @@ def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, i
     batch of new steps each logged at one time (the common case)."""
     own = {(p.key, p.step): p.timestamp for p in points if p.timestamp != step_times[p.step]}
     again = {(p.key, p.step) for p in points if p.step in before} - own.keys()
-    if own:
-        PointTime.objects.bulk_create(
-            [  # sorted: one lock order for every writer
-                PointTime(run_id=run_id, key=k, step=s, timestamp=t)
-                for (k, s), t in sorted(own.items())
-            ],
-            update_conflicts=True,
-            unique_fields=["run", "key", "step"],
-            update_fields=["timestamp"],
-        )
-    if again:
-        stale = PointTime.objects.filter(
-            run_id=run_id, step__in={s for _, s in again}, key__in={k for k, _ in again}
-        ).values_list("key", "step")
-        for key, step in set(stale) & again:
-            PointTime.objects.filter(run_id=run_id, key=key, step=step).delete()
+    if own or again:
+        write_point_times(run_id, own, again)
 
 
 def update_run(run: Run, *, status: str | None, end_time: int | None, name: str) -> Run:

@@ -14,12 +14,12 @@ import json
 import math
 from typing import Any
 
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.run_files import delete_runs
+from webapp.metrics import history_json
 from webapp.tracking import reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,
@@ -359,15 +359,9 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
     key = text(data, "metric_key", required=True, limit=250)
     limit = integer(data, "max_results", default=None, low=1, high=INT64_MAX)
     start = _offset(data)
-    if connection.vendor == "postgresql":
-        listed, following = reads.metric_history_json(run.id, key, start, limit)
-        token = "" if following is None else f', "next_page_token": "{_token(following)}"'
-        return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
-    points = reads.metric_history(run.id, key, start, None if limit is None else limit + 1)
-    body: dict[str, Any] = {"metrics": points[:limit] if limit is not None else points}
-    if limit is not None and len(points) > limit:
-        body["next_page_token"] = _token(points[limit]["step"])
-    return _ok(body)
+    listed, following = history_json(run.id, key, start, limit)
+    token = "" if following is None else f', "next_page_token": "{_token(following)}"'
+    return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
 
 
 # --- everything else -----------------------------------------------------------------------------

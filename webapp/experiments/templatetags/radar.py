@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from django import template
 
-from webapp.experiments.models import Alert, MetricPoint, Run
+from webapp.experiments.models import Alert, Run
+from webapp.metrics import latest_values
 
 register = template.Library()
 
@@ -28,14 +29,7 @@ SEVERITY = (
 
 def best_checkpoint(run_id: int) -> dict | None:
     """{"step", "accuracy"} of the run's best checkpoint, from the trainer's latest points."""
-    latest = {}
-    rows = (
-        MetricPoint.objects.filter(run_id=run_id, key__in=[BEST_STEP_KEY, BEST_ACCURACY_KEY])
-        .order_by("key", "-step")
-        .values_list("key", "value")
-    )
-    for key, value in rows:
-        latest.setdefault(key, value)
+    latest = latest_values(run_id, [BEST_STEP_KEY, BEST_ACCURACY_KEY])
     if latest.get(BEST_STEP_KEY) is None:
         return None
     return {"step": int(latest[BEST_STEP_KEY]), "accuracy": latest.get(BEST_ACCURACY_KEY)}

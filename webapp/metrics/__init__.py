@@ -1,0 +1,53 @@
+"""One store for metric points, their step times and the keys of a run (`store.py`).
+
+Every module that reads or writes the metric table goes through these functions; the
+SQL is in `webapp/metrics/` alone, and the only split by database is `dialect.py`.
+"""
+
+from webapp.metrics.store import (
+    Point,
+    Series,
+    delete_points_from,
+    finite_or_none,
+    history_json,
+    latest_points,
+    latest_values,
+    latest_with_times,
+    load_new_points,
+    matching_series,
+    metric_keys,
+    read_runs_series,
+    read_series,
+    selected_series,
+    series_of,
+    signatures,
+    values_at,
+    write_point_times,
+    write_points,
+    write_signs,
+    write_step_times,
+)
+
+__all__ = [
+    "Point",
+    "Series",
+    "delete_points_from",
+    "finite_or_none",
+    "history_json",
+    "latest_points",
+    "latest_values",
+    "latest_with_times",
+    "load_new_points",
+    "matching_series",
+    "metric_keys",
+    "read_runs_series",
+    "read_series",
+    "selected_series",
+    "series_of",
+    "signatures",
+    "values_at",
+    "write_point_times",
+    "write_points",
+    "write_signs",
+    "write_step_times",
+]
