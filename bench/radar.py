@@ -1,4 +1,4 @@
-"""Benchmark: the live radar (`trainer.radar.radar`) on a run of 1,000 steps with ~40 keys.
+"""Benchmark: the live radar (`analysis.radar.radar`) on a run of 1,000 steps with ~40 keys.
 
 The radar is meant to run after every logged step, on all the points so far, so what counts
 is one call on a long run. The synthetic run (seeded) logs `eval/accuracy` every 10 steps
@@ -32,8 +32,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
-from trainer.analysis import summarize_accuracy, summarize_run  # noqa: E402
-from trainer.radar import prefix_cliff_statuses, radar  # noqa: E402
+from analysis.cliffs import summarize_accuracy  # noqa: E402
+from analysis.radar import prefix_cliff_statuses, radar  # noqa: E402
+from analysis.runs import summarize_run  # noqa: E402
 
 ROLES = ("orchestrator", "worker", "synthesizer", "critic")
 

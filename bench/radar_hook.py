@@ -66,7 +66,7 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from trainer.radar import radar
+    from analysis.radar import radar
     from webapp.experiments.alerts import radar_series, refresh_alerts
     from webapp.experiments.metrics import write_points
     from webapp.experiments.models import Alert, Experiment, Run

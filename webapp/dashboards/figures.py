@@ -1,4 +1,4 @@
-"""The panel's Plotly figures, built from query results and `trainer.analysis` summaries.
+"""The panel's Plotly figures, built from query results and `analysis` summaries.
 
 No queries and no verdicts here: a figure draws numbers it is given (a cell's gain, a run's
 cliff onset, a role's amplification onset) and only reshapes them for the eye — colours,
@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
-from trainer.analysis import ACCURACY_KEY
+from analysis.smoothing import centred_mean
+from trainer.names import ACCURACY_KEY
 from webapp.dashboards import labels
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -126,20 +127,6 @@ def colour(index: int) -> str:
 
 def role_colour(role: str) -> str:
     return ROLE_COLOURS.get(role) or colour(zlib.crc32(role.encode()))
-
-
-def smooth(values: Sequence, window: int) -> list:
-    """Centred rolling mean over `window` points for display; gaps (None) stay gaps and the
-    window shrinks at the ends. The analysis never sees this: verdicts use the raw series."""
-    if window <= 1 or not len(values):
-        return list(values)
-    v = np.array([np.nan if x is None else x for x in values], dtype=float)
-    finite = np.isfinite(v)
-    kernel = np.ones(window)
-    sums = np.convolve(np.where(finite, v, 0.0), kernel, mode="same")
-    counts = np.convolve(finite.astype(float), kernel, mode="same")
-    out = np.where(finite & (counts > 0), sums / np.maximum(counts, 1), np.nan)
-    return [float(x) if np.isfinite(x) else None for x in out]
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -311,7 +298,7 @@ def curves_figure(
         line_colour, dash = styles[run.id]
         label = labels.plot_text(labels.run_label(run))
         group = str(run.id)
-        values = smooth(raw, smooth_window)
+        values = centred_mean(raw, smooth_window)
         if smooth_window > 1:
             fig.add_trace(
                 go.Scatter(

@@ -1,6 +1,6 @@
 """The seed-bands page's run table: one row per run, with the config fields that tell the
 selected runs apart as columns and each run's held-out accuracy results (peak, final, cliff,
-from `trainer.analysis` summaries); sortable by any column.
+from `analysis` summaries); sortable by any column.
 
 Rows hold raw values (numbers stay numbers), so sorting is numeric where the column is;
 `components.render_table` formats them. No queries.

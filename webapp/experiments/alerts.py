@@ -1,4 +1,4 @@
-"""The live radar's alerts: evaluate `trainer/radar.py` after points are written, keep its events.
+"""The live radar's alerts: evaluate `analysis/radar.py` after points are written, keep its events.
 
 `after_points(run_id, keys)` is the one hook of every write path: `write_points` calls it
 after storing a batch (so the metrics API, the workers' reporter and the MLflow endpoints
@@ -48,8 +48,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
-from trainer.radar import ZERO_STD_KEY, radar
+from analysis.radar import radar
+from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY
 from webapp.experiments.models import Alert, MetricPoint, Run
 
 log = logging.getLogger(__name__)

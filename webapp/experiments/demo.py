@@ -33,7 +33,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
-from trainer.analysis import amplification_onset
+from analysis.amplification import amplification_onset
 from trainer.config import make_config
 from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, MetricPoint, Run

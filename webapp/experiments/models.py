@@ -202,7 +202,7 @@ class ApiToken(models.Model):
 
 
 class Alert(models.Model):
-    """One live-radar event of a run (`trainer/radar.py`), kept as the radar last said it.
+    """One live-radar event of a run (`analysis/radar.py`), kept as the radar last said it.
 
     Unique on (run, kind, role, step): evaluating the radar again after more points updates a
     row (a provisional cliff becoming confirmed) instead of adding one (`alerts.py`).

@@ -3,7 +3,7 @@
 `read_series` fetches every requested key of a run in one query (on PostgreSQL one row a key,
 its steps and values aggregated into arrays and sent in binary), and `read_runs_series` the
 same keys of many runs in one query (a compare view); each series is then reduced,
-as numpy arrays, by `trainer.analysis.downsample`, which keeps the first and last points and
+as numpy arrays, by `analysis.downsample.downsample`, which keeps the first and last points and
 each bucket's minimum and maximum, so peaks and cliffs survive downsampling. `latest_points`
 gives the newest value of every key (the run page's table).
 """
@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 from django.db import connection
 
-from trainer.analysis import downsample
+from analysis.downsample import downsample
 from webapp.experiments.models import MetricPoint
 
 TABLE = MetricPoint._meta.db_table

@@ -1,7 +1,7 @@
 """The statistics across seeds of one experiment (issue 13, item 4): what its statistics page
 and `GET /api/v1/experiments/<id>/stats` show, and the plan behind "queue more seeds".
 
-The maths is `trainer.stats` (torch-free, seeded, so the same runs give the same numbers on
+The maths is `analysis.stats` (torch-free, seeded, so the same runs give the same numbers on
 every request); this module only chooses the runs, feeds it their stored series and puts the
 answers into words.
 
@@ -12,8 +12,8 @@ stopped somewhere arbitrary, so its "final" means nothing: it is left out and co
 finished runs claiming one place (same cell and seed: external runs can) keep the older.
 
 - `experiment_stats(experiment)` → a JSON-able dict: `runs` (what was counted and what was
-  not, and why), `sharing` (`trainer.stats.paired_effect` of per_role − shared on peak, final
-  and cliff, each cell with its `plan`), `main_effects`, `lead` (`trainer.stats.lead_test`
+  not, and why), `sharing` (`analysis.stats.paired_effect` of per_role − shared on peak, final
+  and cliff, each cell with its `plan`), `main_effects`, `lead` (`analysis.stats.lead_test`
   plus `n_cliffs`, `n_no_onset`, `histogram`) and `verdicts` (sentences built from the
   numbers). Cached in the process by the content of what it was computed from.
 - `seed_plan` / `queue_more_seeds(experiment)`: per undecided cell, the seeds
@@ -33,8 +33,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
-from trainer.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries

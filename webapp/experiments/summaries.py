@@ -1,7 +1,7 @@
-"""Key results of runs and matrix cells: `trainer.analysis` on the runs' stored series.
+"""Key results of runs and matrix cells: `analysis` on the runs' stored series.
 
 The experiment and run pages, the Dash panel and `python -m trainer analyze` all draw their
-conclusions from `trainer.analysis` (docs/design.md §6); this module is the one place the web
+conclusions from `analysis` (docs/design.md §6); this module is the one place the web
 process feeds it from the database, so a gain, a peak or a cliff reads the same on every page.
 
 - `run_summaries(runs)` → `{run_id: summarize_run(...)}` on each run's full, undownsampled
@@ -26,7 +26,9 @@ from typing import Any
 
 from django.db import connection
 
-from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY, summarize_cells, summarize_run
+from analysis.cells import summarize_cells
+from analysis.runs import summarize_run
+from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
@@ -41,7 +43,7 @@ _cache_lock = threading.Lock()
 
 
 def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, dict[str, Any]]:
-    """`{run.id: trainer.analysis.summarize_run(series, running=…, sharing=run.sharing)}`.
+    """`{run.id: analysis.runs.summarize_run(series, running=…, sharing=run.sharing)}`.
 
     `running` is True for queued and running runs, so an unfinished run gets a provisional
     verdict rather than a final one. Runs with no points get the all-None summary.
@@ -89,7 +91,7 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
 
 
 def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[dict[str, Any]]:
-    """`trainer.analysis.summarize_cells` rows for the experiment's root runs, each with
+    """`analysis.cells.summarize_cells` rows for the experiment's root runs, each with
     `runs`: the ids of the cell's runs in seed order (for links to the panel's compare view).
     Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(

@@ -8,7 +8,7 @@
   may change (its owner or staff, `webapp/experiments/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
   Points go through `write_points` (idempotent on (run, key, step): a resumed job that logs a
-  step again overwrites it) after `trainer.keymap` adds each recognised key's Troupe alias.
+  step again overwrites it) after `webapp.tracking.keymap` adds each recognised key's Troupe alias.
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
   named `workflow`, `task`, `model`, `sharing`, `seed` fill the run's matrix cell, and
   `troupe.accuracy_key` names the key to show as `eval/accuracy`.
@@ -28,14 +28,13 @@ import psycopg
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
-from trainer import keymap
 from trainer.config import INT_MAX
 from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.metrics import write_points
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
-from webapp.tracking import artifacts, rows
+from webapp.tracking import artifacts, keymap, rows
 from webapp.tracking.models import (
     PointSign,
     PointTime,
