@@ -53,7 +53,7 @@ import numpy as np
 from analysis.cells import MIN_SEEDS
 from analysis.intervals import mean_ci, student_t_quantile
 from analysis.series import as_number, as_step
-from trainer.names import CELL_AXES
+from trainer.names import CELL_AXES, role_key
 
 N_BOOT = 10_000
 N_PERM = 10_000
@@ -575,8 +575,8 @@ def lead_inputs(
     if role is None and onsets:
         role = min(sorted(onsets), key=lambda r: onsets[r])
     steps: list = []
-    if role is not None and f"role/{role}/grad_norm" in series:
-        st, va = series[f"role/{role}/grad_norm"]
+    if role is not None and role_key(role, "grad_norm") in series:
+        st, va = series[role_key(role, "grad_norm")]
         steps = [as_step(s) for s, v in zip(st, va, strict=True) if as_number(v) is not None]
     return {
         "cliff_onset": (summary.get("accuracy") or {}).get("cliff_onset"),

@@ -47,6 +47,7 @@ from analysis.cliffs import summarize_accuracy  # noqa: E402
 from analysis.intervals import mean_ci  # noqa: E402
 from analysis.stats import bootstrap_mean_ci  # noqa: E402
 from trainer.evaluate import read_per_problem  # noqa: E402
+from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY  # noqa: E402
 
 
 def run_one(out: Path, workflow: str, seed: int, extra: list[str], threads: int) -> dict:
@@ -106,8 +107,8 @@ def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 
 def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: int) -> dict:
     """Print the per-step table of one workflow over its seeds; return a JSON summary."""
     per_seed = {seed: read_metrics(out) for seed, out in runs.items()}
-    acc = {seed: series(rows, "eval/accuracy") for seed, rows in per_seed.items()}
-    se = {seed: series(rows, "eval/accuracy_se") for seed, rows in per_seed.items()}
+    acc = {seed: series(rows, ACCURACY_KEY) for seed, rows in per_seed.items()}
+    se = {seed: series(rows, ACCURACY_SE_KEY) for seed, rows in per_seed.items()}
     steps = sorted(set.intersection(*(set(a) for a in acc.values())))
     print(
         f"\n## {label}: eval/accuracy on {eval_problems} held-out problems × "
@@ -149,7 +150,7 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
         learns = gain["low"] is not None and gain["low"] > 0
         print(
             f"  seed {seed}: train/reward {first:.3f} → {last:.3f} (first → last quarter); "
-            f"eval/accuracy base {summary['base']:.3f} → peak {summary['peak']:.3f} "
+            f"{ACCURACY_KEY} base {summary['base']:.3f} → peak {summary['peak']:.3f} "
             f"(step {summary['peak_step']}) → final {summary['final']:.3f}; "
             f"gain {gain['mean']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}] "
             f"(paired, bootstrap over problems): {'learns' if learns else 'no clear gain'}; "

@@ -30,6 +30,7 @@ BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 ROLE_PREFIX = "role/"
 AGENT_PREFIX = "agent/"
 POLICY_PREFIX = "policy/"
+GRAD_COS_PREFIX = "grad_cos/"
 
 
 def role_key(role: str, metric: str) -> str:
@@ -54,7 +55,7 @@ def role_accuracy_key(role: str) -> str:
 
 def grad_cos_key(a: str, b: str) -> str:
     """`grad_cos/<a>|<b>`: the cosine between two roles' or agents' gradients on one policy."""
-    return f"grad_cos/{a}|{b}"
+    return f"{GRAD_COS_PREFIX}{a}|{b}"
 
 
 def role_of(key: str) -> str | None:

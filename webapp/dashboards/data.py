@@ -21,6 +21,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q
 
+from trainer.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
 from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.experiments.series import read_runs_series
 
@@ -101,7 +102,7 @@ def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     return list(
         Run.objects.filter(experiment_id__in=experiment_ids)
         .defer(*_BULKY)
-        .order_by("experiment_id", "workflow", "task", "model", "sharing", "seed", "id")
+        .order_by("experiment_id", *MATRIX_AXES, "id")
     )
 
 
@@ -176,6 +177,6 @@ def gradient_keys(keys: Sequence[str]) -> list[str]:
     return [
         key
         for key in keys
-        if key.startswith("grad_cos/")
-        or (key.startswith("role/") and key.endswith(("/grad_norm", "/grad_share")))
+        if key.startswith(GRAD_COS_PREFIX)
+        or (key.startswith(ROLE_PREFIX) and key.endswith(("/grad_norm", "/grad_share")))
     ]

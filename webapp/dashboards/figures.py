@@ -20,7 +20,7 @@ from dash import Patch
 from plotly.subplots import make_subplots
 
 from analysis.smoothing import centred_mean
-from trainer.names import ACCURACY_KEY
+from trainer.names import ACCURACY_KEY, GRAD_COS_PREFIX, role_key, roles_in
 from webapp.dashboards import labels
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -440,7 +440,7 @@ def gradients_figure(
         column_widths=[0.4, 0.3, 0.3],
     )
     pair_names = sorted(
-        {k for run in runs for k in series.get(run.id, {}) if k.startswith("grad_cos/")}
+        {k for run in runs for k in series.get(run.id, {}) if k.startswith(GRAD_COS_PREFIX)}
     )
     pair_colours = {name: PAIR_COLOURS[i % len(PAIR_COLOURS)] for i, name in enumerate(pair_names)}
     shown: set[str] = set()
@@ -448,11 +448,11 @@ def gradients_figure(
         points = series.get(run.id, {})
         summary = summaries.get(run.id) or {}
         _row_title(fig, r, run, summary)
-        roles = sorted({k.split("/")[1] for k in points if k.startswith("role/")})
+        roles = roles_in(points)
         for role in roles:
             shown_role = labels.plot_text(role)
             role_line = {"color": role_colour(role), "width": 1.8}
-            norm = points.get(f"role/{role}/grad_norm")
+            norm = points.get(role_key(role, "grad_norm"))
             if norm:
                 fig.add_trace(
                     go.Scatter(
@@ -467,7 +467,7 @@ def gradients_figure(
                     row=r,
                     col=1,
                 )
-            share = points.get(f"role/{role}/grad_share")
+            share = points.get(role_key(role, "grad_share"))
             if share:
                 stacked = run.sharing == "shared"
                 fig.add_trace(
@@ -486,7 +486,7 @@ def gradients_figure(
                 )
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
-            pair = labels.plot_text(key[len("grad_cos/") :])
+            pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
             fig.add_trace(
                 go.Scatter(
                     x=points[key]["steps"],
@@ -502,7 +502,9 @@ def gradients_figure(
             )
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
-        if run.sharing != "shared" and any(f"role/{role}/grad_share" in points for role in roles):
+        if run.sharing != "shared" and any(
+            role_key(role, "grad_share") in points for role in roles
+        ):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
         norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]

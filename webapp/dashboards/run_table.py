@@ -12,10 +12,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainer.names import MATRIX_AXES
 from webapp.dashboards.tables import Column
 
 # Shown even when every selected run has the same value: what a reader looks for first.
-CORE_FIELDS = ("workflow", "task", "model", "sharing", "seed")
+CORE_FIELDS = MATRIX_AXES
 RESULT_COLUMNS = [
     Column("status", "Status"),
     Column("peak", "Peak", "num"),

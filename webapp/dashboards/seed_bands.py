@@ -16,6 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from analysis.bands import group_bands
+from trainer.names import CELL_AXES
 from webapp.dashboards import labels
 from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 
@@ -23,7 +24,6 @@ NO_GROUP = "(all)"  # the group-by choice that puts every run in one group (no f
 # The default group-by: the whole matrix cell. Grouping by one field (sharing) pools runs of
 # different workflows, tasks and models, whose curves have nothing to do with each other.
 CELL = "(cell)"
-CELL_AXES = ("workflow", "task", "model", "sharing")
 # Display smoothing, applied to each run's own points before the statistics.
 SMOOTHING = {
     "0": "Off",

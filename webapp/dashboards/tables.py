@@ -13,6 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from trainer.names import CELL_AXES, MATRIX_AXES
 from webapp.dashboards import labels, state
 
 
@@ -69,10 +70,7 @@ CELL_COLUMNS = [
     Column("compare", "Runs", "link"),
 ]
 CELL_CSV = [
-    "workflow",
-    "task",
-    "model",
-    "sharing",
+    *CELL_AXES,
     "n_seeds",
     "seeds",
     "base_mean",
@@ -129,11 +127,7 @@ RUN_COLUMNS = [
 ]
 RUN_CSV = [
     "run",
-    "workflow",
-    "task",
-    "model",
-    "sharing",
-    "seed",
+    *MATRIX_AXES,
     "status",
     "step",
     "total_steps",
@@ -195,11 +189,7 @@ DYNAMICS_COLUMNS = [
 ]
 DYNAMICS_CSV = [
     "run",
-    "workflow",
-    "task",
-    "model",
-    "sharing",
-    "seed",
+    *MATRIX_AXES,
     "role",
     "amplification_onset",
     "cliff_onset",
@@ -342,7 +332,7 @@ def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return out.getvalue()
 
 
-SERIES_CSV = ["run", "workflow", "task", "model", "sharing", "seed", "key", "step", "value"]
+SERIES_CSV = ["run", *MATRIX_AXES, "key", "step", "value"]
 
 
 def series_csv(runs: Sequence, series: dict[int, dict[str, dict]]) -> str:

@@ -49,12 +49,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from analysis.radar import radar
-from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY
+from trainer.names import RADAR_KEYS, RADAR_ROLE_METRICS, radar_reads
 from webapp.experiments.models import Alert, MetricPoint, Run
 
 log = logging.getLogger(__name__)
 
-ROLE_SUFFIXES = ("/grad_norm", "/grad_share", "/entropy")
+ROLE_SUFFIXES = tuple(f"/{metric}" for metric in RADAR_ROLE_METRICS)
 KINDS = (
     "cliff",
     "degradation",
@@ -66,20 +66,13 @@ KINDS = (
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
 
 
-def reads(key: str) -> bool:
-    """Whether the radar reads `key` (only then can a new point change its events)."""
-    return key in (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY) or (
-        key.startswith("role/") and key.endswith(ROLE_SUFFIXES)
-    )
-
-
 def after_points(run_id: int, keys: Iterable[str]) -> list[Alert] | None:
     """The hook after points of `run_id` were stored: re-evaluate when `keys` matter.
 
     Returns the run's alerts after the update, or None when nothing was evaluated (no key
     the radar reads, the run is gone, or the radar failed — which is logged, not raised).
     """
-    if not any(reads(key) for key in keys):
+    if not any(radar_reads(key) for key in keys):
         return None
     if _throttled(run_id, settings.TROUPE_RADAR_MIN_SECONDS):
         return None
@@ -192,7 +185,7 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts). On PostgreSQL one row a key with its arrays, in binary, as
     `series.read_series` does: a tenth of the time of one row a point (BENCHMARKS.md)."""
-    params = [run_id, [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY]]
+    params = [run_id, list(RADAR_KEYS)]
     table = MetricPoint._meta.db_table
     if connection.vendor == "postgresql":
         where = _RADAR_KEYS.replace("run_id = %s AND ", "").replace("%s", "%(keys)s")

@@ -35,12 +35,13 @@ from django.db.models import Q
 
 from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
+from trainer.names import CELL_AXES, role_key
 from webapp.experiments.models import Experiment, MetricPoint, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries
 
-AXES = ("workflow", "task", "model", "sharing")
-PAIR_AXES = ("workflow", "task", "model")  # a cell of the sharing table
+AXES = CELL_AXES
+PAIR_AXES = tuple(a for a in CELL_AXES if a != "sharing")  # a cell of the sharing table
 FIRST, SECOND = "shared", "per_role"  # the effect is SECOND − FIRST
 METRICS = ("peak", "final", "cliff")
 METRIC_NAMES = {"peak": "peak accuracy", "final": "final accuracy", "cliff": "cliff rate"}
@@ -115,7 +116,7 @@ def _lead_entries(runs: list[Run], summaries: dict[int, dict]) -> tuple[list[dic
             n_no_onset += 1
             continue
         role = min(sorted(onsets), key=lambda r: onsets[r])  # lead_inputs' own choice
-        wanted[run.id] = f"role/{role}/grad_norm"
+        wanted[run.id] = role_key(role, "grad_norm")
     series: dict[int, dict[str, tuple[list, list]]] = {i: {} for i in wanted}
     if wanted:
         match = Q()

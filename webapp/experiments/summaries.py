@@ -28,13 +28,24 @@ from django.db import connection
 
 from analysis.cells import summarize_cells
 from analysis.runs import summarize_run
-from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY
+from trainer.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    CELL_AXES,
+    MATRIX_AXES,
+    policy_key,
+    role_key,
+)
 from webapp.experiments.models import Experiment, MetricPoint, Run
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
 # The series `summarize_run` reads (docs/design.md §5 names), as SQL LIKE patterns.
-_GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")
+_GRADIENT_PATTERNS = (
+    role_key("%", "grad_norm"),
+    role_key("%", "grad_share"),
+    policy_key("%", "grad_norm"),
+)
 _CHUNK = 500  # run ids per IN (...) list: well under every backend's parameter limit
 _CACHE_SIZE = 20_000
 
@@ -98,11 +109,7 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
         experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
         .only(
             "id",
-            "workflow",
-            "task",
-            "model",
-            "sharing",
-            "seed",
+            *MATRIX_AXES,
             "status",
             "total_steps",
             "experiment_id",
@@ -118,7 +125,7 @@ def summarize_experiment_cells(
     """`summarize_cells` over runs whose summaries are already known, plus `runs` per row."""
     rows = summarize_cells(
         {
-            "cell": {axis: getattr(run, axis) for axis in ("workflow", "task", "model", "sharing")},
+            "cell": {axis: getattr(run, axis) for axis in CELL_AXES},
             "seed": run.seed,
             "summary": summaries.get(run.id),
         }

@@ -17,6 +17,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from trainer.config import FIELDS, PRESETS, field_help
+from trainer.names import ACCURACY_KEY, REWARD_KEY
 from webapp.experiments import queueing
 from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
@@ -27,7 +28,7 @@ from webapp.experiments.series import latest_points, read_series
 from webapp.experiments.sparkline import sparkline
 from webapp.experiments.summaries import cell_summaries, run_summaries
 
-SPARKLINE_KEYS = ("eval/accuracy", "train/reward")
+SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)
 SPARKLINE_POINTS = 120
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-ACCURACY_KEY = "eval/accuracy"
+from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, agent_key, role_key
+
 MAX_KEY_LENGTH = 200  # Troupe's metric key column
 
 # Per-role (and per-agent) metric names as verl / OpenRLHF spell them → docs/design.md §5's.
@@ -60,7 +61,7 @@ _EXACT = {
     "reward_std": "train/reward_std",
     "kl": "train/kl",
     "entropy": "train/entropy",
-    "frac_reward_zero_std": "train/frac_zero_std",
+    "frac_reward_zero_std": ZERO_STD_KEY,
     "completions/mean_length": "train/resp_len",
     "clip_ratio/region_mean": "train/clip_frac",
 }
@@ -83,10 +84,10 @@ def troupe_key(key: str) -> str | None:
     mapped = _EXACT.get(key)
     if mapped is None and (found := _ROLE.match(key)):
         metric = _ROLE_METRICS.get(found["metric"])
-        mapped = metric and f"role/{found['role']}/{metric}"
+        mapped = metric and role_key(found["role"], metric)
     if mapped is None and (found := _MARTI_AGENT.match(key)):
         metric = _ROLE_METRICS.get(found["metric"], found["metric"])
-        mapped = f"agent/agent{found['index']}/{metric}"
+        mapped = agent_key(f"agent{found['index']}", metric)
     if mapped is None or mapped == key or len(mapped) > MAX_KEY_LENGTH:
         return None
     return mapped
