@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from analysis.intervals import mean_ci
+from analysis.runs import RunSummary
 from trainer.names import CELL_AXES
 
 # Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
@@ -37,13 +38,14 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
 
     rows = []
     for key, members in groups.items():
-        accs = [(m.get("summary") or {}).get("accuracy") or {} for m in members]
+        summaries = [RunSummary.of(m.get("summary")) for m in members]
+        accs = [s.accuracy for s in summaries]
         row: dict[str, Any] = dict(zip(CELL_AXES, key, strict=True))
         seeds = [m.get("seed") for m in members]
         row["n_seeds"] = len(members)
         row["seeds"] = sorted((s for s in seeds if s is not None), key=lambda x: (str(type(x)), x))
         for name in ("gain", "final_gain"):
-            ci = mean_ci([a.get(name) for a in accs], level)
+            ci = mean_ci([getattr(a, name) for a in accs], level)
             if ci["n"] < MIN_SEEDS:
                 ci.update(low=None, high=None)
             row.update(
@@ -51,8 +53,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
             )
             row[f"{name}_n"] = ci["n"]
         for name in ("base", "peak", "final"):
-            row[f"{name}_mean"] = mean_ci([a.get(name) for a in accs], level)["mean"]
-        statuses = [a.get("cliff_status", "insufficient") for a in accs]
+            row[f"{name}_mean"] = mean_ci([getattr(a, name) for a in accs], level)["mean"]
+        statuses = [a.cliff_status for a in accs]
         judged = [st for st in statuses if st != "insufficient"]
         row["n_cliffs"] = sum(st in ("cliff", "provisional") for st in judged)
         row["n_provisional"] = sum(st == "provisional" for st in judged)
@@ -60,11 +62,7 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
         row["cliff_fraction"] = row["n_cliffs"] / len(judged) if judged else None
 
         if key[CELL_AXES.index("sharing")] == "shared":
-            counts = Counter(
-                (m.get("summary") or {}).get("capture")
-                for m in members
-                if (m.get("summary") or {}).get("capture") is not None
-            )
+            counts = Counter(s.capture for s in summaries if s.capture is not None)
             top = counts.most_common(2)
             tie = len(top) > 1 and top[0][1] == top[1][1]
             row["capture"] = top[0][0] if top and not tie else None
@@ -74,8 +72,8 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
             row["capture_counts"] = {}
 
         leads: dict[str, list] = {}
-        for m in members:
-            for role, value in ((m.get("summary") or {}).get("lead") or {}).items():
+        for s in summaries:
+            for role, value in s.lead.items():
                 leads.setdefault(role, []).append(value)
         row["lead_mean"] = {role: mean_ci(vals)["mean"] for role, vals in sorted(leads.items())}
         rows.append(row)

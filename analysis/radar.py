@@ -3,7 +3,8 @@
 `radar(series)` is called on the series of a run that may still be training (Troupe's own or
 one logged through the API), as often as every step, and returns a list of events. It is
 stateless and deterministic: the events are a function of the points given. It imports only
-the standard library and numpy (the web process calls it).
+the standard library, numpy and the vocabulary (the web process and the trainer's stop policy
+call it).
 
 Idempotence. Every event that is not `provisional` is *causal*: whether it exists and its
 `step` depend only on points up to its `seen_at` step, so calling the radar again with more

@@ -1,10 +1,19 @@
 """One run's §6 summary (`summarize_run`): its accuracy verdict, each role's amplification
 onset and lead, and capture — from its series `{key: (steps, values)}` (docs/design.md §5).
+
+A summary is stored, cached and served as the plain dict `summarize_run` returns (JSON, the
+same bytes as ever). Code that reads one takes it as typed fields instead:
+`RunSummary.of(summary)` — `None` (a run not summarised yet) included — gives
+`summary.accuracy.cliff_onset`, `summary.lead`, … with the defaults of a run that has no
+evaluation, where callers used to guard every level with `(x or {}).get(...)`. `as_dict()`
+gives back the dict, keys in the same order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.amplification import AMPLIFICATION_DEFAULTS, amplification_onset
@@ -19,6 +28,75 @@ from trainer.names import (
     role_key,
     roles_in,
 )
+
+
+@dataclass(frozen=True)
+class AccuracySummary:
+    """`summarize_accuracy`'s result as fields (its docstring says what each is); the
+    defaults are those of a run with no evaluation."""
+
+    base: float | None = None
+    peak: float | None = None
+    peak_step: int | float | None = None
+    final: float | None = None
+    gain: float | None = None
+    final_gain: float | None = None
+    cliff: bool = False
+    cliff_onset: int | float | None = None
+    cliff_status: str = "insufficient"
+    theta: float | None = None
+    threshold: float | None = None
+    cliff_test: dict[str, Any] | None = None
+    degradation_onset: int | float | None = None
+    n_evals: int = 0
+    first_step: int | float | None = None
+    last_step: int | float | None = None
+    running: bool = False
+    evidence: str | None = None
+
+    @classmethod
+    def of(cls, accuracy: Mapping[str, Any] | None) -> AccuracySummary:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (accuracy or {}).items() if k in known})
+
+    @property
+    def judged(self) -> bool:
+        """Whether there were enough evaluations for a verdict."""
+        return self.cliff_status != "insufficient"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """`summarize_run`'s result as fields; `RunSummary.of(None)` is a run with no points."""
+
+    accuracy: AccuracySummary = field(default_factory=AccuracySummary)
+    roles: list[str] = field(default_factory=list)
+    amplification: dict[str, Any] = field(default_factory=dict)  # role → onset step or None
+    lead: dict[str, Any] = field(default_factory=dict)  # role → cliff_onset − onset, or None
+    policy_amplification: dict[str, Any] = field(default_factory=dict)
+    capture: str | None = None
+    capture_fractions: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any] | None) -> RunSummary:
+        summary = summary or {}
+        return cls(
+            accuracy=AccuracySummary.of(summary.get("accuracy")),
+            roles=list(summary.get("roles") or ()),
+            amplification=dict(summary.get("amplification") or {}),
+            lead=dict(summary.get("lead") or {}),
+            policy_amplification=dict(summary.get("policy_amplification") or {}),
+            capture=summary.get("capture"),
+            capture_fractions=dict(summary.get("capture_fractions") or {}),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["accuracy"] = self.accuracy.as_dict()
+        return out
 
 
 def split_thresholds(thresholds: dict[str, Any]) -> tuple[dict, dict, dict]:

@@ -52,6 +52,7 @@ import numpy as np
 
 from analysis.cells import MIN_SEEDS
 from analysis.intervals import mean_ci, student_t_quantile
+from analysis.runs import RunSummary
 from analysis.series import as_number, as_step
 from trainer.names import CELL_AXES, role_key
 
@@ -69,9 +70,9 @@ _CHUNK = 2_000_000
 
 def run_metrics(summary: Mapping[str, Any] | None) -> dict[str, float | None]:
     """peak, final, gain, final_gain and cliff (1.0 / 0.0 / None) of one `summarize_run`."""
-    acc = (summary or {}).get("accuracy") or {}
-    out = {name: as_number(acc.get(name)) for name in ("peak", "final", "gain", "final_gain")}
-    status = acc.get("cliff_status", "insufficient")
+    acc = RunSummary.of(summary).accuracy
+    out = {name: as_number(getattr(acc, name)) for name in ("peak", "final", "gain", "final_gain")}
+    status = acc.cliff_status
     out["cliff"] = None if status == "insufficient" else float(status in ("cliff", "provisional"))
     return out
 
@@ -571,7 +572,8 @@ def lead_inputs(
     `role` None takes the role whose amplification came first (ties: the first by name);
     `steps` are that role's logged `grad_norm` steps. `{"cliff_onset", "onset", "role",
     "steps"}`, onsets None when absent."""
-    onsets = {r: s for r, s in (summary.get("amplification") or {}).items() if s is not None}
+    read = RunSummary.of(summary)
+    onsets = {r: s for r, s in read.amplification.items() if s is not None}
     if role is None and onsets:
         role = min(sorted(onsets), key=lambda r: onsets[r])
     steps: list = []
@@ -579,7 +581,7 @@ def lead_inputs(
         st, va = series[role_key(role, "grad_norm")]
         steps = [as_step(s) for s, v in zip(st, va, strict=True) if as_number(v) is not None]
     return {
-        "cliff_onset": (summary.get("accuracy") or {}).get("cliff_onset"),
+        "cliff_onset": read.accuracy.cliff_onset,
         "onset": onsets.get(role) if role is not None else None,
         "role": role,
         "steps": sorted(set(steps)),

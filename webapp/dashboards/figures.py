@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
+from analysis.runs import RunSummary
 from analysis.smoothing import centred_mean
 from trainer.names import ACCURACY_KEY, GRAD_COS_PREFIX, role_key, roles_in
 from webapp.dashboards import labels
@@ -324,12 +325,12 @@ def curves_figure(
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
-        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
-        if is_accuracy and accuracy.get("peak_step") is not None:
+        accuracy = RunSummary.of(summaries.get(run.id)).accuracy
+        if is_accuracy and accuracy.peak_step is not None:
             fig.add_trace(
                 go.Scatter(
-                    x=[accuracy["peak_step"]],
-                    y=[accuracy["peak"]],
+                    x=[accuracy.peak_step],
+                    y=[accuracy.peak],
                     mode="markers",
                     marker={
                         "symbol": "star",
@@ -339,20 +340,16 @@ def curves_figure(
                     },
                     legendgroup=group,
                     showlegend=False,
-                    hovertemplate=f"run {run.id}: peak {accuracy['peak']:.3f} at step "
-                    f"{accuracy['peak_step']}<extra></extra>",
+                    hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
+                    f"{accuracy.peak_step}<extra></extra>",
                 )
             )
-        onset = accuracy.get("cliff_onset")
+        onset = accuracy.cliff_onset
         if onset is not None:
             fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
             y_at = _value_at(steps, raw, onset) if is_accuracy else None
             if y_at is not None:
-                verdict = (
-                    "provisional cliff"
-                    if accuracy.get("cliff_status") == "provisional"
-                    else "cliff"
-                )
+                verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
                 fig.add_trace(
                     go.Scatter(
                         x=[onset],
@@ -371,10 +368,7 @@ def curves_figure(
                 )
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
-    if any(
-        ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
-        for r in drawn
-    ):
+    if any(RunSummary.of(summaries.get(r.id)).accuracy.cliff_onset is not None for r in drawn):
         _legend_marker(
             fig,
             "cliff onset (dotted line)",
@@ -446,7 +440,7 @@ def gradients_figure(
     shown: set[str] = set()
     for r, run in enumerate(runs, start=1):
         points = series.get(run.id, {})
-        summary = summaries.get(run.id) or {}
+        summary = RunSummary.of(summaries.get(run.id))
         _row_title(fig, r, run, summary)
         roles = roles_in(points)
         for role in roles:
@@ -539,9 +533,9 @@ def _log_ticks(values: Sequence) -> dict[str, Any]:
     return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
 
 
-def _row_title(fig: go.Figure, row: int, run, summary: dict) -> None:
+def _row_title(fig: go.Figure, row: int, run, summary: RunSummary) -> None:
     """The run's name above its row, with its verdict: which cliff, if any."""
-    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
+    cliff = summary.accuracy.cliff_onset
     verdict = f"terminal cliff at step {cliff}" if cliff is not None else "no terminal cliff"
     axis = fig.get_subplot(row, 1)
     top = axis.yaxis.domain[1]
@@ -597,8 +591,8 @@ def _note(fig: go.Figure, row: int, col: int, text: str, y: float = 0.5) -> None
     )
 
 
-def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
-    for role, onset in sorted((summary.get("amplification") or {}).items()):
+def _onset_lines(fig: go.Figure, row: int, summary: RunSummary) -> None:
+    for role, onset in sorted(summary.amplification.items()):
         if onset is None:
             continue
         for col in (1, 2, 3):
@@ -608,7 +602,7 @@ def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
                 col=col,
                 line={"color": role_colour(role), "dash": "dot", "width": 1.5},
             )
-    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
+    cliff = summary.accuracy.cliff_onset
     if cliff is not None:
         for col in (1, 2, 3):
             fig.add_vline(

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from analysis.runs import RunSummary
 from trainer.names import MATRIX_AXES
 from webapp.dashboards.tables import Column
 
@@ -72,11 +73,11 @@ def rows(
     """One row per run: its id, every config field (as `config.<name>`) and its results."""
     out = []
     for run in runs:
-        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         row = {"run": run.id, "status": run.status, "branch_of": branch_of(run)}
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
-        row.update({k: accuracy.get(k) for k in ("peak", "peak_step", "final", "cliff_onset")})
-        row["cliff"] = accuracy.get("cliff_status", "insufficient")
+        row.update({k: getattr(accuracy, k) for k in ("peak", "peak_step", "final", "cliff_onset")})
+        row["cliff"] = accuracy.cliff_status
         out.append(row)
     return out
 

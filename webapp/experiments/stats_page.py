@@ -33,6 +33,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from analysis.runs import RunSummary
 from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
 from trainer.names import CELL_AXES, role_key
@@ -107,11 +108,11 @@ def _lead_entries(runs: list[Run], summaries: dict[int, dict]) -> tuple[list[dic
     wanted: dict[int, str] = {}
     n_cliffs = n_no_onset = 0
     for run in runs:
-        summary = summaries.get(run.id) or {}
-        if (summary.get("accuracy") or {}).get("cliff_onset") is None:
+        summary = RunSummary.of(summaries.get(run.id))
+        if summary.accuracy.cliff_onset is None:
             continue
         n_cliffs += 1
-        onsets = {r: s for r, s in (summary.get("amplification") or {}).items() if s is not None}
+        onsets = {r: s for r, s in summary.amplification.items() if s is not None}
         if not onsets:
             n_no_onset += 1
             continue

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
 from trainer.names import ACCURACY_KEY, REWARD_KEY
 from webapp.experiments import queueing
@@ -116,7 +117,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     summaries = run_summaries(runs, gradients=False)
     for run in runs:
         run.label = run_label(run)
-        run.accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        run.accuracy = RunSummary.of(summaries.get(run.id)).accuracy
     # Branches are not seeds: the matrix shows them under the root run they came from.
     branches: dict[int, list[Run]] = {}
     for run in runs:
