@@ -5,7 +5,8 @@ their own key conventions. Troupe's pages read its own names (`role/<role>/grad_
 `eval/accuracy`, `train/loss` …), so at ingestion each recognised key is also stored under its
 Troupe name, and the original key is kept as it was logged. Both the MLflow endpoint
 (`webapp/tracking`) and the offline importer (`manage.py import_runs`) map through this module,
-which imports only the standard library: the web process uses it.
+which builds Troupe's names with the vocabulary (`trainer/names.py`); only ingestion uses it,
+so it lives in the web app.
 
 The conventions:
 
