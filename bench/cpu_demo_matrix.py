@@ -54,6 +54,7 @@ from bench.troupe_server import (  # noqa: E402
     recreate_database,
     wait_http,
 )
+from trainer.names import ACCURACY_KEY  # noqa: E402
 
 DATABASE = f"troupe_cpu_demo_{os.getpid()}"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -195,7 +196,7 @@ def run_matrix(troupe: Troupe, matrix: dict, config: dict) -> tuple[list[dict], 
 
 
 def where_time_went(troupe: Troupe, run: dict) -> dict:
-    keys = [*PARTS.values(), "eval/accuracy"]
+    keys = [*PARTS.values(), ACCURACY_KEY]
     series = troupe.call(
         "GET", f"runs/{run['id']}/metrics", params={"keys": ",".join(keys), "max_points": 0}
     )["series"]
@@ -204,7 +205,7 @@ def where_time_went(troupe: Troupe, run: dict) -> dict:
     for part, key in PARTS.items():
         row[f"{part}_s"] = sum(v for v in series.get(key, {}).get("values", []) if v is not None)
     row["other_s"] = wall - sum(row[f"{part}_s"] for part in PARTS)
-    accuracy = series.get("eval/accuracy", {}).get("values") or [None]
+    accuracy = series.get(ACCURACY_KEY, {}).get("values") or [None]
     row["accuracy"] = {"base": accuracy[0], "peak": max(accuracy), "final": accuracy[-1]}
     return row
 

@@ -5,13 +5,13 @@ run, `--parallel` runs at once), then reads every run's metrics.jsonl and prints
 workflow and evaluation step:
 
 - `eval/accuracy` of each seed, their mean and the 95% Student-t interval over seeds
-  (`trainer.analysis.mean_ci`);
+  (`analysis.intervals.mean_ci`);
 - the 95% noise band of one evaluation with the problem as the unit: ±1.96 × the standard
   error of the mean of the per-problem accuracies (`eval/accuracy_se`, logged by the run). The
   binomial band over all k·n episodes (printed beside it) understates the noise when each
   problem is sampled k > 1 times: one problem's samples are correlated;
 - per run: train/reward in the first and last quarter of steps, base → final accuracy (mean
-  of the last 3 evaluations), the terminal-cliff verdict of `trainer.analysis`, and the gain
+  of the last 3 evaluations), the terminal-cliff verdict of `analysis`, and the gain
   final − base judged on the same problems: the 95% percentile bootstrap over problems of
   the per-problem gains (read from the run's eval_problems.jsonl). A run "learns" when that
   interval lies above 0, i.e. the gain exceeds its paired noise band.
@@ -43,9 +43,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
-from trainer.analysis import mean_ci, summarize_accuracy  # noqa: E402
+from analysis.cliffs import summarize_accuracy  # noqa: E402
+from analysis.intervals import mean_ci  # noqa: E402
+from analysis.stats import bootstrap_mean_ci  # noqa: E402
 from trainer.evaluate import read_per_problem  # noqa: E402
-from trainer.stats import bootstrap_mean_ci  # noqa: E402
+from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY  # noqa: E402
 
 
 def run_one(out: Path, workflow: str, seed: int, extra: list[str], threads: int) -> dict:
@@ -105,8 +107,8 @@ def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 
 def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: int) -> dict:
     """Print the per-step table of one workflow over its seeds; return a JSON summary."""
     per_seed = {seed: read_metrics(out) for seed, out in runs.items()}
-    acc = {seed: series(rows, "eval/accuracy") for seed, rows in per_seed.items()}
-    se = {seed: series(rows, "eval/accuracy_se") for seed, rows in per_seed.items()}
+    acc = {seed: series(rows, ACCURACY_KEY) for seed, rows in per_seed.items()}
+    se = {seed: series(rows, ACCURACY_SE_KEY) for seed, rows in per_seed.items()}
     steps = sorted(set.intersection(*(set(a) for a in acc.values())))
     print(
         f"\n## {label}: eval/accuracy on {eval_problems} held-out problems × "
@@ -148,7 +150,7 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
         learns = gain["low"] is not None and gain["low"] > 0
         print(
             f"  seed {seed}: train/reward {first:.3f} → {last:.3f} (first → last quarter); "
-            f"eval/accuracy base {summary['base']:.3f} → peak {summary['peak']:.3f} "
+            f"{ACCURACY_KEY} base {summary['base']:.3f} → peak {summary['peak']:.3f} "
             f"(step {summary['peak_step']}) → final {summary['final']:.3f}; "
             f"gain {gain['mean']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}] "
             f"(paired, bootstrap over problems): {'learns' if learns else 'no clear gain'}; "

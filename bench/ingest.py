@@ -34,8 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer, points_body  # noqa: E402
+from trainer.names import role_key  # noqa: E402
 
-KEYS = [f"role/r{i:02d}/grad_norm" for i in range(24)]  # 24 series, as a 4-role run logs
+KEYS = [role_key(f"r{i:02d}", "grad_norm") for i in range(24)]  # 24 series, as a 4-role run logs
 READ_STEPS = 2000
 INGEST_TARGET = 50_000  # points/s
 READ_TARGET = 0.100  # s

@@ -3,7 +3,7 @@
 `webapp.dashboards.pages.matrix.update_matrix` is what the matrix page runs on every load and
 every live refresh: query (the runs, then `cell_summaries` — one aggregate query for the
 summary cache's signatures and one query for the `eval/accuracy` points of runs not cached)
-→ analysis (`trainer.analysis.summarize_run` per run, `summarize_cells`) → figure (one heatmap
+→ analysis (`analysis.runs.summarize_run` per run, `summarize_cells`) → figure (one heatmap
 per sharing mode) and table. It is timed here in-process on a fresh PostgreSQL database
 (`troupe_bench_matrix`, dropped at the end) holding demo experiments built by
 `webapp/experiments/demo.py`: 24 cells (3 workflows × 2 tasks × 2 models × 2 sharing modes)

@@ -1,4 +1,4 @@
-"""Benchmark: the live radar (`trainer.radar.radar`) on a run of 1,000 steps with ~40 keys.
+"""Benchmark: the live radar (`analysis.radar.radar`) on a run of 1,000 steps with ~40 keys.
 
 The radar is meant to run after every logged step, on all the points so far, so what counts
 is one call on a long run. The synthetic run (seeded) logs `eval/accuracy` every 10 steps
@@ -32,8 +32,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
-from trainer.analysis import summarize_accuracy, summarize_run  # noqa: E402
-from trainer.radar import prefix_cliff_statuses, radar  # noqa: E402
+from analysis.cliffs import summarize_accuracy  # noqa: E402
+from analysis.radar import prefix_cliff_statuses, radar  # noqa: E402
+from analysis.runs import summarize_run  # noqa: E402
+from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, role_key  # noqa: E402
 
 ROLES = ("orchestrator", "worker", "synthesizer", "critic")
 
@@ -45,18 +47,18 @@ def synthetic_run(steps: int, seed: int = 0) -> dict[str, tuple[list, list]]:
     series: dict[str, tuple[list, list]] = {}
     acc_steps = s[::10]
     acc = np.where(acc_steps < 0.6 * steps, 0.2 + 0.5 * acc_steps / (0.6 * steps), 0.15)
-    series["eval/accuracy"] = (acc_steps.tolist(), (acc + 0.01 * rng.random(len(acc))).tolist())
+    series[ACCURACY_KEY] = (acc_steps.tolist(), (acc + 0.01 * rng.random(len(acc))).tolist())
     for i, role in enumerate(ROLES):
         rise = 0.5 * steps if i == 0 else steps  # only the first role amplifies
-        series[f"role/{role}/grad_norm"] = (s.tolist(), (1 + (s > rise) * 3 + noise()).tolist())
+        series[role_key(role, "grad_norm")] = (s.tolist(), (1 + (s > rise) * 3 + noise()).tolist())
         share = np.where(s > 0.3 * steps, 0.8 if i == 0 else 0.2 / 3, 0.25)
-        series[f"role/{role}/grad_share"] = (s.tolist(), share.tolist())
+        series[role_key(role, "grad_share")] = (s.tolist(), share.tolist())
         ent = np.where((s > 0.7 * steps) & (i == 0), 0.3, 2.0) + noise()
-        series[f"role/{role}/entropy"] = (s.tolist(), ent.tolist())
+        series[role_key(role, "entropy")] = (s.tolist(), ent.tolist())
         for metric in ("kl", "tokens", "resp_len", "opt_steps"):
-            series[f"role/{role}/{metric}"] = (s.tolist(), (1 + noise()).tolist())
+            series[role_key(role, metric)] = (s.tolist(), (1 + noise()).tolist())
     zero_std = np.where(s > 0.8 * steps, 0.9, 0.1)
-    series["train/frac_zero_std"] = (s.tolist(), zero_std.tolist())
+    series[ZERO_STD_KEY] = (s.tolist(), zero_std.tolist())
     for key in ("reward", "reward_std", "resp_len", "kl", "entropy", "clip_frac", "loss"):
         series[f"train/{key}"] = (s.tolist(), noise(1).tolist())
     for key in ("step_seconds", "tokens_per_second", "peak_memory_mb"):
@@ -93,7 +95,7 @@ def main() -> None:
     series = synthetic_run(args.steps)
     n_points = sum(len(s) for s, _ in series.values())
     out = radar(series, total_steps=args.steps)
-    acc_steps, acc = series["eval/accuracy"]
+    acc_steps, acc = series[ACCURACY_KEY]
     prefixes = [truncate(series, t) for t in range(0, args.steps, 10)]
 
     def naive_cliff_scan():

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.troupe_server import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
+from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, role_key  # noqa: E402
 
 DATABASE = "troupe_bench_radar_hook"
 ROLES = ("generator", "aggregator", "evaluator", "worker")
@@ -41,12 +42,12 @@ def step_points(step: int, total: int) -> list[tuple[str, int, float]]:
     for r, role in enumerate(ROLES):
         for key in ROLE_KEYS:
             value = 1.0 + 0.1 * math.sin(step / 7 + r) + (2.0 if step > 0.6 * total else 0.0)
-            points.append((f"role/{role}/{key}", step, value))
+            points.append((role_key(role, key), step, value))
     points += [(key, step, 0.5 + 0.01 * math.cos(step)) for key in OTHER_KEYS]
-    points.append(("train/frac_zero_std", step, 0.2))
+    points.append((ZERO_STD_KEY, step, 0.2))
     if step % 10 == 0:
         accuracy = 0.2 + 0.5 * min(step / (0.5 * total), 1.0)
-        points.append(("eval/accuracy", step, accuracy if step < 0.8 * total else 0.2))
+        points.append((ACCURACY_KEY, step, accuracy if step < 0.8 * total else 0.2))
     return points
 
 
@@ -67,7 +68,7 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from trainer.radar import radar
+    from analysis.radar import radar
     from webapp.experiments.alerts import radar_series, refresh_alerts
     from webapp.experiments.models import Alert, Experiment, Run
     from webapp.metrics import write_points

@@ -42,9 +42,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer, points_body  # noqa: E402
+from trainer.names import ACCURACY_KEY  # noqa: E402
 
 KEYS = [
-    "eval/accuracy",
+    ACCURACY_KEY,
     "train/reward",
     "train/loss",
     "role/solver/grad_norm",
@@ -85,7 +86,7 @@ def run_points(i: int, keys: list[str], steps: int) -> list[tuple[str, int, floa
     out = []
     for step in range(steps):
         for j, key in enumerate(keys):
-            if key == "eval/accuracy":
+            if key == ACCURACY_KEY:
                 value = 0.2 + (peak - 0.2) * (1 - math.exp(-step / (steps / 5)))
                 if cliff_at is not None and step >= cliff_at:
                     value = 0.05

@@ -37,6 +37,7 @@ from bench.matrix_view import (  # noqa: E402 - after the path fix
     recreate_database,
     timed,
 )
+from trainer.names import ACCURACY_KEY, role_key  # noqa: E402
 
 DATABASE = "troupe_bench_stats"
 WORKFLOWS = ("single", "voting", "eval_opt")
@@ -58,14 +59,14 @@ def series(index: int, sharing: str, steps: int) -> list[tuple[str, int, float]]
         accuracy = 0.2 + (0.4 + wobble) * rise
         if falls and s >= cliff_at:
             accuracy = 0.1
-        points.append(("eval/accuracy", s, accuracy))
+        points.append((ACCURACY_KEY, s, accuracy))
     for role in ("a", "b"):
         for s in range(steps):
             grad = 1.0 + 0.01 * ((s * 7 + index) % 5)
             if falls and role == "a" and s >= onset:
                 grad *= 6
-            points.append((f"role/{role}/grad_norm", s, grad))
-            points.append((f"role/{role}/grad_share", s, 0.5))
+            points.append((role_key(role, "grad_norm"), s, grad))
+            points.append((role_key(role, "grad_share"), s, 0.5))
     return points
 
 

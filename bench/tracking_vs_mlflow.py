@@ -71,6 +71,7 @@ from bench.troupe_server import (  # noqa: E402
     stop,
     wait_http,
 )
+from trainer.names import role_key  # noqa: E402
 
 DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log-batch request (MLflow's documented limit)
@@ -88,7 +89,7 @@ def log(line: str) -> None:
 def metric_keys(n: int) -> list[str]:
     roles = ("generator", "aggregator", "evaluator", "solver")
     stats = ("grad_norm", "grad_share", "entropy", "kl", "tokens", "pg_loss")
-    names = [f"role/{r}/{s}" for r in roles for s in stats]
+    names = [role_key(r, s) for r in roles for s in stats]
     return [*names, *(f"extra/k{i}" for i in range(max(0, n - len(names))))][:n]
 
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 
 from trainer.config import Config
 from trainer.episode import Episode, Turn
+from trainer.names import REWARD_KEY, REWARD_STD_KEY, ZERO_STD_KEY
 
 EPS = 1e-4  # TRL's: keeps zero-std groups finite (their advantages are 0 anyway)
 ZERO_STD = 1e-8  # TRL's torch.isclose(std, 0) tolerance for counting zero-std groups
@@ -56,8 +57,8 @@ def reward_stats(episodes: list[Episode]) -> dict[str, float]:
     """train/reward and train/reward_std: mean and unbiased std of the episode rewards."""
     rewards = [float(e.reward) for e in episodes]
     return {
-        "train/reward": sum(rewards) / len(rewards) if rewards else 0.0,
-        "train/reward_std": _std(rewards),
+        REWARD_KEY: sum(rewards) / len(rewards) if rewards else 0.0,
+        REWARD_STD_KEY: _std(rewards),
     }
 
 
@@ -86,5 +87,5 @@ def compute_advantages(episodes: list[Episode], config: Config) -> dict[str, flo
 
     stats = {**reward_stats(episodes), "train/groups": float(len(groups))}
     if stds:
-        stats["train/frac_zero_std"] = sum(s <= ZERO_STD for s in stds) / len(stds)
+        stats[ZERO_STD_KEY] = sum(s <= ZERO_STD for s in stds) / len(stds)
     return stats

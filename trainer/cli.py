@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from trainer.config import FIELDS, PRESETS, ConfigError, field_help, make_config
+from trainer.names import ACCURACY_KEY
 from trainer.reporting import NullReporter
 
 
@@ -48,8 +49,8 @@ class ProgressReporter(NullReporter):
 
     def log(self, step, metrics):
         self.jsonl.log(step, metrics)
-        if "eval/accuracy" in metrics:
-            self.accuracy = metrics["eval/accuracy"]
+        if ACCURACY_KEY in metrics:
+            self.accuracy = metrics[ACCURACY_KEY]
 
     def on_progress(self, step, total, info):
         self.bar.n = step

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer.names import MATRIX_AXES
+
 # The workflows, their roles and the sharing modes are defined once, in trainer/routing.py;
 # the tasks in trainer/tasks (each its own Task subclass).
 from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
@@ -40,7 +42,6 @@ NAMED_DATASETS = {
     "deepcoder": "code",
     "humaneval": "code",
 }
-MATRIX_AXES = ("workflow", "task", "model", "sharing", "seed")
 # Whole-number fields are stored in 32-bit integer columns (a run's seed, its step count);
 # text fields in columns of at most MAX_TEXT characters (a run's model).
 INT_MAX = 2**31 - 1

@@ -123,7 +123,7 @@ class JsonlReporter(NullReporter):
 
 
 def read_metrics_jsonl(path: str | Path) -> dict[str, tuple[list[int], list[float]]]:
-    """metrics.jsonl → {key: (steps, values)}, the shape `trainer.analysis` takes."""
+    """metrics.jsonl → {key: (steps, values)}, the shape `analysis` takes."""
     series: dict[str, dict[int, float]] = {}
     for line in Path(path).read_text().splitlines():
         if line.strip():

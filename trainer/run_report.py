@@ -3,9 +3,9 @@ whose command line is in trainer/cli.py).
 
 A run directory holds `config.json` (the run's flat config) and `metrics.jsonl` (one
 `{"step", "key", "value"}` object a line, as `trainer.reporting.JsonlReporter` writes it).
-`analyze_dirs` summarises each with `trainer.analysis.summarize_run`; `format_report` prints
+`analyze_dirs` summarises each with `analysis.runs.summarize_run`; `format_report` prints
 one row per run, and, when some matrix cell has several seeds, one row per cell. The numbers
-are the ones the web pages and the Dash panel show: all come from `trainer.analysis`.
+are the ones the web pages and the Dash panel show: all come from `analysis`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.analysis import CELL_AXES, summarize_cells, summarize_run
+from analysis.cells import summarize_cells
+from analysis.runs import summarize_run
+from trainer.names import CELL_AXES
 from trainer.reporting import read_metrics_jsonl
 
 
@@ -76,7 +78,7 @@ def analyze_dirs(
     paths: Iterable[str | Path], *, running: bool | None = None, **thresholds: Any
 ) -> list[dict]:
     """`analyze_dir` for each path, in order. Results feed `format_report` and, being the
-    `{"cell", "seed", "summary"}` shape, `trainer.analysis.summarize_cells` directly."""
+    `{"cell", "seed", "summary"}` shape, `analysis.cells.summarize_cells` directly."""
     return [analyze_dir(p, running=running, **thresholds) for p in paths]
 
 

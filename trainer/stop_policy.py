@@ -1,7 +1,7 @@
 """When a run stops early by its own policy: `stop_after_cliff` (docs/design.md §3 extension).
 
 A run with `stop_after_cliff` N > 0 ends, as succeeded, N evaluations after the live radar
-(`trainer/radar.py`, the same code the web pages run) confirms a terminal-accuracy cliff on
+(`analysis/radar.py`, the same code the web pages run) confirms a terminal-accuracy cliff on
 its `eval/accuracy` so far: past a confirmed cliff, further steps mostly spend compute on a
 policy that has already collapsed, and the best checkpoint is kept anyway. Torch-free.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
-from trainer.radar import radar
+from analysis.radar import radar
+from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY
 
 
 def cliff_stop_reason(evals: Sequence[Sequence[float]], after: int) -> str | None:

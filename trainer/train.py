@@ -53,6 +53,14 @@ from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
+from trainer.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    BEST_ACCURACY_KEY,
+    BEST_STEP_KEY,
+    REWARD_KEY,
+    role_accuracy_key,
+)
 from trainer.policies import PolicySet
 from trainer.precision import PARAM_DTYPE, compute_dtype, dtype_bits
 from trainer.reporting import NullReporter, Reporter
@@ -92,13 +100,13 @@ def _peak_memory_mb(device: str) -> float:
 
 
 def _eval_metrics(result: dict) -> dict[str, float]:
-    metrics = {"eval/accuracy": result["accuracy"], "eval/accuracy_se": result["accuracy_se"]}
-    metrics.update({f"eval/accuracy/{role}": acc for role, acc in result["roles"].items()})
+    metrics = {ACCURACY_KEY: result["accuracy"], ACCURACY_SE_KEY: result["accuracy_se"]}
+    metrics.update({role_accuracy_key(role): acc for role, acc in result["roles"].items()})
     return metrics
 
 
 def _best_metrics(best: dict) -> dict[str, float]:
-    return {"ckpt/best_step": best["step"], "ckpt/best_accuracy": best["accuracy"]}
+    return {BEST_STEP_KEY: best["step"], BEST_ACCURACY_KEY: best["accuracy"]}
 
 
 class Cancelled(Exception):
@@ -264,9 +272,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
 
         stopping = reporter.should_stop()
         early = (
-            cliff_stop_reason(evals, config.stop_after_cliff)
-            if "eval/accuracy" in metrics
-            else None
+            cliff_stop_reason(evals, config.stop_after_cliff) if ACCURACY_KEY in metrics else None
         )
         if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
             meta = {"best": best, "evals": evals}
@@ -276,8 +282,8 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
             step,
             config.steps,
             {
-                "reward": metrics["train/reward"],
-                "accuracy": metrics.get("eval/accuracy"),
+                "reward": metrics[REWARD_KEY],
+                "accuracy": metrics.get(ACCURACY_KEY),
                 "step_seconds": elapsed,
             },
         )

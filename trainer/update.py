@@ -69,6 +69,7 @@ from trainer.gradients import (
     vectors_needed,
 )
 from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
+from trainer.names import GRAD_COS_PREFIX, agent_key, policy_key, role_key
 from trainer.policies import PolicySet
 
 Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
@@ -275,7 +276,7 @@ def update_policies(
         if not by_policy.get(name):
             continue
         scheduler = policies.scheduler(name)
-        metrics[f"policy/{name}/lr"] = float(scheduler.get_last_lr()[0])
+        metrics[policy_key(name, "lr")] = float(scheduler.get_last_lr()[0])
         norms, skipped = [], 0
         for k, batch in enumerate(split_mini_batches(by_policy[name], config.mini_batches, config)):
             record = _optimizer_step(policies, name, batch, config, tokenizer_pad_id, instrument)
@@ -284,9 +285,9 @@ def update_policies(
             skipped += record["skipped"]
         scheduler.step()
         finite = [n for n in norms if math.isfinite(n)]
-        metrics[f"policy/{name}/grad_norm"] = sum(finite) / len(finite) if finite else math.nan
+        metrics[policy_key(name, "grad_norm")] = sum(finite) / len(finite) if finite else math.nan
         if skipped:
-            metrics[f"policy/{name}/skipped"] = float(skipped)
+            metrics[policy_key(name, "skipped")] = float(skipped)
 
     metrics.update(_token_metrics(records, config))
     if instrument:
@@ -309,16 +310,16 @@ def _token_metrics(records: list[tuple[int, dict]], config: Config) -> dict[str,
     grand: dict[str, float] = defaultdict(float)
     for role, t in totals.items():
         tokens = t["tokens"]
-        out[f"role/{role}/tokens"] = tokens
-        out[f"role/{role}/resp_len"] = tokens / t["seqs"] if t["seqs"] else 0.0
-        out[f"role/{role}/opt_steps"] = float(opt_steps[role])
+        out[role_key(role, "tokens")] = tokens
+        out[role_key(role, "resp_len")] = tokens / t["seqs"] if t["seqs"] else 0.0
+        out[role_key(role, "opt_steps")] = float(opt_steps[role])
         norm = loss_normalizer(config.loss_agg, int(t["seqs"]), int(tokens), config.max_new_tokens)
-        out[f"role/{role}/pg_loss"] = t["pg"] / norm
+        out[role_key(role, "pg_loss")] = t["pg"] / norm
         if tokens:
-            out[f"role/{role}/entropy"] = t["entropy"] / tokens
-            out[f"role/{role}/clip_frac"] = t["clipped"] / tokens
+            out[role_key(role, "entropy")] = t["entropy"] / tokens
+            out[role_key(role, "clip_frac")] = t["clipped"] / tokens
         if t["kl_tokens"]:
-            out[f"role/{role}/kl"] = t["kl"] / t["kl_tokens"]
+            out[role_key(role, "kl")] = t["kl"] / t["kl_tokens"]
         for key in ("tokens", "entropy", "clipped", "kl", "kl_tokens"):
             grand[key] += t[key]
     if grand["tokens"]:
@@ -353,13 +354,13 @@ def _gradient_metrics(records: list[tuple[int, dict]], turns: list[Turn]) -> dic
             for role, share in figures.shares().items():
                 shares[role].append(share)
             for agent, sq in figures.agent_sq.items():
-                series[f"agent/{agent}/grad_norm"].append(math.sqrt(sq))
+                series[agent_key(agent, "grad_norm")].append(math.sqrt(sq))
             for pair, c in figures.cos.items():
-                series[f"grad_cos/{pair}"].append(c)
+                series[f"{GRAD_COS_PREFIX}{pair}"].append(c)
         for role, sq in role_sq.items():
-            series[f"role/{role}/grad_norm"].append(math.sqrt(sq))
+            series[role_key(role, "grad_norm")].append(math.sqrt(sq))
         for role, values in shares.items():
-            series[f"role/{role}/grad_share"].append(_mean(values))
+            series[role_key(role, "grad_share")].append(_mean(values))
 
     agents_of: dict[str, set[str]] = defaultdict(set)
     for turn in turns:
@@ -381,6 +382,6 @@ def _coherence_metrics(records: list[tuple[int, dict]]) -> dict[str, float]:
             scales[role].append(scale)
             if c is not None:
                 cosines[role].append(c)
-    out = {f"role/{r}/coherence_scale": _mean(v) for r, v in scales.items()}
-    out.update({f"role/{r}/coherence_cos": _mean(v) for r, v in cosines.items()})
+    out = {role_key(r, "coherence_scale"): _mean(v) for r, v in scales.items()}
+    out.update({role_key(r, "coherence_cos"): _mean(v) for r, v in cosines.items()})
     return out

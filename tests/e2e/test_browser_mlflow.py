@@ -6,9 +6,9 @@ the amplification ahead of the cliff in the dynamics table."""
 import mlflow
 import pytest
 
+from analysis.runs import summarize_run
 from tests.e2e.browser import chromium, screenshot
 from tests.live_server import live_troupe, mlflow_env
-from trainer.analysis import summarize_run
 from webapp.experiments.models import ApiToken, Run
 
 pytestmark = [

@@ -8,19 +8,14 @@ import math
 import numpy as np
 import pytest
 
+from analysis.amplification import amplification_baseline, amplification_onset
+from analysis.capture import capture, capture_fractions
+from analysis.cells import summarize_cells
+from analysis.cliffs import summarize_accuracy
+from analysis.downsample import downsample
+from analysis.intervals import mean_ci, student_t_quantile
+from analysis.runs import summarize_run
 from trainer import run_report
-from trainer.analysis import (
-    amplification_baseline,
-    amplification_onset,
-    capture,
-    capture_fractions,
-    downsample,
-    mean_ci,
-    student_t_quantile,
-    summarize_accuracy,
-    summarize_cells,
-    summarize_run,
-)
 from trainer.cli import main as trainer_cli
 
 STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80]
@@ -120,12 +115,12 @@ def test_drop_frac_scales_theta_with_the_gain():
 def test_smoothing_window_is_a_parameter():
     values = [0.2, 0.7, 0.3, 0.7, 0.3, 0.3, 0.3]
     # Smoothed: .45 .3 .7 .3 .3 .3 .3 — the lone .7 at step 3 is smoothed away, so the final
-    # stretch below .45 starts there; unsmoothed (smooth=1) it starts right after it.
+    # stretch below .45 starts there; unsmoothed (median_window=1) it starts right after it.
     se = [0.01] * 7
     assert summarize_accuracy(range(7), values, se=se)["cliff_onset"] == 3
-    assert summarize_accuracy(range(7), values, se=se, smooth=1)["cliff_onset"] == 4
+    assert summarize_accuracy(range(7), values, se=se, median_window=1)["cliff_onset"] == 4
     with pytest.raises(ValueError, match="odd"):
-        summarize_accuracy(range(7), values, smooth=2)
+        summarize_accuracy(range(7), values, median_window=2)
 
 
 def test_nan_evaluations_are_ignored():

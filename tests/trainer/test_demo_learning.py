@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.stats import bootstrap_mean_ci
 from trainer.config import make_config
 from trainer.evaluate import held_out, read_per_problem
 from trainer.reporting import ListReporter
-from trainer.stats import bootstrap_mean_ci
 from trainer.tasks import load_task
 from trainer.train import sample_problems, train
 

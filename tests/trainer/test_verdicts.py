@@ -11,9 +11,12 @@ import math
 
 import pytest
 
-from trainer.analysis import MIN_SEEDS, student_t_quantile, summarize_accuracy, summarize_run
-from trainer.radar import radar
-from trainer.stats import main_effects, paired_effect
+from analysis.cells import MIN_SEEDS
+from analysis.cliffs import summarize_accuracy
+from analysis.intervals import student_t_quantile
+from analysis.radar import radar
+from analysis.runs import summarize_run
+from analysis.stats import main_effects, paired_effect
 
 STEPS10 = list(range(0, 100, 10))
 STEPS20 = list(range(0, 200, 10))

@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from trainer.analysis import summarize_run
+from analysis.runs import summarize_run
 from webapp.experiments.demo import LEAD, build_demo_experiment, demo_cells
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.summaries import cell_summaries, clear_cache, run_summaries

@@ -17,6 +17,9 @@ import webapp.experiments.forms, webapp.experiments.summaries, webapp.metrics
 from django.urls import get_resolver
 get_resolver().url_patterns  # every route resolved, every view module imported
 import workers.tasks, workers.sweep, workers.reporter
+import pkgutil, importlib, analysis
+for found in pkgutil.iter_modules(analysis.__path__):
+    importlib.import_module(f"analysis.{found.name}")
 heavy = sorted(m for m in ("torch", "transformers", "peft", "trl") if m in sys.modules)
 print(json.dumps(heavy))
 """

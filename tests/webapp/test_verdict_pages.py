@@ -8,8 +8,8 @@ import math
 import pytest
 from django.utils.html import escape
 
+from analysis.cliffs import summarize_accuracy
 from tests.stats_runs import ACCURACY_STEPS, stored_run
-from trainer.analysis import summarize_accuracy
 from webapp.dashboards import components, tables
 from webapp.experiments import stats_page
 from webapp.experiments.models import Experiment, Run

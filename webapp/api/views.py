@@ -18,9 +18,11 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
 from trainer.config import FIELDS, INT_MAX, ConfigError
+from trainer.names import CELL_AXES
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
 from webapp.experiments.alerts import after_points, settle_run
+from webapp.experiments.cells import run_columns
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
 from webapp.experiments.run_files import delete_runs
@@ -193,28 +195,15 @@ def runs(request: HttpRequest) -> JsonResponse:
 
 
 def _external_columns(config: dict) -> tuple[dict[str, str], int, int]:
-    """The columns an external run copies out of its free-form config: the cell as text, the
-    seed and the step count as whole numbers (0 when not given as one). A value its column
-    cannot hold is a 400 naming `config.<field>`, not a database error."""
-    errors = {}
-    cell = {}
-    for axis in ("workflow", "task", "model", "sharing"):
-        text = str(config.get(axis, ""))
-        limit = Run._meta.get_field(axis).max_length
-        if len(text) > limit:
-            errors[f"config.{axis}"] = f"at most {limit} characters"
-        cell[axis] = text
-    numbers = {}
-    for name in ("seed", "steps"):
-        value = config.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int):
-            value = 0  # free-form config: only a whole number is copied into the column
-        elif not 0 <= value <= INT_MAX:
-            errors[f"config.{name}"] = f"a whole number from 0 to {INT_MAX}"
-        numbers[name] = value
-    if errors:
-        raise ApiError(400, "Invalid run.", errors)
-    return cell, numbers["seed"], numbers["steps"]
+    """The columns an external run copies out of its free-form config (`run_columns`: the
+    cell as text, the seed and the step count as whole numbers, 0 when not given as one). A
+    value its column cannot hold is a 400 naming `config.<field>`, not a database error."""
+    columns = run_columns(config)
+    if columns.problems:
+        fields = {f"config.{name}": problem for name, problem in columns.problems.items()}
+        raise ApiError(400, "Invalid run.", fields)
+    cell = {axis: columns.cell.get(axis, "") for axis in CELL_AXES}
+    return cell, columns.seed or 0, columns.total_steps or 0
 
 
 @api_view("GET", "DELETE")

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from trainer.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import metric_keys, read_runs_series  # noqa: F401 (the pages' key list)
 
@@ -100,7 +101,7 @@ def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     return list(
         Run.objects.filter(experiment_id__in=experiment_ids)
         .defer(*_BULKY)
-        .order_by("experiment_id", "workflow", "task", "model", "sharing", "seed", "id")
+        .order_by("experiment_id", *MATRIX_AXES, "id")
     )
 
 
@@ -153,6 +154,6 @@ def gradient_keys(keys: Sequence[str]) -> list[str]:
     return [
         key
         for key in keys
-        if key.startswith("grad_cos/")
-        or (key.startswith("role/") and key.endswith(("/grad_norm", "/grad_share")))
+        if key.startswith(GRAD_COS_PREFIX)
+        or (key.startswith(ROLE_PREFIX) and key.endswith(("/grad_norm", "/grad_share")))
     ]

@@ -1,4 +1,4 @@
-"""The panel's Plotly figures, built from query results and `trainer.analysis` summaries.
+"""The panel's Plotly figures, built from query results and `analysis` summaries.
 
 No queries and no verdicts here: a figure draws numbers it is given (a cell's gain, a run's
 cliff onset, a role's amplification onset) and only reshapes them for the eye — colours,
@@ -19,7 +19,9 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
-from trainer.analysis import ACCURACY_KEY
+from analysis.runs import RunSummary
+from analysis.smoothing import centred_mean
+from trainer.names import ACCURACY_KEY, GRAD_COS_PREFIX, role_key, roles_in
 from webapp.dashboards import labels
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -126,20 +128,6 @@ def colour(index: int) -> str:
 
 def role_colour(role: str) -> str:
     return ROLE_COLOURS.get(role) or colour(zlib.crc32(role.encode()))
-
-
-def smooth(values: Sequence, window: int) -> list:
-    """Centred rolling mean over `window` points for display; gaps (None) stay gaps and the
-    window shrinks at the ends. The analysis never sees this: verdicts use the raw series."""
-    if window <= 1 or not len(values):
-        return list(values)
-    v = np.array([np.nan if x is None else x for x in values], dtype=float)
-    finite = np.isfinite(v)
-    kernel = np.ones(window)
-    sums = np.convolve(np.where(finite, v, 0.0), kernel, mode="same")
-    counts = np.convolve(finite.astype(float), kernel, mode="same")
-    out = np.where(finite & (counts > 0), sums / np.maximum(counts, 1), np.nan)
-    return [float(x) if np.isfinite(x) else None for x in out]
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -311,7 +299,7 @@ def curves_figure(
         line_colour, dash = styles[run.id]
         label = labels.plot_text(labels.run_label(run))
         group = str(run.id)
-        values = smooth(raw, smooth_window)
+        values = centred_mean(raw, smooth_window)
         if smooth_window > 1:
             fig.add_trace(
                 go.Scatter(
@@ -337,12 +325,12 @@ def curves_figure(
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
-        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
-        if is_accuracy and accuracy.get("peak_step") is not None:
+        accuracy = RunSummary.of(summaries.get(run.id)).accuracy
+        if is_accuracy and accuracy.peak_step is not None:
             fig.add_trace(
                 go.Scatter(
-                    x=[accuracy["peak_step"]],
-                    y=[accuracy["peak"]],
+                    x=[accuracy.peak_step],
+                    y=[accuracy.peak],
                     mode="markers",
                     marker={
                         "symbol": "star",
@@ -352,20 +340,16 @@ def curves_figure(
                     },
                     legendgroup=group,
                     showlegend=False,
-                    hovertemplate=f"run {run.id}: peak {accuracy['peak']:.3f} at step "
-                    f"{accuracy['peak_step']}<extra></extra>",
+                    hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
+                    f"{accuracy.peak_step}<extra></extra>",
                 )
             )
-        onset = accuracy.get("cliff_onset")
+        onset = accuracy.cliff_onset
         if onset is not None:
             fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
             y_at = _value_at(steps, raw, onset) if is_accuracy else None
             if y_at is not None:
-                verdict = (
-                    "provisional cliff"
-                    if accuracy.get("cliff_status") == "provisional"
-                    else "cliff"
-                )
+                verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
                 fig.add_trace(
                     go.Scatter(
                         x=[onset],
@@ -384,10 +368,7 @@ def curves_figure(
                 )
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
-    if any(
-        ((summaries.get(r.id) or {}).get("accuracy") or {}).get("cliff_onset") is not None
-        for r in drawn
-    ):
+    if any(RunSummary.of(summaries.get(r.id)).accuracy.cliff_onset is not None for r in drawn):
         _legend_marker(
             fig,
             "cliff onset (dotted line)",
@@ -453,19 +434,19 @@ def gradients_figure(
         column_widths=[0.4, 0.3, 0.3],
     )
     pair_names = sorted(
-        {k for run in runs for k in series.get(run.id, {}) if k.startswith("grad_cos/")}
+        {k for run in runs for k in series.get(run.id, {}) if k.startswith(GRAD_COS_PREFIX)}
     )
     pair_colours = {name: PAIR_COLOURS[i % len(PAIR_COLOURS)] for i, name in enumerate(pair_names)}
     shown: set[str] = set()
     for r, run in enumerate(runs, start=1):
         points = series.get(run.id, {})
-        summary = summaries.get(run.id) or {}
+        summary = RunSummary.of(summaries.get(run.id))
         _row_title(fig, r, run, summary)
-        roles = sorted({k.split("/")[1] for k in points if k.startswith("role/")})
+        roles = roles_in(points)
         for role in roles:
             shown_role = labels.plot_text(role)
             role_line = {"color": role_colour(role), "width": 1.8}
-            norm = points.get(f"role/{role}/grad_norm")
+            norm = points.get(role_key(role, "grad_norm"))
             if norm:
                 fig.add_trace(
                     go.Scatter(
@@ -480,7 +461,7 @@ def gradients_figure(
                     row=r,
                     col=1,
                 )
-            share = points.get(f"role/{role}/grad_share")
+            share = points.get(role_key(role, "grad_share"))
             if share:
                 stacked = run.sharing == "shared"
                 fig.add_trace(
@@ -499,7 +480,7 @@ def gradients_figure(
                 )
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
-            pair = labels.plot_text(key[len("grad_cos/") :])
+            pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
             fig.add_trace(
                 go.Scatter(
                     x=points[key]["steps"],
@@ -515,7 +496,9 @@ def gradients_figure(
             )
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
-        if run.sharing != "shared" and any(f"role/{role}/grad_share" in points for role in roles):
+        if run.sharing != "shared" and any(
+            role_key(role, "grad_share") in points for role in roles
+        ):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
         norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
@@ -550,9 +533,9 @@ def _log_ticks(values: Sequence) -> dict[str, Any]:
     return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
 
 
-def _row_title(fig: go.Figure, row: int, run, summary: dict) -> None:
+def _row_title(fig: go.Figure, row: int, run, summary: RunSummary) -> None:
     """The run's name above its row, with its verdict: which cliff, if any."""
-    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
+    cliff = summary.accuracy.cliff_onset
     verdict = f"terminal cliff at step {cliff}" if cliff is not None else "no terminal cliff"
     axis = fig.get_subplot(row, 1)
     top = axis.yaxis.domain[1]
@@ -608,8 +591,8 @@ def _note(fig: go.Figure, row: int, col: int, text: str, y: float = 0.5) -> None
     )
 
 
-def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
-    for role, onset in sorted((summary.get("amplification") or {}).items()):
+def _onset_lines(fig: go.Figure, row: int, summary: RunSummary) -> None:
+    for role, onset in sorted(summary.amplification.items()):
         if onset is None:
             continue
         for col in (1, 2, 3):
@@ -619,7 +602,7 @@ def _onset_lines(fig: go.Figure, row: int, summary: dict) -> None:
                 col=col,
                 line={"color": role_colour(role), "dash": "dot", "width": 1.5},
             )
-    cliff = (summary.get("accuracy") or {}).get("cliff_onset")
+    cliff = summary.accuracy.cliff_onset
     if cliff is not None:
         for col in (1, 2, 3):
             fig.add_vline(

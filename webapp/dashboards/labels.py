@@ -11,6 +11,7 @@ import html
 from typing import Any
 
 from trainer.config import SHARING, TASKS, WORKFLOWS
+from trainer.names import ACCURACY_KEY, REWARD_KEY
 from trainer.routing import WORKFLOW_TABLE
 
 SHARING_NAMES = {
@@ -22,8 +23,8 @@ SHARING_SHORT = {"shared": "shared", "per_role": "per-role", "per_agent": "per-a
 WORKFLOW_NAMES = {name: spec.title for name, spec in WORKFLOW_TABLE.items()}
 MODEL_ORDER = ("tiny-s", "tiny-m", "tiny-l", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
 KEY_NAMES = {
-    "eval/accuracy": "held-out accuracy (pass@1)",
-    "train/reward": "training reward",
+    ACCURACY_KEY: "held-out accuracy (pass@1)",
+    REWARD_KEY: "training reward",
 }
 
 

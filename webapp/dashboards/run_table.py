@@ -1,6 +1,6 @@
 """The seed-bands page's run table: one row per run, with the config fields that tell the
 selected runs apart as columns and each run's held-out accuracy results (peak, final, cliff,
-from `trainer.analysis` summaries); sortable by any column.
+from `analysis` summaries); sortable by any column.
 
 Rows hold raw values (numbers stay numbers), so sorting is numeric where the column is;
 `components.render_table` formats them. No queries.
@@ -12,10 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from analysis.runs import RunSummary
+from trainer.names import MATRIX_AXES
 from webapp.dashboards.tables import Column
 
 # Shown even when every selected run has the same value: what a reader looks for first.
-CORE_FIELDS = ("workflow", "task", "model", "sharing", "seed")
+CORE_FIELDS = MATRIX_AXES
 RESULT_COLUMNS = [
     Column("status", "Status"),
     Column("peak", "Peak", "num"),
@@ -71,11 +73,11 @@ def rows(
     """One row per run: its id, every config field (as `config.<name>`) and its results."""
     out = []
     for run in runs:
-        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         row = {"run": run.id, "status": run.status, "branch_of": branch_of(run)}
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
-        row.update({k: accuracy.get(k) for k in ("peak", "peak_step", "final", "cliff_onset")})
-        row["cliff"] = accuracy.get("cliff_status", "insufficient")
+        row.update({k: getattr(accuracy, k) for k in ("peak", "peak_step", "final", "cliff_onset")})
+        row["cliff"] = accuracy.cliff_status
         out.append(row)
     return out
 

@@ -2,7 +2,7 @@
 inside a band (the 95% interval of the mean across its runs, or their min … max), optionally
 smoothed, on a linear or log y axis.
 
-The statistics are `trainer.bands.group_bands` (torch-free, tested on known answers); this
+The statistics are `analysis.bands.group_bands` (torch-free, tested on known answers); this
 module only chooses what to ask it and draws the answer. No queries: the page passes each
 run's config and full series in.
 """
@@ -15,7 +15,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from trainer.bands import group_bands
+from analysis.bands import group_bands
+from trainer.names import CELL_AXES
 from webapp.dashboards import labels
 from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 
@@ -23,7 +24,6 @@ NO_GROUP = "(all)"  # the group-by choice that puts every run in one group (no f
 # The default group-by: the whole matrix cell. Grouping by one field (sharing) pools runs of
 # different workflows, tasks and models, whose curves have nothing to do with each other.
 CELL = "(cell)"
-CELL_AXES = ("workflow", "task", "model", "sharing")
 # Display smoothing, applied to each run's own points before the statistics.
 SMOOTHING = {
     "0": "Off",
@@ -38,7 +38,7 @@ MAX_BAND_POINTS = 600  # steps drawn per band: the statistics use every point, t
 
 
 def smoothing_options(choice: str) -> dict[str, Any]:
-    """`trainer.bands` keyword arguments for a SMOOTHING key ("0", "ema-0.1", "win-5")."""
+    """`analysis.bands` keyword arguments for a SMOOTHING key ("0", "ema-0.1", "win-5")."""
     method, _, amount = (choice or "0").partition("-")
     if method == "ema":
         return {"smoothing": "ema", "alpha": float(amount)}

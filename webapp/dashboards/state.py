@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote
 
+from trainer.names import ACCURACY_KEY
+
 PREFIX = "/dash"
-DEFAULT_KEY = "eval/accuracy"
+DEFAULT_KEY = ACCURACY_KEY
 
 
 def _last(value) -> str:

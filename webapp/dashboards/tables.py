@@ -13,6 +13,8 @@ import io
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from analysis.runs import RunSummary
+from trainer.names import CELL_AXES, MATRIX_AXES
 from webapp.dashboards import labels, state
 
 
@@ -69,10 +71,7 @@ CELL_COLUMNS = [
     Column("compare", "Runs", "link"),
 ]
 CELL_CSV = [
-    "workflow",
-    "task",
-    "model",
-    "sharing",
+    *CELL_AXES,
     "n_seeds",
     "seeds",
     "base_mean",
@@ -129,11 +128,7 @@ RUN_COLUMNS = [
 ]
 RUN_CSV = [
     "run",
-    "workflow",
-    "task",
-    "model",
-    "sharing",
-    "seed",
+    *MATRIX_AXES,
     "status",
     "step",
     "total_steps",
@@ -153,7 +148,7 @@ RUN_CSV = [
 def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
-        accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         rows.append(
             {
                 "run": run.id,
@@ -166,13 +161,13 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
                 "status": run.status,
                 "step": run.step,
                 "total_steps": run.total_steps,
-                **{k: accuracy.get(k) for k in ("base", "peak", "peak_step", "final")},
-                **{k: accuracy.get(k) for k in ("gain", "final_gain", "cliff_onset")},
-                "cliff": accuracy.get("cliff_status", "insufficient"),
+                **{k: getattr(accuracy, k) for k in ("base", "peak", "peak_step", "final")},
+                **{k: getattr(accuracy, k) for k in ("gain", "final_gain", "cliff_onset")},
+                "cliff": accuracy.cliff_status,
                 # The threshold in use beside the verdict, the evidence on hover (issue 21).
-                "cliff_threshold": accuracy.get("threshold"),
-                "cliff_evidence": accuracy.get("evidence"),
-                "cliff_title": accuracy.get("evidence"),
+                "cliff_threshold": accuracy.threshold,
+                "cliff_evidence": accuracy.evidence,
+                "cliff_title": accuracy.evidence,
             }
         )
     return rows
@@ -195,11 +190,7 @@ DYNAMICS_COLUMNS = [
 ]
 DYNAMICS_CSV = [
     "run",
-    "workflow",
-    "task",
-    "model",
-    "sharing",
-    "seed",
+    *MATRIX_AXES,
     "role",
     "amplification_onset",
     "cliff_onset",
@@ -215,14 +206,14 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
     cliff (`lead`), and for shared runs whether the role captured the policy."""
     rows = []
     for run in runs:
-        summary = summaries.get(run.id) or {}
-        cliff = (summary.get("accuracy") or {}).get("cliff_onset")
-        evidence = (summary.get("accuracy") or {}).get("evidence")
+        summary = RunSummary.of(summaries.get(run.id))
+        cliff = summary.accuracy.cliff_onset
+        evidence = summary.accuracy.evidence
         shared = _shares_a_policy(run, summary)
-        fractions = summary.get("capture_fractions") or {}
-        for role in summary.get("roles") or [None]:
-            onset = (summary.get("amplification") or {}).get(role)
-            lead = (summary.get("lead") or {}).get(role)
+        fractions = summary.capture_fractions
+        for role in summary.roles or [None]:
+            onset = summary.amplification.get(role)
+            lead = summary.lead.get(role)
             rows.append(
                 {
                     "run": run.id,
@@ -256,34 +247,32 @@ def _precedes(cliff, onset, lead) -> str:
     return "no: same step" if lead == 0 else f"no: {-lead} steps after"
 
 
-def _shares_a_policy(run, summary: dict) -> bool:
+def _shares_a_policy(run, summary: RunSummary) -> bool:
     """Capture is a question only where two or more roles put gradient on one policy."""
-    return run.sharing == "shared" and len(summary.get("roles") or ()) >= 2
+    return run.sharing == "shared" and len(summary.roles) >= 2
 
 
-def _capture_rule(summary: dict, role: str | None) -> str:
-    share = (summary.get("capture_fractions") or {}).get(role)
+def _capture_rule(summary: RunSummary, role: str | None) -> str:
+    share = summary.capture_fractions.get(role)
     seen = "no share logged" if share is None else f"{share:.0%} of them"
     return f"captures when its grad_share > 0.6 in most steps of the last half ({seen})"
 
 
-def _captured(summary: dict, role: str | None) -> str:
+def _captured(summary: RunSummary, role: str | None) -> str:
     if role is None:
         return "—"
-    return "yes" if summary.get("capture") == role else "no"
+    return "yes" if summary.capture == role else "no"
 
 
 def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     """The two questions of the gradient view, answered in a sentence each for these runs."""
     findings = []
-
-    def accuracy(run) -> dict:
-        return (summaries.get(run.id) or {}).get("accuracy") or {}
+    read = {run.id: RunSummary.of(summaries.get(run.id)) for run in runs}
 
     # A question is answered only over the runs with data for it: before any evaluation or
     # gradient point, "0 of 1" would read as a finding.
-    judged = [r for r in runs if accuracy(r).get("cliff_status") not in (None, "insufficient")]
-    cliffs = [r for r in judged if accuracy(r).get("cliff_onset") is not None]
+    judged = [r for r in runs if read[r.id].accuracy.judged]
+    cliffs = [r for r in judged if read[r.id].accuracy.cliff_onset is not None]
     if not judged:
         findings.append(
             "No run has enough evaluations for a cliff verdict yet, so there is no lead to measure."
@@ -295,7 +284,7 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
         for run in cliffs:
             leads = {
                 role: lead
-                for role, lead in ((summaries[run.id].get("lead") or {}).items())
+                for role, lead in read[run.id].lead.items()
                 if lead is not None and lead > 0
             }
             if leads:
@@ -307,21 +296,13 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
         )
     # Runs where capture may be a question: shared, and not known to have a single role (a run
     # that has logged nothing yet has no roles to count).
-    shared = [
-        r
-        for r in runs
-        if r.sharing == "shared" and len((summaries.get(r.id) or {}).get("roles") or ()) != 1
-    ]
-    logged = [r for r in shared if (summaries.get(r.id) or {}).get("capture_fractions")]
+    shared = [r for r in runs if r.sharing == "shared" and len(read[r.id].roles) != 1]
+    logged = [r for r in shared if read[r.id].capture_fractions]
     if shared and not logged:
         findings.append("No shared run has logged gradient shares yet, so capture is not judged.")
-    shared = [r for r in logged if _shares_a_policy(r, summaries.get(r.id) or {})]
+    shared = [r for r in logged if _shares_a_policy(r, read[r.id])]
     if shared:
-        captured = [
-            f"run {r.id}: {summaries[r.id]['capture']}"
-            for r in shared
-            if (summaries.get(r.id) or {}).get("capture")
-        ]
+        captured = [f"run {r.id}: {read[r.id].capture}" for r in shared if read[r.id].capture]
         findings.append(
             f"A role captured the shared policy in {len(captured)} of {len(shared)} shared run(s)"
             + (f" ({'; '.join(captured)})." if captured else ".")
@@ -342,7 +323,7 @@ def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return out.getvalue()
 
 
-SERIES_CSV = ["run", "workflow", "task", "model", "sharing", "seed", "key", "step", "value"]
+SERIES_CSV = ["run", *MATRIX_AXES, "key", "step", "value"]
 
 
 def series_csv(runs: Sequence, series: dict[int, dict[str, dict]]) -> str:

@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 
+from trainer.names import MATRIX_AXES
 from webapp.experiments.models import ApiToken, Experiment, Run
 
 
@@ -13,7 +14,7 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "experiment", "workflow", "task", "model", "sharing", "seed", "status")
+    list_display = ("id", "experiment", *MATRIX_AXES, "status")
     list_filter = ("status", "queue", "external")
     search_fields = ("experiment__name", "worker")
 

@@ -1,4 +1,4 @@
-"""The live radar's alerts: evaluate `trainer/radar.py` after points are written, keep its events.
+"""The live radar's alerts: evaluate `analysis/radar.py` after points are written, keep its events.
 
 `after_points(run_id, keys)` is the hook every writer of points calls after `write_points`
 (the metrics API, the workers' reporter, the MLflow endpoints). It does nothing unless the
@@ -11,7 +11,7 @@ client sending many batches a second queues one evaluation a window, in any numb
 processes, and the last batch is still judged. The write path never runs the radar itself.
 The task reads the radar's series of the run in one query, runs the radar (a few
 milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert` rows say what
-the radar says, with one upsert. What is a cliff is decided by `trainer.radar.radar` alone:
+the radar says, with one upsert. What is a cliff is decided by `analysis.radar.radar` alone:
 this module stores its verdicts, and the trainer's `stop_after_cliff` (`trainer/stop_policy.py`)
 calls the same function.
 
@@ -52,15 +52,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY
-from trainer.radar import ZERO_STD_KEY, radar
+from analysis.radar import radar
+from trainer.names import RADAR_KEYS, RADAR_ROLE_METRICS, radar_reads
 from webapp.celery import app
 from webapp.experiments.models import Alert, Run
 from webapp.metrics import selected_series
 
 log = logging.getLogger(__name__)
 
-ROLE_SUFFIXES = ("/grad_norm", "/grad_share", "/entropy")
+ROLE_SUFFIXES = tuple(f"/{metric}" for metric in RADAR_ROLE_METRICS)
 KINDS = (
     "cliff",
     "degradation",
@@ -74,18 +74,11 @@ RADAR_QUEUE = "radar"  # its own worker: a run's worker trains, one task at a ti
 LOST_AFTER_SECONDS = 300
 
 
-def reads(key: str) -> bool:
-    """Whether the radar reads `key` (only then can a new point change its events)."""
-    return key in (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY) or (
-        key.startswith("role/") and key.endswith(ROLE_SUFFIXES)
-    )
-
-
 def after_points(run_id: int, keys: Iterable[str]) -> bool:
     """The hook after points of `run_id` were stored: ask for an evaluation when `keys`
     matter, once the caller's transaction commits (the task must see the points). True when
     asked; nothing is evaluated here."""
-    if not any(reads(key) for key in keys):
+    if not any(radar_reads(key) for key in keys):
         return False
     transaction.on_commit(partial(request_evaluation, run_id))
     return True
@@ -165,12 +158,7 @@ def settle_finished_runs() -> list[int]:
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts)."""
-    return selected_series(
-        run_id,
-        [ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY],
-        prefix="role/",
-        suffixes=ROLE_SUFFIXES,
-    )
+    return selected_series(run_id, list(RADAR_KEYS), prefix="role/", suffixes=ROLE_SUFFIXES)
 
 
 def _refresh(run: Run) -> list[Alert]:

@@ -47,12 +47,12 @@ from django.db import transaction
 
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
 from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
+from trainer.names import ACCURACY_KEY
 from webapp.experiments.lineage import change_text
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.metrics import values_at
 
-ACCURACY_KEY = "eval/accuracy"
 CHANGES = ("kl_beta", "kl_beta_per_role", "coherence_lambda", "lr_factor")
 NAME_LIMIT = Run._meta.get_field("name").max_length
 # DESIGN §6's final is the mean of the last 3 evaluations: a child from the parent's last

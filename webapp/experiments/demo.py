@@ -33,8 +33,16 @@ import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from trainer.analysis import amplification_onset
+from analysis.amplification import amplification_onset
 from trainer.config import make_config
+from trainer.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    CELL_AXES,
+    GRAD_COS_PREFIX,
+    REWARD_KEY,
+    role_key,
+)
 from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
@@ -112,8 +120,9 @@ class _Plan:
 def demo_cells(runs: int | None = None) -> list[dict]:
     """The (cell, seed) dicts of a demo experiment: seed-major, so the first runs cover every
     cell once before any cell gets a second seed. `runs=None` gives the full DEMO_MATRIX."""
-    axes = ("workflow", "task", "model", "sharing")
-    cells = [dict(zip(axes, c)) for c in itertools.product(*(DEMO_MATRIX[a] for a in axes))]
+    cells = [
+        dict(zip(CELL_AXES, c)) for c in itertools.product(*(DEMO_MATRIX[a] for a in CELL_AXES))
+    ]
     if runs is None:
         return [{**c, "seed": s} for s in DEMO_MATRIX["seed"] for c in cells]
     return [{**cells[i % len(cells)], "seed": i // len(cells)} for i in range(runs)]
@@ -257,10 +266,10 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     acc = np.clip(accuracy_at(evals) + rng.normal(0, 0.012, len(evals)), 0, 1)
     acc[0] = base  # step 0 is the base model itself
     for step, value in zip(evals, acc):
-        yield "eval/accuracy", int(step), round(float(value), 4)
+        yield ACCURACY_KEY, int(step), round(float(value), 4)
         # Its standard error, as a Troupe run logs it: the noise the curves were drawn with,
         # which the cliff's noise test reads (docs/analysis.md).
-        yield "eval/accuracy_se", int(step), 0.012
+        yield ACCURACY_SE_KEY, int(step), 0.012
 
     # Training signals follow the policy's accuracy; entropy collapses with it.
     reward = np.clip(accuracy_at(train) + 0.04 + rng.normal(0, 0.03, steps), 0, 1)
@@ -272,7 +281,7 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
         kl = np.where(after, kl * 4, kl)
     resp_len = 18 + 4 * np.exp(-train / steps) + rng.normal(0, 0.6, steps)
     for key, values in (
-        ("train/reward", reward),
+        (REWARD_KEY, reward),
         ("train/entropy", entropy),
         ("train/kl", kl),
         ("train/resp_len", resp_len),
@@ -305,23 +314,24 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     shares = _shares(norms, run.sharing)
     for role in roles:
         yield from (
-            (f"role/{role}/grad_norm", int(s), round(float(v), 5))
+            (role_key(role, "grad_norm"), int(s), round(float(v), 5))
             for s, v in zip(train, norms[role])
         )
         yield from (
-            (f"role/{role}/grad_share", int(s), round(float(v), 5))
+            (role_key(role, "grad_share"), int(s), round(float(v), 5))
             for s, v in zip(train, shares[role])
         )
         role_entropy = entropy * (0.8 + 0.1 * roles.index(role))
         yield from (
-            (f"role/{role}/entropy", int(s), round(float(v), 5))
+            (role_key(role, "entropy"), int(s), round(float(v), 5))
             for s, v in zip(train, role_entropy)
         )
 
     # Cosines between gradients on the same policy: roles under a shared policy, parallel
     # agents of one role under isolated policies (they align as that role amplifies).
     for pair, cos in _cosines(run, plan, train, rng).items():
-        yield from ((f"grad_cos/{pair}", int(s), round(float(v), 4)) for s, v in zip(train, cos))
+        key = f"{GRAD_COS_PREFIX}{pair}"
+        yield from ((key, int(s), round(float(v), 4)) for s, v in zip(train, cos))
 
 
 def _shares(norms: dict[str, np.ndarray], sharing: str) -> dict[str, np.ndarray]:

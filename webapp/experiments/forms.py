@@ -18,7 +18,6 @@ from typing import Any
 from django import forms
 
 from trainer.config import (
-    MATRIX_AXES,
     PAPER_MODELS,
     PRESETS,
     SHARING,
@@ -29,9 +28,10 @@ from trainer.config import (
     expand_matrix,
     field_help,
 )
+from trainer.names import CELL_AXES, MATRIX_AXES
 from webapp.experiments.queueing import check_models
 
-AXES = ("workflow", "task", "model", "sharing")
+AXES = CELL_AXES  # the matrix axes ticked as boxes; seeds are typed as a list
 AXIS_CHOICES = {
     "workflow": WORKFLOWS,
     "task": TASKS,

@@ -3,7 +3,7 @@
 An experiment is a spec (a preset, the field values set on top of it, and the matrix axes);
 queueing it expands the matrix into runs, each storing its full validated config
 (`trainer.config`) and its hash. Metric points are unique on (run, key, step): writing one
-again overwrites it, never duplicates it (`webapp/experiments/metrics.py`).
+again overwrites it, never duplicates it (`webapp/metrics/`).
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class ApiToken(models.Model):
 
 
 class Alert(models.Model):
-    """One live-radar event of a run (`trainer/radar.py`), kept as the radar last said it.
+    """One live-radar event of a run (`analysis/radar.py`), kept as the radar last said it.
 
     Unique on (run, kind, role, step): evaluating the radar again after more points updates a
     row (a provisional cliff becoming confirmed) instead of adding one (`alerts.py`).

@@ -1,7 +1,7 @@
 """The statistics across seeds of one experiment (issue 13, item 4): what its statistics page
 and `GET /api/v1/experiments/<id>/stats` show, and the plan behind "queue more seeds".
 
-The maths is `trainer.stats` (torch-free, seeded, so the same runs give the same numbers on
+The maths is `analysis.stats` (torch-free, seeded, so the same runs give the same numbers on
 every request); this module only chooses the runs, feeds it their stored series and puts the
 answers into words.
 
@@ -12,8 +12,8 @@ stopped somewhere arbitrary, so its "final" means nothing: it is left out and co
 finished runs claiming one place (same cell and seed: external runs can) keep the older.
 
 - `experiment_stats(experiment)` → a JSON-able dict: `runs` (what was counted and what was
-  not, and why), `sharing` (`trainer.stats.paired_effect` of per_role − shared on peak, final
-  and cliff, each cell with its `plan`), `main_effects`, `lead` (`trainer.stats.lead_test`
+  not, and why), `sharing` (`analysis.stats.paired_effect` of per_role − shared on peak, final
+  and cliff, each cell with its `plan`), `main_effects`, `lead` (`analysis.stats.lead_test`
   plus `n_cliffs`, `n_no_onset`, `histogram`) and `verdicts` (sentences built from the
   numbers). Cached in the process by the content of what it was computed from.
 - `seed_plan` / `queue_more_seeds(experiment)`: per undecided cell, the seeds
@@ -32,15 +32,17 @@ from typing import Any
 
 from django.db import transaction
 
+from analysis.runs import RunSummary
+from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
-from trainer.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
+from trainer.names import CELL_AXES, role_key
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries
 from webapp.metrics import series_of
 
-AXES = ("workflow", "task", "model", "sharing")
-PAIR_AXES = ("workflow", "task", "model")  # a cell of the sharing table
+AXES = CELL_AXES
+PAIR_AXES = tuple(a for a in CELL_AXES if a != "sharing")  # a cell of the sharing table
 FIRST, SECOND = "shared", "per_role"  # the effect is SECOND − FIRST
 METRICS = ("peak", "final", "cliff")
 METRIC_NAMES = {"peak": "peak accuracy", "final": "final accuracy", "cliff": "cliff rate"}
@@ -106,16 +108,16 @@ def _lead_entries(runs: list[Run], summaries: dict[int, dict]) -> tuple[list[dic
     wanted: dict[int, str] = {}
     n_cliffs = n_no_onset = 0
     for run in runs:
-        summary = summaries.get(run.id) or {}
-        if (summary.get("accuracy") or {}).get("cliff_onset") is None:
+        summary = RunSummary.of(summaries.get(run.id))
+        if summary.accuracy.cliff_onset is None:
             continue
         n_cliffs += 1
-        onsets = {r: s for r, s in (summary.get("amplification") or {}).items() if s is not None}
+        onsets = {r: s for r, s in summary.amplification.items() if s is not None}
         if not onsets:
             n_no_onset += 1
             continue
         role = min(sorted(onsets), key=lambda r: onsets[r])  # lead_inputs' own choice
-        wanted[run.id] = f"role/{role}/grad_norm"
+        wanted[run.id] = role_key(role, "grad_norm")
     series = series_of(wanted)
     entries = []
     for run in runs:

@@ -1,7 +1,7 @@
-"""Key results of runs and matrix cells: `trainer.analysis` on the runs' stored series.
+"""Key results of runs and matrix cells: `analysis` on the runs' stored series.
 
 The experiment and run pages, the Dash panel and `python -m trainer analyze` all draw their
-conclusions from `trainer.analysis` (docs/design.md §6); this module is the one place the web
+conclusions from `analysis` (docs/design.md §6); this module is the one place the web
 process feeds it from the database, so a gain, a peak or a cliff reads the same on every page.
 
 - `run_summaries(runs)` → `{run_id: summarize_run(...)}` on each run's full, undownsampled
@@ -24,14 +24,27 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from trainer.analysis import ACCURACY_KEY, ACCURACY_SE_KEY, summarize_cells, summarize_run
+from analysis.cells import summarize_cells
+from analysis.runs import summarize_run
+from trainer.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    CELL_AXES,
+    MATRIX_AXES,
+    policy_key,
+    role_key,
+)
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import matching_series, signatures
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
 # The series `summarize_run` reads (docs/design.md §5 names), as SQL LIKE patterns.
-_GRADIENT_PATTERNS = ("role/%/grad_norm", "role/%/grad_share", "policy/%/grad_norm")
+_GRADIENT_PATTERNS = (
+    role_key("%", "grad_norm"),
+    role_key("%", "grad_share"),
+    policy_key("%", "grad_norm"),
+)
 _CACHE_SIZE = 20_000
 
 _cache: OrderedDict[tuple[int, bool], tuple[tuple, dict]] = OrderedDict()
@@ -39,7 +52,7 @@ _cache_lock = threading.Lock()
 
 
 def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, dict[str, Any]]:
-    """`{run.id: trainer.analysis.summarize_run(series, running=…, sharing=run.sharing)}`.
+    """`{run.id: analysis.runs.summarize_run(series, running=…, sharing=run.sharing)}`.
 
     `running` is True for queued and running runs, so an unfinished run gets a provisional
     verdict rather than a final one. Runs with no points get the all-None summary.
@@ -87,18 +100,14 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
 
 
 def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[dict[str, Any]]:
-    """`trainer.analysis.summarize_cells` rows for the experiment's root runs, each with
+    """`analysis.cells.summarize_cells` rows for the experiment's root runs, each with
     `runs`: the ids of the cell's runs in seed order (for links to the panel's compare view).
     Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(
         experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
         .only(
             "id",
-            "workflow",
-            "task",
-            "model",
-            "sharing",
-            "seed",
+            *MATRIX_AXES,
             "status",
             "total_steps",
             "experiment_id",
@@ -114,7 +123,7 @@ def summarize_experiment_cells(
     """`summarize_cells` over runs whose summaries are already known, plus `runs` per row."""
     rows = summarize_cells(
         {
-            "cell": {axis: getattr(run, axis) for axis in ("workflow", "task", "model", "sharing")},
+            "cell": {axis: getattr(run, axis) for axis in CELL_AXES},
             "seed": run.seed,
             "summary": summaries.get(run.id),
         }

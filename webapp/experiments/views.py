@@ -16,7 +16,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
+from trainer.names import ACCURACY_KEY, REWARD_KEY
 from webapp.experiments import queueing
 from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
@@ -27,7 +29,7 @@ from webapp.experiments.sparkline import sparkline
 from webapp.experiments.summaries import cell_summaries, run_summaries
 from webapp.metrics import latest_points, read_series
 
-SPARKLINE_KEYS = ("eval/accuracy", "train/reward")
+SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)
 SPARKLINE_POINTS = 120
 
 
@@ -115,7 +117,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     summaries = run_summaries(runs, gradients=False)
     for run in runs:
         run.label = run_label(run)
-        run.accuracy = (summaries.get(run.id) or {}).get("accuracy") or {}
+        run.accuracy = RunSummary.of(summaries.get(run.id)).accuracy
     # Branches are not seeds: the matrix shows them under the root run they came from.
     branches: dict[int, list[Run]] = {}
     for run in runs:

@@ -11,7 +11,7 @@ the same order, so one waits for the other instead of each holding a row the oth
 orders). The store stores; what reacts to new points (the live radar,
 `webapp.experiments.alerts.after_points`) is called by the writers after it.
 
-Reads of series are whole (`max_points=0`) or downsampled by `trainer.analysis.downsample`,
+Reads of series are whole (`max_points=0`) or downsampled by `analysis.downsample`,
 which keeps the first and last points and each bucket's minimum and maximum, so peaks and
 cliffs survive downsampling. Many runs are read in one query.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import Q
 
-from trainer.analysis import downsample
+from analysis.downsample import downsample
 from webapp.experiments.models import MetricPoint
 from webapp.metrics.dialect import sql
 from webapp.metrics.tables import POINTS, json_value, placeholders

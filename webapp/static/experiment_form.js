@@ -12,7 +12,9 @@
 
   function count() {
     var total = 1;
-    ["workflow", "task", "model", "sharing"].forEach(function (axis) {
+    // The axes are the form's fieldsets (trainer/names.py's CELL_AXES, rendered by the page).
+    form.querySelectorAll("fieldset[data-axis]").forEach(function (fieldset) {
+      var axis = fieldset.getAttribute("data-axis");
       var n = form.querySelectorAll('input[name="' + axis + '"]:checked').length;
       if (axis === "model") n += listed(form.elements.other_models.value).length;
       total *= n || 1;

@@ -203,7 +203,7 @@ def entity_name(kind: str, name: Any, limit: int = 250) -> str:
 def number(value: Any, where: str) -> float:
     """A metric value: a JSON number, or a numeric string (protobuf JSON spells NaN and ±inf
     "NaN", "Infinity", "-Infinity"). Non-finite values are taken, as MLflow's server takes
-    them: stored as a gap (`webapp/experiments/metrics.finite_or_none`), read back as NaN, or as
+    them: stored as a gap (`webapp.metrics.finite_or_none`), read back as NaN, or as
     ±inf where one was logged (`webapp/tracking/models.PointSign`)."""
     if isinstance(value, str):
         try:

@@ -8,7 +8,7 @@
   may change (its owner or staff, `webapp/experiments/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
   Points go through `write_points` (idempotent on (run, key, step): a resumed job that logs a
-  step again overwrites it) after `trainer.keymap` adds each recognised key's Troupe alias.
+  step again overwrites it) after `webapp.tracking.keymap` adds each recognised key's Troupe alias.
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
   named `workflow`, `task`, `model`, `sharing`, `seed` fill the run's matrix cell, and
   `troupe.accuracy_key` names the key to show as `eval/accuracy`.
@@ -27,14 +27,15 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
-from trainer import keymap
 from trainer.config import INT_MAX
+from trainer.names import MATRIX_AXES
 from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import after_points, settle_run
+from webapp.experiments.cells import run_columns
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
 from webapp.metrics import write_point_times, write_points, write_signs, write_step_times
-from webapp.tracking import artifacts, rows
+from webapp.tracking import artifacts, keymap, rows
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 
@@ -43,7 +44,6 @@ MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 100, 1000
 PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT = 6000, 8000
 METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
 
-CELL_FIELDS = ("workflow", "task", "model", "sharing", "seed")  # tags or params
 ACCURACY_TAG = "troupe.accuracy_key"
 RUN_NAME_TAG = "mlflow.runName"
 SYSTEM_PREFIX = "system/"  # MLflow's system metrics (`mlflow.enable_system_metrics_logging`)
@@ -295,21 +295,20 @@ def _apply_fields(run: Run, tracked: TrackedRun) -> None:
     columns (the matrix groups by them), and the params into its config."""
     fields = ["config"]
     run.config = dict(tracked.params)
-    for axis in ("workflow", "task", "model", "sharing"):
-        value = _cell_value(tracked, axis)
-        if value is not None:
-            setattr(run, axis, value[: Run._meta.get_field(axis).max_length])
-            fields.append(axis)
-    seed = _cell_value(tracked, "seed")
-    if seed is not None and seed.strip().lstrip("-").isdigit() and abs(int(seed)) <= INT_MAX:
-        run.seed = int(seed)
+    given = {f: v for f in MATRIX_AXES if (v := _cell_value(tracked, f)) is not None}
+    given.update({name: tracked.params[name] for name in STEPS_PARAMS if name in tracked.params})
+    # The one rule of external runs (the JSON API's too); what does not fit is left out, since
+    # MLflow accepted the tag.
+    columns = run_columns(given, steps_fields=STEPS_PARAMS)
+    for axis, value in columns.cell.items():
+        setattr(run, axis, value)
+        fields.append(axis)
+    if columns.seed is not None:
+        run.seed = columns.seed
         fields.append("seed")
-    for name in STEPS_PARAMS:
-        value = str(tracked.params.get(name, ""))
-        if value.isdigit() and 0 < int(value) <= INT_MAX:
-            run.total_steps = int(value)
-            fields.append("total_steps")
-            break
+    if columns.total_steps is not None:
+        run.total_steps = columns.total_steps
+        fields.append("total_steps")
     if (name := tracked.tags.get(RUN_NAME_TAG)) and name != run.name:
         run.name = name[:200]
         fields.append("name")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django import template
 
+from trainer.names import ACCURACY_KEY
 from webapp.dashboards.state import PREFIX
 from webapp.experiments.access import can_manage
 from webapp.experiments.branch_views import SHARING_HELP, BranchForm
@@ -22,7 +23,7 @@ register = template.Library()
 
 
 def compare_lineage_url(run_id: int) -> str:
-    return f"{PREFIX}/compare?run={run_id}&lineage=1&key=eval/accuracy"
+    return f"{PREFIX}/compare?run={run_id}&lineage=1&key={ACCURACY_KEY}"
 
 
 @register.inclusion_tag("experiments/_lineage_line.html")

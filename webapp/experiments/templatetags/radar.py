@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from django import template
 
+from trainer.names import BEST_ACCURACY_KEY, BEST_STEP_KEY
 from webapp.experiments.models import Alert, Run
 from webapp.metrics import latest_values
 
 register = template.Library()
 
-BEST_STEP_KEY = "ckpt/best_step"
-BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 # The worst event of a run comes first: a confirmed cliff outranks everything else.
 SEVERITY = (
     "cliff",

@@ -1,6 +1,6 @@
 """`python manage.py import_runs PATH… --experiment NAME --owner USER`: TensorBoard event files
 and verl `file`-logger JSONL (or Troupe's metrics.jsonl) into one experiment, one external run
-per source, with the key mapping of `trainer/keymap.py`.
+per source, with the key mapping of `webapp/tracking/keymap.py`.
 
 Importing the same source again reuses its run (found by the `troupe.source` tag, its absolute
 path) and overwrites its points: nothing is duplicated. `--tag workflow=voting` (repeatable)
@@ -17,10 +17,10 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from trainer.config import INT_MAX
-from trainer.keymap import MAX_KEY_LENGTH
 from webapp.experiments.models import Experiment
 from webapp.tracking import store
 from webapp.tracking.importers import Scalar, Source, find_sources
+from webapp.tracking.keymap import MAX_KEY_LENGTH
 from webapp.tracking.models import TrackedRun
 from webapp.tracking.protocol import MlflowError
 

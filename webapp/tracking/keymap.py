@@ -5,7 +5,8 @@ their own key conventions. Troupe's pages read its own names (`role/<role>/grad_
 `eval/accuracy`, `train/loss` …), so at ingestion each recognised key is also stored under its
 Troupe name, and the original key is kept as it was logged. Both the MLflow endpoint
 (`webapp/tracking`) and the offline importer (`manage.py import_runs`) map through this module,
-which imports only the standard library: the web process uses it.
+which builds Troupe's names with the vocabulary (`trainer/names.py`); only ingestion uses it,
+so it lives in the web app.
 
 The conventions:
 
@@ -27,7 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-ACCURACY_KEY = "eval/accuracy"
+from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, agent_key, role_key
+
 MAX_KEY_LENGTH = 200  # Troupe's metric key column
 
 # Per-role (and per-agent) metric names as verl / OpenRLHF spell them → docs/design.md §5's.
@@ -60,7 +62,7 @@ _EXACT = {
     "reward_std": "train/reward_std",
     "kl": "train/kl",
     "entropy": "train/entropy",
-    "frac_reward_zero_std": "train/frac_zero_std",
+    "frac_reward_zero_std": ZERO_STD_KEY,
     "completions/mean_length": "train/resp_len",
     "clip_ratio/region_mean": "train/clip_frac",
 }
@@ -83,10 +85,10 @@ def troupe_key(key: str) -> str | None:
     mapped = _EXACT.get(key)
     if mapped is None and (found := _ROLE.match(key)):
         metric = _ROLE_METRICS.get(found["metric"])
-        mapped = metric and f"role/{found['role']}/{metric}"
+        mapped = metric and role_key(found["role"], metric)
     if mapped is None and (found := _MARTI_AGENT.match(key)):
         metric = _ROLE_METRICS.get(found["metric"], found["metric"])
-        mapped = f"agent/agent{found['index']}/{metric}"
+        mapped = agent_key(f"agent{found['index']}", metric)
     if mapped is None or mapped == key or len(mapped) > MAX_KEY_LENGTH:
         return None
     return mapped

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.analysis import summarize_run
-from trainer.stats import (
+from analysis.runs import summarize_run
+from analysis.stats import (
     bootstrap_mean_ci,
     cell_stats,
     decide,
@@ -379,7 +379,7 @@ def test_seeds_are_listed_in_numeric_order():
 def test_the_seed_and_radar_modules_import_nothing_heavy():
     # The web process imports them (docs/design.md §2): no torch, no scipy, no Django.
     probe = (
-        "import json, sys; import trainer.radar, trainer.stats, trainer.bands; "
+        "import json, sys; import analysis.radar, analysis.stats, analysis.bands; "
         "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'scipy', 'django') "
         "if m in sys.modules)))"
     )

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from trainer.bands import group_bands, seed_bands, smooth
+from analysis.bands import group_bands, seed_bands
+from analysis.smoothing import smooth_series
 
 # t(.975, 2) = 4.302653 (tables); sd of {1, 2, 3} = 1, so the half-width is 4.302653/√3.
 HALF_3 = 4.302653 / math.sqrt(3)
@@ -40,9 +41,9 @@ def test_union_keeps_every_step_and_intersection_only_shared_ones():
 
 
 def test_smoothing_is_per_run_before_alignment():
-    s, v = smooth([0, 1, 2], [0.0, 1.0, 1.0], method="ema", alpha=0.5)
+    s, v = smooth_series([0, 1, 2], [0.0, 1.0, 1.0], method="ema", alpha=0.5)
     assert v.tolist() == [0.0, 0.5, 0.75]
-    s, v = smooth([2, 0, 1], [1.0, 0.0, 1.0], method="rolling", window=2)  # sorted first
+    s, v = smooth_series([2, 0, 1], [1.0, 0.0, 1.0], method="rolling", window=2)  # sorted first
     assert s.tolist() == [0, 1, 2] and v.tolist() == [0.0, 0.5, 1.0]
     out = seed_bands([([0, 1, 2], [0.0, 1.0, 1.0])] * 2, smoothing="ema", alpha=0.5)
     assert out["mean"] == [0.0, 0.5, 0.75]
@@ -72,6 +73,6 @@ def test_bad_options_are_named():
     with pytest.raises(ValueError, match="smoothing"):
         seed_bands([([0], [1.0])], smoothing="lowess")
     with pytest.raises(ValueError, match="alpha"):
-        smooth([0], [1.0], method="ema", alpha=0)
+        smooth_series([0], [1.0], method="ema", alpha=0)
     with pytest.raises(ValueError, match="window"):
-        smooth([0], [1.0], method="rolling", window=0)
+        smooth_series([0], [1.0], method="rolling", window=0)

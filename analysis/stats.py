@@ -5,14 +5,16 @@ Torch-free (standard library and numpy); the web pages and the CLI call it on th
 `seed` (0), so the same inputs give the same numbers on every call.
 
 Runs are `{"cell": {workflow, task, model, sharing}, "seed", "summary": summarize_run(...)}`,
-the input of `analysis.summarize_cells`. The metrics read from a summary (`run_metrics`):
+the input of `analysis.cells.summarize_cells`. The metrics read from a summary
+(`run_metrics`):
 `peak`, `final`, `gain`, `final_gain` (from `summary["accuracy"]`) and `cliff` — 1.0 when the
 cliff status is "cliff" or "provisional", 0.0 when "none", missing when "insufficient" — so
 the mean of `cliff` over runs is the cliff rate. A missing metric drops that run from that
 metric only.
 
 Intervals across seeds are Student-t intervals, the one method of both the experiment page
-(`analysis.mean_ci`) and the statistics page, because with 3–10 seeds a percentile bootstrap
+(`analysis.intervals.mean_ci`) and the statistics page, because with 3–10 seeds a percentile
+bootstrap
 undercovers (it cannot see beyond the seeds' own range). Seeds are the replication unit:
 
 - no interval and no verdict from fewer than `MIN_SEEDS` (3) seeds in a cell: "insufficient:
@@ -22,7 +24,7 @@ undercovers (it cannot see beyond the seeds' own range). Seeds are the replicati
   mean differences, each with its own seed variance, SE = √(Σ sᶜ²/nᶜ)/k and the
   Welch–Satterthwaite df (floored, so the interval errs wide); only cells with at least
   `MIN_SEEDS` pairs enter it. Its truth is the average effect over these cells, whatever
-  their heterogeneity (`tests/trainer/test_stats_simulation.py` checks coverage);
+  their heterogeneity (`tests/analysis/test_stats_simulation.py` checks coverage);
 - a main effect is the same kind of contrast of cell means (a level's cells against the
   average of the levels), so it exists only where every cell in it repeats seeds.
 
@@ -48,7 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from trainer.analysis import CELL_AXES, MIN_SEEDS, _num, _step, mean_ci, student_t_quantile
+from analysis.cells import MIN_SEEDS
+from analysis.intervals import mean_ci, student_t_quantile
+from analysis.runs import RunSummary
+from analysis.series import as_number, as_step
+from trainer.names import CELL_AXES, role_key
 
 N_BOOT = 10_000
 N_PERM = 10_000
@@ -64,15 +70,15 @@ _CHUNK = 2_000_000
 
 def run_metrics(summary: Mapping[str, Any] | None) -> dict[str, float | None]:
     """peak, final, gain, final_gain and cliff (1.0 / 0.0 / None) of one `summarize_run`."""
-    acc = (summary or {}).get("accuracy") or {}
-    out = {name: _num(acc.get(name)) for name in ("peak", "final", "gain", "final_gain")}
-    status = acc.get("cliff_status", "insufficient")
+    acc = RunSummary.of(summary).accuracy
+    out = {name: as_number(getattr(acc, name)) for name in ("peak", "final", "gain", "final_gain")}
+    status = acc.cliff_status
     out["cliff"] = None if status == "insufficient" else float(status in ("cliff", "provisional"))
     return out
 
 
 def _finite(values: Iterable) -> np.ndarray:
-    return np.array([float(x) for x in values if _num(x) is not None], dtype=float)
+    return np.array([float(x) for x in values if as_number(x) is not None], dtype=float)
 
 
 def _boot_means(strata: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -480,7 +486,7 @@ def lead_test(
         raise ValueError(f"n_perm must be a whole number of at least 100, not {n_perm}")
     cliffs, onsets, grids = [], [], []
     for i, run in enumerate(runs):
-        cliff, onset = _num(run.get("cliff_onset")), _num(run.get("onset"))
+        cliff, onset = as_number(run.get("cliff_onset")), as_number(run.get("onset"))
         steps = np.unique(_finite(run.get("steps") or ()))
         if cliff is None or onset is None or not len(steps):
             continue
@@ -524,12 +530,12 @@ def lead_test(
         null_fraction=float(p_before.mean()),
         mean_lead=float(lead.mean()),
         null_mean_lead=float(null_lead.mean()),
-        leads=[_step(x) for x in np.sort(lead)],
+        leads=[as_step(x) for x in np.sort(lead)],
         lead_median=float(median),
         lead_q1=float(q1),
         lead_q3=float(q3),
-        lead_min=_step(lead.min()),
-        lead_max=_step(lead.max()),
+        lead_min=as_step(lead.min()),
+        lead_max=as_step(lead.max()),
         p_fraction=(1 + int(np.count_nonzero(null_frac >= frac - 1e-12))) / (1 + n_perm),
         p_fraction_exact=_poisson_binomial_tail(p_before, k),
         p_mean_lead=(1 + int(np.count_nonzero(null_mean >= lead.mean() - 1e-9))) / (1 + n_perm),
@@ -566,15 +572,16 @@ def lead_inputs(
     `role` None takes the role whose amplification came first (ties: the first by name);
     `steps` are that role's logged `grad_norm` steps. `{"cliff_onset", "onset", "role",
     "steps"}`, onsets None when absent."""
-    onsets = {r: s for r, s in (summary.get("amplification") or {}).items() if s is not None}
+    read = RunSummary.of(summary)
+    onsets = {r: s for r, s in read.amplification.items() if s is not None}
     if role is None and onsets:
         role = min(sorted(onsets), key=lambda r: onsets[r])
     steps: list = []
-    if role is not None and f"role/{role}/grad_norm" in series:
-        st, va = series[f"role/{role}/grad_norm"]
-        steps = [_step(s) for s, v in zip(st, va, strict=True) if _num(v) is not None]
+    if role is not None and role_key(role, "grad_norm") in series:
+        st, va = series[role_key(role, "grad_norm")]
+        steps = [as_step(s) for s, v in zip(st, va, strict=True) if as_number(v) is not None]
     return {
-        "cliff_onset": (summary.get("accuracy") or {}).get("cliff_onset"),
+        "cliff_onset": read.accuracy.cliff_onset,
         "onset": onsets.get(role) if role is not None else None,
         "role": role,
         "steps": sorted(set(steps)),

@@ -3,7 +3,8 @@
 `radar(series)` is called on the series of a run that may still be training (Troupe's own or
 one logged through the API), as often as every step, and returns a list of events. It is
 stateless and deterministic: the events are a function of the points given. It imports only
-the standard library and numpy (the web process calls it).
+the standard library, numpy and the vocabulary (the web process and the trainer's stop policy
+call it).
 
 Idempotence. Every event that is not `provisional` is *causal*: whether it exists and its
 `step` depend only on points up to its `seen_at` step, so calling the radar again with more
@@ -56,27 +57,25 @@ from typing import Any
 
 import numpy as np
 
-from trainer.analysis import (
-    _EPS,
-    ACCURACY_DEFAULTS,
-    ACCURACY_KEY,
-    ACCURACY_SE_KEY,
+from analysis.amplification import (
     AMPLIFICATION_DEFAULTS,
-    CAPTURE_DEFAULTS,
-    _align,
-    _clean,
-    _judge_accuracy,
-    _num,
-    _split_thresholds,
-    _step,
     amplification_baseline,
     amplification_onset,
-    capture,
     planned_amplification,
-    summarize_accuracy,
+)
+from analysis.capture import CAPTURE_DEFAULTS, capture
+from analysis.cliffs import ACCURACY_DEFAULTS, judge_accuracy, summarize_accuracy
+from analysis.runs import split_thresholds
+from analysis.series import EPS, align_by_step, as_number, as_step, clean_series
+from trainer.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    ZERO_STD_KEY,
+    radar_reads,
+    role_key,
+    roles_in,
 )
 
-ZERO_STD_KEY = "train/frac_zero_std"
 RADAR_DEFAULTS = {
     "cliff_confirm": 5,
     "capture_min_points": 10,
@@ -101,7 +100,7 @@ def radar(
     `running`: the run may still log points (False: finished, verdicts are final).
     `sharing`: capture is looked for when it is "shared" or not given, as in `summarize_run`.
     `total_steps`: the run's planned number of steps, which fixes the amplification baseline.
-    `thresholds`: the `summarize_run` keywords (min_drop, drop_frac, smooth, final_window,
+    `thresholds`: the `summarize_run` keywords (min_drop, drop_frac, median_window, final_window,
     baseline_frac, k_mad, consecutive, mad_floor, capture_threshold, capture_majority) and
     the radar's own (`RADAR_DEFAULTS`: cliff_confirm, capture_min_points, entropy_ref_points,
     entropy_frac, entropy_consecutive, zero_std_threshold, zero_std_consecutive).
@@ -120,7 +119,7 @@ def radar(
     unknown = sorted(set(rest) - set(known))
     if unknown:
         raise TypeError(f"unknown threshold {unknown[0]!r}; known: {', '.join(known)}")
-    acc_kw, amp_kw, cap_kw = _split_thresholds(rest)  # raises on an unknown name
+    acc_kw, amp_kw, cap_kw = split_thresholds(rest)  # raises on an unknown name
     for name in ("cliff_confirm", "capture_min_points", "entropy_ref_points"):
         if int(own[name]) != own[name] or own[name] < 1:
             raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
@@ -131,33 +130,27 @@ def radar(
         raise ValueError(f"total_steps must be positive or None, not {total_steps}")
 
     # Only the keys the radar reads are cleaned: a run logs dozens of others.
-    wanted = (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY)
-    suffixes = ("/grad_norm", "/entropy", "/grad_share")
-    clean = {
-        key: _clean(*pair)
-        for key, pair in series.items()
-        if key in wanted or (key.startswith("role/") and key.endswith(suffixes))
-    }
+    clean = {key: clean_series(*pair) for key, pair in series.items() if radar_reads(key)}
     events: list[dict[str, Any]] = []
     cliff_events, status = _cliff_events(
         clean.get(ACCURACY_KEY), clean.get(ACCURACY_SE_KEY), running, own, acc_kw
     )
     events += cliff_events
 
-    roles = sorted({k.split("/")[1] for k in clean if k.startswith("role/") and k.count("/") >= 2})
+    roles = roles_in(clean)
     for role in roles:
-        key = f"role/{role}/grad_norm"
+        key = role_key(role, "grad_norm")
         if key in clean:
             events += _amplification(key, role, *clean[key], running, total_steps, amp_kw)
-        key = f"role/{role}/entropy"
+        key = role_key(role, "entropy")
         if key in clean:
             events += _entropy_collapse(key, role, *clean[key], own)
-    share_roles = [r for r in roles if f"role/{r}/grad_share" in clean]
+    share_roles = [r for r in roles if role_key(r, "grad_share") in clean]
     if sharing in (None, "shared") and len(share_roles) >= 2:
         events += _capture(clean, share_roles, running, own, cap_kw)
     if ZERO_STD_KEY in clean:
         s, v = clean[ZERO_STD_KEY]
-        first = _first_run(v > own["zero_std_threshold"] + _EPS, own["zero_std_consecutive"])
+        first = _first_run(v > own["zero_std_threshold"] + EPS, own["zero_std_consecutive"])
         if first is not None:
             k = first + own["zero_std_consecutive"] - 1
             events.append(
@@ -178,7 +171,7 @@ def radar(
     return {
         "events": events,
         "cliff_status": status,
-        "last_step": _step(max(last)) if last else None,
+        "last_step": as_step(max(last)) if last else None,
         "thresholds": {
             **ACCURACY_DEFAULTS,
             **acc_kw,
@@ -196,8 +189,8 @@ def _event(kind, role, key, step, seen_at, provisional, value, limit) -> dict[st
         "kind": kind,
         "role": role,
         "key": key,
-        "step": _step(step),
-        "seen_at": _step(seen_at),
+        "step": as_step(step),
+        "seen_at": as_step(seen_at),
         "provisional": bool(provisional),
         "value": value if math.isfinite(value) else None,
         "limit": None if limit is None else float(limit),
@@ -230,22 +223,23 @@ def prefix_cliff_statuses(
     series holds one point per evaluation (tens to a few hundred), so this stays in
     milliseconds.
     """
-    s, v = _clean(steps, values)
+    s, v = clean_series(steps, values)
     se_arr = None
     if se is not None:
         if len(se) != len(steps):
             raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
-        by_step = {float(a): _num(b) for a, b in zip(steps, se, strict=True) if a is not None}
+        by_step = {float(a): as_number(b) for a, b in zip(steps, se, strict=True) if a is not None}
         se_arr = np.array([np.nan if by_step.get(x) is None else by_step[x] for x in s])
     kw = {**ACCURACY_DEFAULTS, **acc_kw}
-    if kw["smooth"] < 1 or kw["smooth"] % 2 == 0:
-        raise ValueError(f"smooth must be a positive odd number of points, not {kw['smooth']}")
+    if kw["median_window"] < 1 or kw["median_window"] % 2 == 0:
+        window = kw["median_window"]
+        raise ValueError(f"median_window must be a positive odd number of points, not {window}")
     if kw["final_window"] < 1:
         raise ValueError(f"final_window must be at least 1, not {kw['final_window']}")
     out = []
     for j in range(len(s)):
         m = j + 1
-        summary = _judge_accuracy(
+        summary = judge_accuracy(
             s[:m],
             v[:m],
             None if se_arr is None else se_arr[:m],
@@ -256,7 +250,7 @@ def prefix_cliff_statuses(
         )
         out.append(
             {
-                "step": _step(s[j]),
+                "step": as_step(s[j]),
                 "cliff_status": summary["cliff_status"],
                 "cliff_onset": summary["cliff_onset"],
                 "degradation_onset": summary["degradation_onset"],
@@ -377,7 +371,7 @@ def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: di
         return []
     limit = own["entropy_frac"] * reference
     length = own["entropy_consecutive"]
-    first = _first_run(v < limit - _EPS, length, start=ref_points)
+    first = _first_run(v < limit - EPS, length, start=ref_points)
     if first is None:
         return []
     return [
@@ -388,11 +382,11 @@ def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: di
 
 
 def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: dict) -> list:
-    """The capture verdict of `analysis.capture` on the points so far (the one rule the
+    """The capture verdict of `analysis.capture.capture` on the points so far (the one rule the
     gradients page uses too), dated at the first logged step from which that role has held
     it without a break. Provisional while the run is running: the verdict is about the last
     half of the run, which moves as the run goes on."""
-    steps, shares = _align({r: clean[f"role/{r}/grad_share"] for r in roles})
+    steps, shares = align_by_step({r: clean[role_key(r, "grad_share")] for r in roles})
     n = len(steps)
     if n < own["capture_min_points"]:
         return []
@@ -407,13 +401,13 @@ def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: di
     majority = cap_kw.get("majority", CAPTURE_DEFAULTS["majority"])
     table = np.array([shares[r] for r in roles], dtype=float)
     with np.errstate(invalid="ignore"):
-        above = np.nan_to_num(table, nan=-np.inf) > threshold + _EPS
+        above = np.nan_to_num(table, nan=-np.inf) > threshold + EPS
     cum = np.concatenate([np.zeros((len(roles), 1)), np.cumsum(above, axis=1)], axis=1)
     m = np.arange(1, n + 1)
     frac = (cum[:, m] - cum[:, m // 2]) / (m - m // 2)  # (roles, n)
     i = roles.index(role)
     others = np.delete(frac, i, axis=0).max(axis=0)
-    holds = (frac[i] > majority + _EPS) & (frac[i] > others)
+    holds = (frac[i] > majority + EPS) & (frac[i] > others)
     not_holding = np.flatnonzero(~holds)
     first = int(not_holding[-1]) + 1 if len(not_holding) else 0
     first = min(max(first, own["capture_min_points"] - 1), n - 1)
@@ -421,7 +415,7 @@ def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: di
         _event(
             "capture",
             role,
-            f"role/{role}/grad_share",
+            role_key(role, "grad_share"),
             steps[first],
             steps[-1],
             running,

@@ -3,14 +3,14 @@ step, optionally smoothed, optionally grouped by a config field.
 
 Torch-free (numpy and pandas); the compare pages call it.
 
-- Smoothing is applied to each run's own logged points before alignment, in step order:
-  `"ema"`: y₀ = x₀, yᵢ = α·xᵢ + (1 − α)·yᵢ₋₁ (no bias correction; `alpha` in (0, 1]);
-  `"rolling"`: the trailing mean of the last `window` logged points (fewer at the start).
+- Display smoothing (`analysis.smoothing.smooth_series`: EMA or a trailing mean) is applied
+  to each run's own logged points before alignment, in step order.
 - Alignment: `"union"` keeps every step any run logged, each step's statistics over the runs
   that logged it (no interpolation; `n` says how many); `"intersection"` keeps only the steps
   every run logged.
 - The interval is Student-t: mean ± t_{(1+level)/2, n−1} · sd / √n (sd with ddof 1, the
-  quantile from `analysis.student_t_quantile`); None where fewer than two runs logged the step.
+  quantile from `analysis.intervals.student_t_quantile`); None where fewer than two runs
+  logged the step.
   It is the interval of the mean across seeds at that step, not a band holding 95% of runs.
 
 Missing values (None, NaN) are dropped per run; a repeated step keeps its last value.
@@ -23,27 +23,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from trainer.analysis import _clean, student_t_quantile
-
-
-def smooth(
-    steps: Sequence, values: Sequence, *, method: str | None = None, alpha: float = 0.1, window=5
-) -> tuple[np.ndarray, np.ndarray]:
-    """One run's series, cleaned and smoothed (`method` None, "ema" or "rolling")."""
-    s, v = _clean(steps, values)
-    if method is None:
-        return s, v
-    if method == "ema":
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha must lie in (0, 1], not {alpha}")
-        return s, pd.Series(v).ewm(alpha=alpha, adjust=False).mean().to_numpy()
-    if method == "rolling":
-        if int(window) != window or window < 1:
-            raise ValueError(f"window must be a positive whole number, not {window}")
-        return s, pd.Series(v).rolling(int(window), min_periods=1).mean().to_numpy()
-    raise ValueError(f"smoothing must be None, 'ema' or 'rolling', not {method!r}")
+from analysis.intervals import student_t_quantile
+from analysis.smoothing import smooth_series
 
 
 def seed_bands(
@@ -65,7 +47,7 @@ def seed_bands(
         raise ValueError(f"align must be 'union' or 'intersection', not {align!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, not {level}")
-    cleaned = [smooth(s, v, method=smoothing, alpha=alpha, window=window) for s, v in runs]
+    cleaned = [smooth_series(s, v, method=smoothing, alpha=alpha, window=window) for s, v in runs]
     cleaned = [(s, v) for s, v in cleaned if len(s)]
     out: dict[str, Any] = {k: [] for k in ("steps", "n", "mean", "low", "high", "min", "max")}
     out["n_runs"] = len(cleaned)

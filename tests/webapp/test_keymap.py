@@ -1,8 +1,8 @@
-"""trainer/keymap.py: other frameworks' metric keys onto Troupe's (docs/design.md §5)."""
+"""webapp/tracking/keymap.py: other frameworks' metric keys onto Troupe's (docs/design.md §5)."""
 
 import pytest
 
-from trainer.keymap import accuracy_source, aliases, map_points, troupe_key
+from webapp.tracking.keymap import accuracy_source, aliases, map_points, troupe_key
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer.stats import main_effects, paired_effect
+from analysis.stats import main_effects, paired_effect
 
 EXPERIMENTS = 1_000
 TAU = 0.03  # SD of the cell effects around their average

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.analysis import amplification_onset, summarize_accuracy
-from trainer.radar import prefix_cliff_statuses, radar
+from analysis.amplification import amplification_onset
+from analysis.cliffs import summarize_accuracy
+from analysis.radar import prefix_cliff_statuses, radar
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 200
@@ -143,13 +144,13 @@ def test_a_confirmed_cliff_stays_an_alert_after_the_run_recovers():
 
 
 @pytest.mark.parametrize(
-    "smooth, final_window, min_drop", [(3, 3, 0.1), (1, 1, 0.1), (5, 3, 0.05), (3, 4, 0.2)]
+    "median_window, final_window, min_drop", [(3, 3, 0.1), (1, 1, 0.1), (5, 3, 0.05), (3, 4, 0.2)]
 )
 def test_the_prefix_scan_agrees_with_summarize_accuracy_on_every_prefix(
-    smooth, final_window, min_drop
+    median_window, final_window, min_drop
 ):
     rng = np.random.default_rng(7)  # fixed inputs; the assertion holds for any series
-    kw = {"smooth": smooth, "final_window": final_window, "min_drop": min_drop}
+    kw = {"median_window": median_window, "final_window": final_window, "min_drop": min_drop}
     for _ in range(40):
         n = int(rng.integers(1, 30))
         steps = np.sort(rng.choice(1000, size=n, replace=False)).tolist()

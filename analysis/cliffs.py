@@ -1,0 +1,311 @@
+"""Base, peak, final, gains and the terminal-cliff verdict of one `eval/accuracy` series
+(docs/design.md §6; the rules and why: docs/analysis.md).
+
+- `base` = a(s0) (the base model); `peak` = max a; `peak_step` = first step attaining it;
+  `final` = mean of the last `final_window` (3) evaluations; `gain` = peak − base;
+  `final_gain` = final − base.
+- θ = max(`drop_frac` 0.5 × (peak − base), the drop evaluation noise can explain — z × SE of
+  peak − final with z = Φ⁻¹(1 − `alpha`/n) over the run's n evaluations, the SE from paired
+  per-problem accuracies, else `eval/accuracy_se`, else the curve's own second differences —
+  and `min_drop` (0 by default)); `threshold` = peak − θ. So a collapse to zero from any
+  positive peak is a cliff, and a wobble within noise is not. A fall below a base that no
+  later evaluation beat is "degradation", not a cliff.
+- Terminal cliff: final < threshold, and the series smoothed by a centred rolling median of
+  `median_window` (3) points stays below threshold from some step after `peak_step` to the
+  last evaluation. `cliff_onset` is the first such step: the start of the final stretch of
+  the smoothed series below threshold (never at or before `peak_step`). At the two ends the
+  window shrinks, so the first and last smoothed values are the median of two points (their
+  mean). (`median_window` is the verdict's own smoothing; the panel's display smoothing is
+  `analysis.smoothing`, which no verdict ever sees.)
+- `cliff_status`: "cliff", "none", "provisional", "degradation" or "insufficient". A run with
+  fewer than max(2, `median_window`, `final_window`) evaluations is "insufficient" (no
+  verdict; `cliff` False). A run still in progress (`running=True`) gets no final verdict:
+  when the cliff rule already holds and its last `final_window` raw evaluations all lie below
+  threshold, it is "provisional" (`cliff` True, `cliff_onset` set); otherwise "none". A dip
+  that recovers before the end is never a cliff, because the smoothed series must stay below
+  to the end.
+- Comparisons ignore differences under 1e-9, so 0.3 − 0.1 is not "below" 0.2.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from analysis.intervals import normal_sf, student_t_quantile, t_two_sided_mass
+from analysis.series import EPS, as_number, as_step, clean_series, rolling_median
+
+ACCURACY_DEFAULTS = {
+    "alpha": 0.05,
+    "drop_frac": 0.5,
+    "min_drop": 0.0,
+    "median_window": 3,
+    "final_window": 3,
+}
+
+
+def _noise_sd(v: np.ndarray) -> float:
+    """One evaluation's noise SD estimated from the series itself, when nothing else is
+    logged: the robust SD (1.4826 × median |x|) of second differences a(i+1) − 2a(i) + a(i−1),
+    over √6 (their SD for independent noise). Second differences cancel a steady trend, and
+    the median ignores the few large ones a cliff or a kink makes; what is left inflates the
+    estimate, so the fallback errs toward calling fewer cliffs."""
+    if len(v) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(v, n=2))) / math.sqrt(6))
+
+
+def _drop_noise(
+    s: np.ndarray,
+    v: np.ndarray,
+    se: np.ndarray | None,
+    per_problem: Mapping | None,
+    peak_idx: int,
+    final_window: int,
+) -> tuple[str, float]:
+    """(method, SE of peak − final) from the best evidence at hand: "paired" (per-problem
+    accuracies at the peak and in the final window, problems as the unit), "se"
+    (`eval/accuracy_se`, evaluations independent) or "series" (estimated from the curve)."""
+    tail = range(len(s) - final_window, len(s))
+    if per_problem:
+        peak_row = per_problem.get(as_step(s[peak_idx]))
+        rows = [per_problem.get(as_step(s[i])) for i in tail]
+        if peak_row is not None and all(r is not None and len(r) == len(peak_row) for r in rows):
+            d = np.asarray(peak_row, float) - np.mean(np.asarray(rows, float), axis=0)
+            if len(d) >= 2:
+                return "paired", float(d.std(ddof=1) / math.sqrt(len(d)))
+    if se is not None and np.all(np.isfinite(se[[peak_idx, *tail]])):
+        final_var = float(np.sum(se[list(tail)] ** 2)) / final_window**2
+        return "se", math.sqrt(float(se[peak_idx]) ** 2 + final_var)
+    sd = _noise_sd(v)
+    return "series", sd * math.sqrt(1 + 1 / final_window)
+
+
+def summarize_accuracy(
+    steps: Sequence,
+    values: Sequence,
+    *,
+    se: Sequence | None = None,
+    per_problem: Mapping | None = None,
+    alpha: float = 0.05,
+    drop_frac: float = 0.5,
+    min_drop: float = 0.0,
+    median_window: int = 3,
+    final_window: int = 3,
+    running: bool = False,
+) -> dict[str, Any]:
+    """Base, peak, final, gains and the terminal-cliff verdict of one `eval/accuracy` series.
+
+    `se`: `eval/accuracy_se` aligned with `steps` (None/NaN where missing); `per_problem`:
+    {step: per-problem accuracies in one fixed problem order} (`eval_problems.jsonl`).
+    Either makes the noise test sharper; without them the noise is estimated from the curve.
+
+    Returns `base`, `peak`, `peak_step`, `final`, `gain`, `final_gain`, `cliff` (bool),
+    `cliff_onset` (step or None) — the docs/design.md §6 contract — plus `cliff_status` ("none",
+    "cliff", "provisional", "degradation", "insufficient"), `theta` (θ), `threshold`
+    (peak − θ), `cliff_test` (the evidence: see `docs/analysis.md`), `evidence` (it in one
+    line, `describe_cliff`), `degradation_onset`,
+    `n_evals`, `first_step`, `last_step` and `running` (echoed). With no evaluations every
+    number is None.
+    """
+    if median_window < 1 or median_window % 2 == 0:
+        raise ValueError(
+            f"median_window must be a positive odd number of points, not {median_window}"
+        )
+    if final_window < 1:
+        raise ValueError(f"final_window must be at least 1, not {final_window}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, not {alpha}")
+    se_by_step: dict[float, float | None] = {}
+    if se is not None:
+        if len(se) != len(steps):
+            raise ValueError(f"se has {len(se)} values for {len(steps)} steps")
+        # Keyed by step with the values' rules: a repeated step keeps its last SE, and a
+        # missing SE stays NaN (that evaluation then cannot give "se" evidence).
+        for st, x, e in zip(steps, values, se, strict=True):
+            if as_number(x) is not None and as_number(st) is not None:
+                se_by_step[float(st)] = as_number(e)
+    s, v = clean_series(steps, values)
+    se_arr = None
+    if se is not None:
+        se_arr = np.array([np.nan if se_by_step.get(x) is None else se_by_step[x] for x in s])
+    return judge_accuracy(
+        s,
+        v,
+        se_arr,
+        per_problem,
+        alpha=alpha,
+        drop_frac=drop_frac,
+        min_drop=min_drop,
+        median_window=median_window,
+        final_window=final_window,
+        running=running,
+    )
+
+
+def judge_accuracy(
+    s: np.ndarray,
+    v: np.ndarray,
+    se_arr: np.ndarray | None,
+    per_problem: Mapping | None,
+    *,
+    alpha: float,
+    drop_frac: float,
+    min_drop: float,
+    median_window: int,
+    final_window: int,
+    running: bool,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """`summarize_accuracy` on a cleaned series (sorted unique steps, finite values; `se_arr`
+    aligned, NaN where missing). `quick` (the radar's prefix scan, running only): skip the
+    smoothing and the evidence text when the last `final_window` values are not all below
+    the threshold, since a running run is then "none" whatever the smoothing says."""
+    n = len(s)
+    out: dict[str, Any] = {
+        "base": None,
+        "peak": None,
+        "peak_step": None,
+        "final": None,
+        "gain": None,
+        "final_gain": None,
+        "cliff": False,
+        "cliff_onset": None,
+        "cliff_status": "insufficient",
+        "theta": None,
+        "threshold": None,
+        "cliff_test": None,
+        "degradation_onset": None,
+        "n_evals": n,
+        "first_step": None,
+        "last_step": None,
+        "running": bool(running),
+    }
+    if n == 0:
+        out["evidence"] = describe_cliff(out)
+        return out
+
+    base = float(v[0])
+    peak_idx = int(np.argmax(v))  # argmax returns the first maximum: the first step attaining it
+    peak = float(v[peak_idx])
+    window = min(final_window, n)
+    final = float(np.mean(v[-window:]))
+    out.update(
+        base=base,
+        peak=peak,
+        peak_step=as_step(s[peak_idx]),
+        final=final,
+        gain=peak - base,
+        final_gain=final - base,
+        first_step=as_step(s[0]),
+        last_step=as_step(s[-1]),
+    )
+    method, se_drop = _drop_noise(s, v, se_arr, per_problem, peak_idx, window)
+    # The peak is the largest of n noisy evaluations, so a drop from it is judged at the
+    # Bonferroni level α/n: a flat, noisy run then calls a cliff at most α of the time.
+    z = statistics.NormalDist().inv_cdf(1 - alpha / n)
+    if method == "series" and n >= 3:
+        # The SD is itself estimated, from n − 2 second differences: Student's t with that
+        # many degrees of freedom in place of the normal keeps the level (measured: at most
+        # 5% false cliffs on flat runs of 6–100 evaluations, docs/analysis.md).
+        z = student_t_quantile(1 - alpha / n, n - 2)
+    gain_margin = drop_frac * (peak - base)
+    noise_margin = z * se_drop
+    theta = max(min_drop, gain_margin, noise_margin)
+    threshold = peak - theta
+    drop = peak - final
+    if se_drop > 0:
+        x = drop / se_drop
+        if method == "series" and n >= 3:
+            tail = (1 - t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as z above
+            tail = tail if x >= 0 else 1 - tail
+        else:
+            tail = normal_sf(x)
+        p = min(1.0, n * tail)
+    else:
+        p = 0.0 if drop > EPS else 1.0
+    out.update(
+        theta=theta,
+        threshold=threshold,
+        cliff_test={
+            "method": method,
+            "drop": drop,
+            "se_drop": se_drop,
+            "z": z,
+            "alpha": alpha,
+            "n_compared": n,
+            "noise_margin": noise_margin,
+            "gain_margin": gain_margin,
+            "min_drop": min_drop,
+            "p": p,
+        },
+    )
+    if n < max(2, median_window, final_window):
+        out["evidence"] = describe_cliff(out)
+        return out  # too few points for the final mean and the smoothing to mean anything
+    if quick and running:
+        tail_down = n - final_window > peak_idx and bool(
+            np.all(v[-final_window:] < threshold - EPS)
+        )
+        if not tail_down:
+            out.update(cliff_status="none", evidence=None)
+            return out
+
+    below = rolling_median(v, median_window) < threshold - EPS
+    # Start of the final stretch below threshold: one past the last index that is not below.
+    not_below = np.flatnonzero(~below)
+    start = int(not_below[-1]) + 1 if len(not_below) else 0
+    start = max(start, peak_idx + 1)  # the cliff comes after the peak, by definition
+    is_cliff = final < threshold - EPS and start < n
+
+    status = "cliff" if is_cliff else "none"
+    if running and is_cliff:
+        # An unfinished run may still recover: only call it when it is already down for the
+        # whole final window, and then only provisionally.
+        tail_down = n - final_window > peak_idx and bool(
+            np.all(v[-final_window:] < threshold - EPS)
+        )
+        status = "provisional" if tail_down else "none"
+        is_cliff = tail_down
+    if is_cliff and peak_idx == 0:
+        # Nothing was ever learned above the base: a fall below it is degradation, not a cliff
+        # from a learned peak.
+        out.update(cliff_status="degradation", degradation_onset=as_step(s[start]))
+        out["evidence"] = describe_cliff(out)
+        return out
+    out.update(
+        cliff=bool(is_cliff),
+        cliff_onset=as_step(s[start]) if is_cliff else None,
+        cliff_status=status,
+    )
+    out["evidence"] = describe_cliff(out)
+    return out
+
+
+def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
+    """The verdict with its threshold and evidence, in one line for a page's hover or cell:
+    "peak 0.067 (step 20) → final 0.000; threshold 0.041 = peak − θ, θ = 0.026 = max(½ gain
+    0.008, 2.58 × SE 0.010 of the drop [se]); one-sided p = 0.0004 over 10 evaluations"."""
+    acc = accuracy or {}
+    test = acc.get("cliff_test")
+    if acc.get("peak") is None or not test:
+        return "no evaluations"
+    text = (
+        f"peak {acc['peak']:.3f} (step {acc['peak_step']}) → final {acc['final']:.3f}; "
+        f"threshold {acc['threshold']:.3f} = peak − θ, θ = {acc['theta']:.3f} = max("
+        f"{test['gain_margin']:.3f} lost gain, {test['z']:.2f} × SE {test['se_drop']:.4f} of "
+        f"the drop [{test['method']}]"
+    )
+    if test.get("min_drop"):
+        text += f", floor {test['min_drop']:.3f}"
+    text += f"); one-sided p = {test['p']:.2g} over {test['n_compared']} evaluations"
+    status = acc.get("cliff_status")
+    if status == "insufficient":
+        text += "; too few evaluations for a verdict"
+    elif status == "degradation":
+        text += f"; no learned peak: below the base from step {acc['degradation_onset']}"
+    return text
