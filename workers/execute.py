@@ -103,6 +103,11 @@ def train_run(run: Run) -> dict[str, Any]:
         else:
             result = train(config, out, reporter)
     except Exception as exc:
+        if type(exc).__name__ == "RankLost":
+            # Like a worker that died: stop beating, and the sweep queues the run again.
+            reporter.line(f"{exc}; the run will be queued again to resume.")
+            reporter.close()
+            return {"run": run.id, "status": "lost"}
         trace = traceback.format_exc()
         reporter.close()
         if reporter.lost:

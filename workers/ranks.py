@@ -7,9 +7,11 @@ cancel check keep working as for any run; ranks 1…N−1 are `python -m workers
 does), each on GPU `LOCAL_RANK` of the worker's visible ones. A child is killed by the kernel
 when the pool process dies (`PR_SET_PDEATHSIG`), so a worker killed with -9 leaves no orphan
 rank: the sweep requeues its run, which resumes from its checkpoint elsewhere. A child that
-dies makes rank 0's next collective fail within `TROUPE_DIST_TIMEOUT` and the run fails with
-the error and the tail of that rank's log (`rank-<r>.log` in the run directory); on the way
-out, however it ends, rank 0 waits for its children a few seconds and then kills them.
+dies (killed, out of memory) makes rank 0's next collective fail, within
+`TROUPE_DIST_TIMEOUT` at most, with `RankLost`: the worker then treats the run as a lost
+worker's (workers/execute.py), and the sweep queues it again to resume from its checkpoint
+(up to `TROUPE_MAX_ATTEMPTS`). Each rank's output is in `rank-<r>.log` in the run directory.
+On the way out, however it ends, rank 0 waits for its children a few seconds, then kills them.
 
 The worker's GPU count is `TROUPE_WORKER_GPUS` (default 1). A run needing more is refused
 with a message naming both numbers, before anything starts.
@@ -30,6 +32,10 @@ from pathlib import Path
 
 GPUS_ENV = "TROUPE_WORKER_GPUS"
 _RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+class RankLost(RuntimeError):
+    """A child rank exited while the run was training: the run should resume, not fail."""
 
 
 def worker_gpus() -> int:
@@ -111,8 +117,9 @@ def ranks(config, out: Path) -> Iterator:
             dead = [(r, c.poll(), log) for r, c, log in children if c.poll() not in (None, 0)]
             if dead:
                 rank, code, log = dead[0]
-                raise RuntimeError(
-                    f"rank {rank} of {size} exited with status {code}: {log_tail(log)}"
+                raise RankLost(
+                    f"rank {rank} of {size} exited with status {code}"
+                    + (f"; its log ends: {tail}" if (tail := log_tail(log, 3)) else "")
                 ) from exc
             raise
     finally:

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from tests.helpers import database_url, service_env, start_worker
 from tests.runs import FAST_SWEEP, SMALL, points_of, run_in, steps_of, wait_for
-from webapp.experiments.models import Run
+from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import create_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -90,6 +90,35 @@ def test_a_killed_worker_leaves_no_rank_behind_and_its_run_resumes(alice):
     assert done.status == Run.SUCCEEDED, (done.error_type, done.error_message)
     assert done.attempts == 2
     assert_complete(done, 6)
+
+
+def test_a_killed_rank_1_sends_the_run_back_to_the_queue_and_it_resumes(alice):
+    run = queue(alice, **{**TWO, "steps": 6, "checkpoint_every": 2})
+    with start_worker(env_with(gpus=2)):
+        wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
+                 timeout=600, what="a checkpoint")  # fmt: skip
+        (child,) = rank_processes(run.id)
+        os.kill(child, signal.SIGKILL)
+        done = wait_for(lambda: run_in(run.id, *Run.FINISHED), timeout=600, what="the resume")
+        assert not rank_processes(run.id)
+    assert done.status == Run.SUCCEEDED, (done.error_type, done.error_message)
+    assert done.attempts == 2
+    assert_complete(done, 6)
+    lines = " ".join(RunLog.objects.filter(run=run).values_list("line", flat=True))
+    assert "rank 1 of 2 exited with status -9" in lines
+
+
+def test_a_cancelled_two_rank_run_leaves_no_process(alice, client):
+    run = queue(alice, **{**TWO, "steps": 8})
+    client.force_login(alice)
+    with start_worker(env_with(gpus=2)):
+        wait_for(lambda: Run.objects.get(id=run.id).step >= 1, timeout=600, what="a step")
+        client.post(f"/runs/{run.id}/cancel/")
+        done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the cancel")
+        time.sleep(1)
+        assert not rank_processes(run.id)
+    assert done.status == Run.CANCELLED and done.step < 8
+    assert set(points_of(run.id).values()) == {1}
 
 
 def test_a_worker_with_too_few_gpus_refuses_the_run_with_a_message(alice):
