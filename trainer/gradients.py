@@ -29,6 +29,11 @@ regulariser), or with LoRA. The coherence EMA adds
 one persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
 batch is a single segment (one role, one agent: every policy under `per_agent`) needs no
 vectors at all: its role and agent gradient is the whole gradient.
+
+Data parallel (trainer/distributed.py): the tracker gets a `reduce` that sums each segment's
+gradient over the ranks as it is taken, so the vectors are those of the whole step's batch and
+the figures are exact; every rank walks the same segments (an empty one contributes zeros), and
+`write_back(force=True)` then puts the summed gradient into `.grad` for the optimizer.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
+- Data parallel (`world`, trainer/distributed.py): `turns` are this rank's; every rank walks
+  one plan of policies, optimizer batches and segments (`update_plan`, from all ranks' turns;
+  compared across ranks, a difference fails with a message), the normaliser counts and the
+  statistics are summed over ranks, and so is the gradient (segment by segment when tracked,
+  else in one flat all-reduce), so the weights, the loss and every figure are one process's.
 - Then clipping of each policy's gradient to `grad_clip` (0 = off) and AdamW. A non-finite
   gradient skips that policy's optimizer step (`policy/<p>/skipped` = 1) instead of writing
   NaN into the weights.
