@@ -144,7 +144,11 @@ class World:
         if self.active:
             import torch.distributed as dist
 
-            self._run(what, dist.all_reduce, tensor, op=dist.ReduceOp.SUM, group=self.group)
+            group = self.group
+            if tensor.device.type == "cpu" and dist.get_backend(group) != "gloo":
+                # NCCL sums GPU tensors only; snapshots offloaded to host memory go by gloo.
+                group = self.slow
+            self._run(what, dist.all_reduce, tensor, op=dist.ReduceOp.SUM, group=group)
         return tensor
 
     def sum_floats(self, values: Sequence[float], what: str = "counts") -> list[float]:

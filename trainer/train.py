@@ -80,6 +80,12 @@ def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
     path = out / "config.json"
     if path.exists():
         existing = config_from_dict(json.loads(path.read_text()))
+        if existing.world_size != config.world_size:
+            raise ValueError(
+                f"{out} holds a run trained on {existing.world_size} rank(s); resume it with "
+                f"--world-size {existing.world_size} (its checkpoints and its split of each "
+                "step's problems belong to that number)"
+            )
         if existing.hash() != config.hash():
             raise ValueError(
                 f"{out} already holds a run with a different config; "

@@ -130,6 +130,14 @@ def test_a_run_launched_with_another_number_of_ranks_is_refused(monkeypatch):
         World.start(1)
 
 
+def test_resuming_with_another_number_of_ranks_is_refused_with_a_message(tmp_path):
+    from trainer.train import prepare_out_dir
+
+    prepare_out_dir(make_config("cpu-demo", world_size=2), tmp_path)
+    with pytest.raises(ValueError, match="trained on 2 rank.*--world-size 2"):
+        prepare_out_dir(make_config("cpu-demo"), tmp_path)
+
+
 def test_world_size_is_validated_like_other_fields():
     assert make_config("cpu-demo").world_size == 1
     with pytest.raises(ConfigError) as info:
