@@ -14,11 +14,13 @@ per-segment all-reduces cost. GPU scaling needs a node with several GPUs (one GP
 show it).
 
     python bench/distributed_step.py --size tiny-m --repeats 5
+    python bench/distributed_step.py --smoke --json    # CI: a tiny workload, one JSON line
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import platform
@@ -143,7 +145,12 @@ def main() -> None:
     parser.add_argument("--completion-len", type=int, default=32)
     parser.add_argument("--micro-batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--smoke", action="store_true", help="a tiny workload (CI)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
+    if args.smoke:
+        args.size, args.repeats, args.problems, args.samples = "tiny-s", 1, 2, 2
+        args.prompt_len, args.completion_len = 8, 8
 
     torch.set_num_threads(args.threads)
     one, _ = measure(SOLO, args)
@@ -162,13 +169,17 @@ def main() -> None:
     two, comm = results[0]
 
     turns = args.problems * args.samples * len(AGENTS)
+    m1, m2 = statistics.median(one), statistics.median(two)
+    share = statistics.median(c / s for c, s in zip(comm, two))
+    if args.json:
+        row = {"one_s": m1, "two_s": m2, "comm_share": share, "turns": turns}
+        print(json.dumps({**row, "size": args.size, "smoke": args.smoke}))
+        return
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
         f"{torch.__version__}; {args.size} {args.sharing} {args.finetune}, {turns} turns "
         f"({args.prompt_len}+{args.completion_len} tokens), {args.threads} thread(s)/process"
     )
-    m1, m2 = statistics.median(one), statistics.median(two)
-    share = statistics.median(c / s for c, s in zip(comm, two))
     print(f"{'':10}{'update s (median)':>20}{'min':>10}")
     print(f"{'1 process':10}{m1:20.3f}{min(one):10.3f}")
     print(f"{'2 ranks':10}{m2:20.3f}{min(two):10.3f}")

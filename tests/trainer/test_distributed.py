@@ -22,6 +22,7 @@ import time
 import pytest
 import torch
 
+from tests.helpers import ROOT
 from tests.trainer import dist_ranks
 from trainer.config import ConfigError, make_config
 from trainer.distributed import SOLO, CollectiveError, World, shares, split_problems
@@ -221,3 +222,17 @@ def test_the_cli_on_two_ranks_logs_what_one_process_logs_once(tmp_path):
         if not key[1].startswith("sys/"):
             assert two[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     assert (tmp_path / "two/checkpoints/step-000002").is_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_bench_still_runs_on_a_tiny_workload():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "distributed_step.py"), "--smoke", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["one_s"] > 0 and row["two_s"] > 0 and 0 <= row["comm_share"] <= 1
