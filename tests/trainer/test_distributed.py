@@ -18,11 +18,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import ROOT
 from tests.trainer import dist_ranks
 from trainer.config import ConfigError, make_config
 from trainer.distributed import SOLO, CollectiveError, World, shares, split_problems
@@ -35,6 +35,7 @@ MODES = [
     for finetune in ("lora", "full")
 ]
 MODES.append(("shared", "lora", {"coherence_lambda": 0.5}))
+ROOT = Path(__file__).resolve().parents[2]
 RTOL, ATOL = 1e-5, 1e-6  # figures: sums of the same terms in another order
 # Weights after two AdamW steps at lr 1e-2: Adam divides by sqrt(v), which magnifies rounding
 # in a coordinate whose gradient is near zero (seen: 2e-6 on one of 1024).
