@@ -2,12 +2,17 @@
 
 Every config field is a flag (`--max-new-tokens 24`), validated by `trainer.config` like the
 form and the API; a bad value prints one line naming the field and exits 2.
+
+`run --world-size N` (N > 1) starts itself again under torchrun, one process per GPU
+(`python -m torch.distributed.run --standalone --nproc-per-node N -m trainer run …`); rank 0
+alone writes metrics.jsonl, shows the progress bar and prints the result.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,12 +68,35 @@ class ProgressReporter(NullReporter):
         self.bar.refresh()
 
 
+def torchrun_command(ranks: int, argv: list[str]) -> list[str]:
+    """The command that runs `python -m trainer <argv>` as `ranks` processes on this node."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",  # a rendezvous on this node, on a free port
+        f"--nproc-per-node={ranks}",
+        "-m",
+        "trainer",
+        *argv,
+    ]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from trainer.checkpoint_index import first_logged_step
+    from trainer.distributed import launched_ranks
     from trainer.train import train
 
     config = _config(args)
+    if config.world_size > 1 and launched_ranks() == 1:
+        import subprocess
+
+        # torchrun owns the ranks: a rank that fails takes the others down with it.
+        return subprocess.call(torchrun_command(config.world_size, args.argv))
     out = Path(args.out)
+    if int(os.environ.get("RANK", "0")) != 0:
+        train(config, out, NullReporter())
+        return 0
     reporter = ProgressReporter(out, config.steps)
     # Points from the step the run logs first on will be logged again: drop them.
     reporter.jsonl.truncate_after(first_logged_step(out, config.init_from) - 1)
@@ -209,6 +237,7 @@ def interrupted_message(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for a relaunch under torchrun
     try:
         return args.func(args)
     except ConfigError as exc:

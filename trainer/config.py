@@ -82,6 +82,14 @@ class Config:
     )
     seed: int = _f(0, "Seed for data, sampling and initialisation", "run", minimum=0)
     device: str = _f("auto", "auto picks cuda when available", "run", DEVICES)
+    world_size: int = _f(
+        1,
+        "Processes (one per GPU) the run trains on, data parallel: each holds every policy and "
+        "rolls out its share of a step's problems; gradients and statistics are summed exactly",
+        "run",
+        minimum=1,
+        maximum=64,
+    )
     # --- fine-tuning -----------------------------------------------------------------------
     finetune: str = _f(
         "lora",
@@ -235,6 +243,7 @@ _LATER_FIELDS = {
     "grad_checkpointing": "auto",
     "grad_snapshots": "device",
     "rollout_batch": 0,
+    "world_size": 1,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -479,6 +488,11 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if config.world_size > config.prompts_per_step:
+        errors["world_size"] = (
+            f"{config.world_size} ranks but {config.prompts_per_step} problems per step: "
+            "every rank needs at least one problem (lower world_size or raise prompts_per_step)"
+        )
     if not errors and (problem := fit_problem(config)):
         errors["memory"] = problem  # not one field's fault: the message names what to change
     if errors:

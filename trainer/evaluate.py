@@ -53,8 +53,9 @@ def evaluate(
     batch_size: int = 256,
 ) -> dict:
     """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
-    "roles": {role: accuracy}}; `per_problem` is each problem's mean reward over its samples,
-    in the order of `problems`, and `accuracy_se` the standard error of their mean."""
+    "roles": {role: accuracy}, "role_counts": {role: judged turns}}; `per_problem` is each
+    problem's mean reward over its samples, in the order of `problems`, and `accuracy_se` the
+    standard error of their mean."""
     started = time.perf_counter()
     k = config.eval_samples
     episodes, turns, tokens = [], 0, 0
@@ -96,6 +97,7 @@ def evaluate(
         "tokens": tokens,
         "seconds": round(time.perf_counter() - started, 3),
         "roles": {role: sum(v) / len(v) for role, v in sorted(scores.items())},
+        "role_counts": {role: len(v) for role, v in sorted(scores.items())},
     }
 
 

@@ -29,11 +29,17 @@ regulariser), or with LoRA. The coherence EMA adds
 one persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
 batch is a single segment (one role, one agent: every policy under `per_agent`) needs no
 vectors at all: its role and agent gradient is the whole gradient.
+
+Data parallel (trainer/distributed.py): the tracker gets a `reduce` that sums each segment's
+gradient over the ranks as it is taken, so the vectors are those of the whole step's batch and
+the figures are exact; every rank walks the same segments (an empty one contributes zeros), and
+`write_back(force=True)` then puts the summed gradient into `.grad` for the optimizer.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -90,8 +96,17 @@ class GradientTracker:
     gradient vector (flat fp32, parameter order of `params`).
     """
 
-    def __init__(self, params: list[nn.Parameter], *, offload: bool = False):
+    def __init__(
+        self,
+        params: list[nn.Parameter],
+        *,
+        offload: bool = False,
+        reduce: Callable[[torch.Tensor], object] | None = None,
+    ):
         self.params = list(params)
+        # Data parallel (trainer/distributed.py): sums each segment's gradient over ranks in
+        # place, so the vectors (and every figure) are those of the whole step's batch.
+        self.reduce = reduce
         self.numel = sum(p.numel() for p in self.params)
         self.storage = torch.device("cpu") if offload else self.params[0].device
         self.roles: dict[str, torch.Tensor] = {}
@@ -126,8 +141,14 @@ class GradientTracker:
             self._role = role
         if agent in self._agents:
             raise ValueError(f"segments of agent {agent!r} are not contiguous")
-        # The first segment's gradient is the snapshot itself: share the storage.
-        gradient = current if self._last is None else current - self._last  # (N,)
+        # The first segment's gradient is the snapshot itself: share the storage (unless it
+        # is summed over ranks: the running snapshot must stay this rank's own).
+        if self._last is not None:
+            gradient = current - self._last  # (N,)
+        else:
+            gradient = current.clone() if self.reduce is not None else current
+        if self.reduce is not None:
+            self.reduce(gradient)
         self._note_memory(current, gradient)
         self._last = current
         self._agents[agent] = gradient
@@ -168,9 +189,10 @@ class GradientTracker:
                     self.figures.cos[pair_key(a, b)] = c
         return self.figures
 
-    def write_back(self, scales: dict[str, float]) -> None:
-        """Replace `.grad` by Σ_role scale·g_role (the coherence regulariser's recombination)."""
-        if all(scales.get(role, 1.0) == 1.0 for role in self.roles):
+    def write_back(self, scales: dict[str, float], *, force: bool = False) -> None:
+        """Replace `.grad` by Σ_role scale·g_role (the coherence regulariser's recombination;
+        with `force`, also when every scale is 1: the ranks' summed gradient)."""
+        if not force and all(scales.get(role, 1.0) == 1.0 for role in self.roles):
             return  # .grad already holds the plain sum; leave it bit-exact
         combined = torch.zeros(self.numel, dtype=torch.float32, device=self.storage)  # (N,)
         for role, vector in self.roles.items():

@@ -26,12 +26,20 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
   during the warm start (asked every `STOP_CHECK_SECONDS`), after the first evaluation, and
   after every step.
 
+- Several processes (`world_size` > 1, launched by torchrun; trainer/distributed.py): each
+  rank rolls out its share of the step's problems (a problem's rollouts on one rank) and of
+  the held-out problems; the step's reward, token and evaluation statistics are those of all
+  ranks' episodes, and the update sums gradients exactly (trainer/update.py). Rank 0 alone
+  reports, writes checkpoints and decides to stop (cancel, cliff); the others follow it.
+
 Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import resource
 import statistics
 import time
@@ -51,6 +59,8 @@ from trainer.checkpoint import (
 )
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
+from trainer.distributed import World, params_fingerprint, split_list, split_problems
+from trainer.episode import Episode
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.names import (
@@ -78,6 +88,12 @@ def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
     path = out / "config.json"
     if path.exists():
         existing = config_from_dict(json.loads(path.read_text()))
+        if existing.world_size != config.world_size:
+            raise ValueError(
+                f"{out} holds a run trained on {existing.world_size} rank(s); resume it with "
+                f"--world-size {existing.world_size} (its checkpoints and its split of each "
+                "step's problems belong to that number)"
+            )
         if existing.hash() != config.hash():
             raise ValueError(
                 f"{out} already holds a run with a different config; "
@@ -162,31 +178,114 @@ def _cancelled(started: float, step: int = 0) -> dict:
     return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}
 
 
-def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None) -> dict:
-    """Train (or resume) the run in `out_dir`; returns {"status", "step", "seconds"}."""
-    reporter = reporter or NullReporter()
+def merge_evaluations(results: list[dict]) -> dict:
+    """One evaluation from the results of disjoint, ordered shares of the held-out problems
+    (one per rank): the same figures as evaluating them all at once."""
+    n = sum(r["episodes"] for r in results)
+    per_problem = [value for r in results for value in r["per_problem"]]
+    spread = statistics.stdev(per_problem) if len(per_problem) > 1 else 0.0
+    counts: dict[str, int] = {}
+    sums: dict[str, float] = {}
+    for r in results:
+        for role, count in r["role_counts"].items():
+            counts[role] = counts.get(role, 0) + count
+            sums[role] = sums.get(role, 0.0) + r["roles"][role] * count
+    return {
+        "accuracy": math.fsum(r["accuracy"] * r["episodes"] for r in results) / n if n else 0.0,
+        "accuracy_se": spread / math.sqrt(len(per_problem)) if per_problem else 0.0,
+        "per_problem": per_problem,
+        "episodes": n,
+        "turns": sum(r["turns"] for r in results),
+        "tokens": sum(r["tokens"] for r in results),
+        "seconds": max(r["seconds"] for r in results),
+        "roles": {role: sums[role] / counts[role] for role in sorted(counts)},
+        "role_counts": dict(sorted(counts.items())),
+    }
+
+
+def _evaluate(config: Config, eval_set: list, env: dict, world: World) -> dict:
+    """Evaluate on the held-out problems: each rank its share, merged on every rank."""
+    result = evaluate(config, problems=split_list(eval_set, world), **env)
+    if not world.active:
+        return result
+    return merge_evaluations(world.gather(result, "the evaluation's results", slow=True))
+
+
+def _light(episodes: list[Episode]) -> list[Episode]:
+    """Episodes without their prompts, log-probs and texts: what the step's statistics need,
+    small enough to gather from every rank."""
+    return [
+        dataclasses.replace(
+            ep,
+            turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[], text="") for t in ep.turns],
+        )
+        for ep in episodes
+    ]
+
+
+def train(
+    config: Config,
+    out_dir: str | Path,
+    reporter: Reporter | None = None,
+    *,
+    world: World | None = None,
+) -> dict:
+    """Train (or resume) the run in `out_dir`; returns {"status", "step", "seconds"}.
+
+    Under torchrun (`world_size` > 1) every rank calls this; `world` defaults to joining the
+    launcher's process group (and leaving it at the end). Only rank 0's `reporter` is used.
+    """
+    device = resolve_device(config.device)
+    if world is not None:
+        return _train(config, out_dir, reporter, world, device)
+    world = World.start(config.world_size, device)
+    result = _train(config, out_dir, reporter, world, device)
+    world.close()
+    return result
+
+
+def _train(
+    config: Config, out_dir: str | Path, reporter: Reporter | None, world: World, device: str
+) -> dict:
+    # Rank 0 alone talks to the user and the database: metrics once, checkpoints once.
+    reporter = (reporter or NullReporter()) if world.leader else NullReporter()
+
+    def stop_asked() -> bool:
+        """Rank 0's reporter decides (a cancel); every rank learns it."""
+        return world.broadcast(reporter.should_stop(), "a stop decision", slow=True)
+
     started = time.perf_counter()
-    out = prepare_out_dir(config, out_dir)
+    if world.leader:
+        prepare_out_dir(config, out_dir)
+    world.wait("rank 0 preparing the run directory")
+    out = prepare_out_dir(config, out_dir)  # the other ranks: check it holds this config
     start = resume_point(out, config.init_from)
     if start is not None and not is_own(start, out):
         check_branch(start, config)  # refuse a layout change before loading anything
-    device = resolve_device(config.device)
     if device == "cuda" and (problem := fit_problem(config, torch.cuda.mem_get_info()[1])):
         raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
     torch.manual_seed(config.seed)
     reporter.on_status(f"Loading model {config.model}")
     # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
     where = start.step if start is not None else 0
-    if reporter.should_stop():  # cancelled while queued, just as the worker took it
+    if stop_asked():  # cancelled while queued, just as the worker took it
         return _cancelled(started, where)
-    try:
-        loaded = load_model(
-            config.model, device, progress=warm_start_status(reporter, config.model)
-        )
-    except Cancelled:
+    # Rank 0 loads first: a tiny model's first use warm-starts and caches it (minutes); the
+    # other ranks then read the cached weights instead of each training their own.
+    loaded, cancelled = None, False
+    if world.leader:
+        try:
+            loaded = load_model(
+                config.model, device, progress=warm_start_status(reporter, config.model)
+            )
+        except Cancelled:
+            cancelled = True
+    if world.broadcast(cancelled, "rank 0 loading the model", slow=True):
         reporter.on_status("")
         return _cancelled(started, where)
-    if reporter.should_stop():  # loading a real model takes a while too
+    if loaded is None:
+        loaded = load_model(config.model, device)
+    if stop_asked():  # loading a real model takes a while too
         return _cancelled(started, where)
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
@@ -201,19 +300,26 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         done = load_checkpoint(own, policies, config.hash())
     elif start is not None:  # a branch: another run's checkpoint, this run's config
         done = load_branch(start, policies, config)
+    if world.active:  # replicas must start equal: same seed, same checkpoint
+        trainable = [p for name in policies.names for p in policies.parameters(name)]
+        world.check_same("the initial weights", params_fingerprint(trainable))
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
     # branch starts with none: its curve and its best begin at the branch point).
-    known = restore_meta(out, own)
+    # (It prunes best checkpoints from after the one resumed from: rank 0's job.)
+    known = restore_meta(out, own) if world.leader else None
+    known = world.broadcast(known, "rank 0 reading the run's past", slow=True)
     best, evals = known["best"], known["evals"]
     if own is None:
         what = "the base model" if start is None else f"the checkpoint {start.path.name}"
         reporter.on_status(f"Evaluating {what} (step {done})")
         t0 = time.perf_counter()
         rng = torch.get_rng_state()
-        result = evaluate(config, problems=eval_set, **env)
+        result = _evaluate(config, eval_set, env, world)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
-        record_per_problem(out, done, result)
-        best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
+        if world.leader:
+            record_per_problem(out, done, result)
+            best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
+        best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
         evals.append((done, result["accuracy"], result["accuracy_se"]))
         reporter.log(
             done,
@@ -225,7 +331,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         )
     reporter.on_status("")
     reporter.on_progress(done, config.steps, {})
-    if own is None and reporter.should_stop():  # cancelled during the first evaluation
+    if own is None and stop_asked():  # cancelled during the first evaluation
         return _cancelled(started, done)
     # Logged with the first step this process trains (metrics are numbers: widths in bits).
     precision = {
@@ -236,6 +342,7 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()
         problems = sample_problems(task, config.prompts_per_step, config.seed, step)
+        problems = split_problems(problems, world)  # this rank's share, whole GRPO groups
         episodes, stats = rollout(
             problems,
             config.group_size,
@@ -247,37 +354,58 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         t1 = time.perf_counter()
         metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
-        metrics.update(update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id))
+        everyone, tokens = episodes, stats.tokens
+        if world.active:
+            # Every rank's episodes (advantages were local: groups never straddle ranks), so
+            # the step's statistics are those one process would log.
+            everyone = [
+                ep
+                for mine in world.gather(_light(episodes), "the step's episodes", slow=True)
+                for ep in mine
+            ]
+            metrics = compute_advantages(everyone, config)
+            (tokens,) = world.sum_floats([stats.tokens], "the rollout's token count")
+        metrics.update(
+            update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id, world=world)
+        )
         t2 = time.perf_counter()
 
-        metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in turns)
-        metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in episodes) / len(episodes)
+        every_turn = [t for ep in everyone for t in ep.turns]
+        metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in every_turn)
+        metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in everyone) / len(everyone)
         metrics["sys/rollout_seconds"] = t1 - t0
         metrics["sys/update_seconds"] = t2 - t1
         if step % config.eval_every == 0 or step == config.steps:
-            result = evaluate(config, problems=eval_set, **env)
-            record_per_problem(out, step, result)
+            result = _evaluate(config, eval_set, env, world)
             metrics.update(_eval_metrics(result))
-            best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
+            if world.leader:
+                record_per_problem(out, step, result)
+                best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
+            best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
             metrics.update(_best_metrics(best))
             evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed
-        metrics["sys/tokens_per_second"] = stats.tokens / max(t1 - t0, 1e-9)
+        metrics["sys/tokens_per_second"] = tokens / max(t1 - t0, 1e-9)
         metrics["sys/peak_memory_mb"] = _peak_memory_mb(device)
         metrics.update(precision)
         precision = {}
         reporter.log(step, metrics)
 
-        stopping = reporter.should_stop()
         early = (
             cliff_stop_reason(evals, config.stop_after_cliff) if ACCURACY_KEY in metrics else None
         )
+        # Rank 0 decides; every rank acts on its decision.
+        stopping, early = world.broadcast(
+            (reporter.should_stop(), early), "the stop decision", slow=True
+        )
         if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
-            meta = {"best": best, "evals": evals}
-            path = save_checkpoint(out, step, policies, config.hash(), meta=meta)
-            reporter.on_checkpoint(step, str(path))
+            if world.leader:  # the replicas are equal: one copy
+                meta = {"best": best, "evals": evals}
+                path = save_checkpoint(out, step, policies, config.hash(), meta=meta)
+                reporter.on_checkpoint(step, str(path))
+            world.wait("rank 0 writing a checkpoint")
         reporter.on_progress(
             step,
             config.steps,

@@ -26,6 +26,11 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
+- Data parallel (`world`, trainer/distributed.py): `turns` are this rank's; every rank walks
+  one plan of policies, optimizer batches and segments (`update_plan`, from all ranks' turns;
+  compared across ranks, a difference fails with a message), the normaliser counts and the
+  statistics are summed over ranks, and so is the gradient (segment by segment when tracked,
+  else in one flat all-reduce), so the weights, the loss and every figure are one process's.
 - Then clipping of each policy's gradient to `grad_clip` (0 = off) and AdamW. A non-finite
   gradient skips that policy's optimizer step (`policy/<p>/skipped` = 1) instead of writing
   NaN into the weights.
@@ -60,6 +65,7 @@ from itertools import groupby
 import torch
 
 from trainer.config import Config
+from trainer.distributed import SOLO, World
 from trainer.episode import Turn
 from trainer.gradients import (
     SNAPSHOT_BUDGET_BYTES,
@@ -80,20 +86,30 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def segment_key(config: Config) -> Callable[[Turn], tuple]:
-    """Sort key putting turns in segment order: role (workflow order), then agent."""
+def segment_order(config: Config) -> Callable[[tuple[str, str]], tuple]:
+    """Sort key putting (role, agent) segments in order: role (workflow order), then agent."""
     rank = {role: i for i, role in enumerate(config.roles)}
 
-    def key(turn: Turn) -> tuple:
-        return (rank.get(turn.role, len(rank)), turn.role, _natural(turn.agent), turn.agent)
+    def key(segment: tuple[str, str]) -> tuple:
+        role, agent = segment
+        return (rank.get(role, len(rank)), role, _natural(agent), agent)
 
     return key
 
 
-def split_mini_batches(turns: list[Turn], n: int, config: Config) -> list[list[Turn]]:
-    """Stratified split into at most `n` non-empty optimizer batches, each in segment order."""
+def segment_key(config: Config) -> Callable[[Turn], tuple]:
+    """Sort key putting turns in segment order: role (workflow order), then agent."""
+    order = segment_order(config)
+    return lambda turn: order((turn.role, turn.agent))
+
+
+def split_mini_batches(
+    turns: list[Turn], n: int, config: Config, *, keep_empty: bool = False
+) -> list[list[Turn]]:
+    """Stratified split into at most `n` non-empty optimizer batches, each in segment order
+    (`keep_empty`: exactly `n`, some maybe empty: a rank's share of the step's batches)."""
     ordered = sorted(turns, key=segment_key(config))
-    return [chunk for chunk in (ordered[i::n] for i in range(n)) if chunk]
+    return [chunk for chunk in (ordered[i::n] for i in range(n)) if chunk or keep_empty]
 
 
 def batch_normalizer(turns: list[Turn], config: Config) -> float:
@@ -111,20 +127,28 @@ def accumulate_gradients(
     pad_id: int,
     normalizer: float | None = None,
     on_segment: Callable[[str, str], None] | None = None,
+    segments: list[tuple[str, str]] | None = None,
 ) -> Stats:
     """Forward and backward `turns` on policy `name`, adding their gradient to `.grad`.
 
     Turns run in segment order; `on_segment(role, agent)` is called after each agent's last
-    micro-batch. `normalizer` defaults to that of `turns` as one optimizer batch. Returns the
-    summed statistics of `grpo_loss` per role.
+    micro-batch. `segments` (data parallel: the segments of every rank's turns) makes it walk
+    those, in that order, calling `on_segment` for a segment with no turns here too.
+    `normalizer` defaults to that of `turns` as one optimizer batch. Returns the summed
+    statistics of `grpo_loss` per role.
     """
     turns = sorted(turns, key=segment_key(config))
     if normalizer is None:
         normalizer = batch_normalizer(turns, config)
     stats: Stats = defaultdict(lambda: defaultdict(float))
     device = policies.device
-    for (role, agent), segment in groupby(turns, key=lambda t: (t.role, t.agent)):
-        segment = list(segment)
+    by_segment = {k: list(g) for k, g in groupby(turns, key=lambda t: (t.role, t.agent))}
+    if segments is None:
+        segments = list(by_segment)
+    elif missing := set(by_segment) - set(segments):
+        raise ValueError(f"turns of segments {sorted(missing)} are not in the plan {segments}")
+    for role, agent in segments:
+        segment = by_segment.get((role, agent), [])
         beta = config.kl_for(role)
         for start in range(0, len(segment), config.micro_batch_size):
             micro = segment[start : start + config.micro_batch_size]
@@ -179,15 +203,27 @@ def accumulate_gradients(
 
 
 def _optimizer_step(
-    policies: PolicySet, name: str, turns: list[Turn], config: Config, pad_id: int, track: bool
+    policies: PolicySet,
+    name: str,
+    turns: list[Turn],
+    config: Config,
+    pad_id: int,
+    track: bool,
+    world: World = SOLO,
+    segments: list[tuple[str, str]] | None = None,
 ) -> dict:
-    """One optimizer step of policy `name` on `turns`; returns what the metrics need."""
+    """One optimizer step of policy `name` on `turns`; returns what the metrics need.
+
+    Data parallel: `turns` are this rank's, `segments` those of every rank's turns (the same
+    list on every rank); the normaliser, the gradient and the statistics are summed over ranks.
+    """
     params = policies.parameters(name)
     optimizer = policies.optimizer(name)
     optimizer.zero_grad(set_to_none=True)
 
-    key = segment_key(config)
-    segments = [k for k, _ in groupby(sorted(turns, key=key), key=lambda t: (t.role, t.agent))]
+    if segments is None:
+        key = segment_key(config)
+        segments = [k for k, _ in groupby(sorted(turns, key=key), key=lambda t: (t.role, t.agent))]
     roles = {role for role, _ in segments}
     max_agents = max(sum(1 for r, _ in segments if r == role) for role in roles)
     coherence_on = config.coherence_lambda > 0
@@ -197,16 +233,27 @@ def _optimizer_step(
         numel = sum(p.numel() for p in params)
         needed = vectors_needed(len(roles), max_agents) * numel * 4
         offload = config.grad_snapshots == "host" or needed > SNAPSHOT_BUDGET_BYTES
-        tracker = GradientTracker(params, offload=offload)
+        reduce = None
+        if world.active:
+            reduce = lambda v: world.all_sum_(v, f"the gradient of a segment of {name}")  # noqa: E731
+        tracker = GradientTracker(params, offload=offload, reduce=reduce)
 
+    # The normaliser of the whole optimizer batch: every rank's turns and tokens.
+    seqs, tokens = world.sum_floats(
+        [len(turns), sum(len(t.completion_ids) for t in turns)], f"the batch size of {name}"
+    )
+    normalizer = loss_normalizer(config.loss_agg, int(seqs), int(tokens), config.max_new_tokens)
     stats = accumulate_gradients(
         policies,
         name,
         turns,
         config,
         pad_id=pad_id,
+        normalizer=normalizer,
         on_segment=tracker.end_segment if tracker is not None else None,
+        segments=segments,
     )
+    stats = world.sum_stats(stats, f"the statistics of {name}")
 
     figures, coherence, peak = None, {}, 0
     if tracker is not None:
@@ -219,9 +266,14 @@ def _optimizer_step(
                 config.coherence_lambda,
                 config.coherence_ema,
             )
-            tracker.write_back({role: scale for role, (scale, _) in coherence.items()})
+        # Data parallel, .grad holds this rank's gradient and the role vectors every rank's:
+        # write them back even when every scale is 1.
+        scales = {role: scale for role, (scale, _) in coherence.items()}
+        tracker.write_back(scales, force=world.active)
         peak = tracker.peak_bytes
         del tracker  # free the vectors before the optimizer allocates its state
+    elif world.active:
+        world.all_sum_grads(params, f"the gradient of {name}")
 
     grads = [p.grad for p in params if p.grad is not None]
     total = torch.nn.utils.get_total_norm(grads) if grads else None
@@ -246,7 +298,7 @@ def _optimizer_step(
         "grad_norm": norm,
         "skipped": skipped,
         "loss": loss,
-        "seqs": len(turns),
+        "seqs": int(seqs),
         "roles": roles,
         "peak_bytes": peak,
     }
@@ -259,8 +311,13 @@ def update_policies(
     *,
     tokenizer_pad_id: int,
     instrument: bool = True,
+    world: World = SOLO,
 ) -> dict[str, float]:
-    """Update every policy that has turns; return the step's metrics (module docstring)."""
+    """Update every policy that has turns; return the step's metrics (module docstring).
+
+    Data parallel (`world` of several ranks): `turns` are this rank's; every rank walks the
+    plan of policies, optimizer batches and segments of all ranks' turns (`update_plan`).
+    """
     by_policy: dict[str, list[Turn]] = defaultdict(list)
     for turn in turns:
         if turn.policy not in policies.names:
@@ -270,16 +327,29 @@ def update_policies(
             )
         by_policy[turn.policy].append(turn)
 
+    plan = update_plan(by_policy, policies.names, config, world)
+    world.check_same("the update plan (policies, optimizer batches, segments)", plan)
     metrics: dict[str, float] = {}
     records: list[tuple[int, dict]] = []  # (mini-batch index, record)
-    for name in policies.names:
-        if not by_policy.get(name):
-            continue
+    for name, batch_segments in plan.items():
         scheduler = policies.scheduler(name)
         metrics[policy_key(name, "lr")] = float(scheduler.get_last_lr()[0])
         norms, skipped = [], 0
-        for k, batch in enumerate(split_mini_batches(by_policy[name], config.mini_batches, config)):
-            record = _optimizer_step(policies, name, batch, config, tokenizer_pad_id, instrument)
+        mine = split_mini_batches(
+            by_policy.get(name, []), config.mini_batches, config, keep_empty=world.active
+        )
+        for k, segments in enumerate(batch_segments):
+            batch = mine[k]
+            record = _optimizer_step(
+                policies,
+                name,
+                batch,
+                config,
+                tokenizer_pad_id,
+                instrument,
+                world,
+                segments if world.active else None,
+            )
             records.append((k, record))
             norms.append(record["grad_norm"])
             skipped += record["skipped"]
@@ -291,11 +361,47 @@ def update_policies(
 
     metrics.update(_token_metrics(records, config))
     if instrument:
-        metrics.update(_gradient_metrics(records, turns))
+        agents_of: dict[str, set[str]] = defaultdict(set)
+        for batch_segments in plan.values():
+            for segments in batch_segments:
+                for role, agent in segments:
+                    agents_of[role].add(agent)
+        metrics.update(_gradient_metrics(records, agents_of))
         peak = max((r["peak_bytes"] for _, r in records), default=0)
         metrics["sys/grad_snapshot_mb"] = peak / 2**20
     metrics.update(_coherence_metrics(records))
     return metrics
+
+
+def update_plan(
+    by_policy: dict[str, list[Turn]], names: list[str], config: Config, world: World = SOLO
+) -> dict[str, list[list[tuple[str, str]]]]:
+    """policy -> its optimizer batches -> their (role, agent) segments, in segment order, over
+    every rank's turns: what every rank walks (a policy with no turns anywhere is left out).
+
+    Data parallel, optimizer batch k is the union of every rank's k-th stratified share of its
+    own turns (with `mini_batches` 1: all the step's turns, as in one process).
+    """
+    order = segment_order(config)
+    local = {
+        name: [
+            sorted({(t.role, t.agent) for t in batch}, key=order)
+            for batch in split_mini_batches(turns, config.mini_batches, config)
+        ]
+        for name, turns in by_policy.items()
+        if turns
+    }
+    plan: dict[str, list[list[tuple[str, str]]]] = {}
+    everyone = world.gather(local, "the update plan")
+    for name in names:
+        batches = [theirs.get(name, []) for theirs in everyone]
+        count = max(len(b) for b in batches)
+        if count:
+            plan[name] = [
+                sorted({seg for b in batches if k < len(b) for seg in b[k]}, key=order)
+                for k in range(count)
+            ]
+    return plan
 
 
 def _token_metrics(records: list[tuple[int, dict]], config: Config) -> dict[str, float]:
@@ -337,7 +443,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def _gradient_metrics(records: list[tuple[int, dict]], turns: list[Turn]) -> dict[str, float]:
+def _gradient_metrics(
+    records: list[tuple[int, dict]], agents_of: dict[str, set[str]]
+) -> dict[str, float]:
     """Combine per-(policy, optimizer step) figures into the step's gradient metrics."""
     by_step: dict[int, list[dict]] = defaultdict(list)
     for k, record in records:
@@ -362,9 +470,6 @@ def _gradient_metrics(records: list[tuple[int, dict]], turns: list[Turn]) -> dic
         for role, values in shares.items():
             series[role_key(role, "grad_share")].append(_mean(values))
 
-    agents_of: dict[str, set[str]] = defaultdict(set)
-    for turn in turns:
-        agents_of[turn.role].add(turn.agent)
     parallel = {a for agents in agents_of.values() if len(agents) > 1 for a in agents}
     out = {}
     for key, values in series.items():

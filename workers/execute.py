@@ -8,7 +8,8 @@
    which resumes by itself from the newest checkpoint there (after a failure, a cancel, or a
    worker that died), reporting to the database (`workers/reporter.py`). Points past that
    checkpoint are deleted first: the resumed run logs them again, so every (key, step) is
-   stored once.
+   stored once. A run with `world_size` > 1 trains with this process as rank 0 and the
+   other ranks as its children (`workers/ranks.py`), on a worker with that many GPUs.
 3. `finish` records the outcome — succeeded, cancelled, or failed with the error's type,
    message and traceback — if this attempt still holds the run, and with it the live
    radar's verdict on the finished run (`alerts.settle_run`).
@@ -77,6 +78,11 @@ def train_run(run: Run) -> dict[str, Any]:
         from trainer.train import train
 
         config = config_from_dict(run.config)
+        if config.world_size > 1:
+            from workers.ranks import gpu_problem
+
+            if problem := gpu_problem(config.world_size):
+                raise ValueError(problem)  # before anything starts: the run fails with it
         start = resume_point(out, config.init_from)
         # The run logs every step from `first` on again (after its own checkpoint; from the
         # branch point, or the base-model evaluation, when it has none): drop what an earlier
@@ -90,8 +96,19 @@ def train_run(run: Run) -> dict[str, Any]:
         else:
             where = f"branching from {start.path} (step {start.step})"
         reporter.line(f"Worker {run.worker} took the run (attempt {run.attempts}), {where}.")
-        result = train(config, out, reporter)
+        if config.world_size > 1:
+            from workers.ranks import ranks
+
+            with ranks(config, out) as world:  # this process is rank 0, and reports
+                result = train(config, out, reporter, world=world)
+        else:
+            result = train(config, out, reporter)
     except Exception as exc:
+        if type(exc).__name__ == "RankLost":
+            # Like a worker that died: stop beating, and the sweep queues the run again.
+            reporter.line(f"{exc}; the run will be queued again to resume.")
+            reporter.close()
+            return {"run": run.id, "status": "lost"}
         trace = traceback.format_exc()
         reporter.close()
         if reporter.lost:

@@ -111,7 +111,14 @@ def test_a_missing_init_from_is_named(tmp_path):
         train(small(init_from=str(tmp_path)), tmp_path / "run2", ListReporter())
 
 
-LATER = ("init_from", "stop_after_cliff", "grad_checkpointing", "grad_snapshots", "rollout_batch")
+LATER = (
+    "init_from",
+    "stop_after_cliff",
+    "grad_checkpointing",
+    "grad_snapshots",
+    "rollout_batch",
+    "world_size",
+)
 
 
 def test_init_from_counts_in_the_hash_only_when_set():
