@@ -1,20 +1,24 @@
 """MLflow's proxied artifact endpoints, under /api/2.0/mlflow-artifacts/ (where the client
 sends what it logs to an `mlflow-artifacts:/` URI): PUT uploads a file, GET downloads one,
-DELETE removes a file or folder, and `artifacts?path=…` lists a folder. Reading is open to any
-token holder, as every MLflow read is; uploading and deleting need the run's owner or staff
-(`store.find_run(manage=True)`). A logged model's files are its source run's to guard. The
-files themselves are `artifacts.py`'s; the run page's download links `artifact_pages.py`'s.
+DELETE removes a file or folder, and `artifacts?path=…` lists a folder; `mpu/create`, a PUT
+to `mpu/part` per part, then `mpu/complete` (or `mpu/abort`) upload a large file in parts.
+Reading is open to any token holder, as every MLflow read is; uploading and deleting need the
+run's owner or staff (`store.find_run(manage=True)`). A logged model's files are its source
+run's to guard. The files themselves are `artifacts.py`'s and `multipart.py`'s; the run
+page's download links `artifact_pages.py`'s.
 """
 
 from __future__ import annotations
 
+import ntpath
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
-from webapp.tracking import artifacts, store
+from webapp.tracking import artifacts, multipart, store
 from webapp.tracking.models import LoggedModel
-from webapp.tracking.protocol import MISSING, MlflowError, mlflow_view, text
+from webapp.tracking.protocol import INVALID, MISSING, MlflowError, integer, mlflow_view, text
 
 
 def _root(user, address: artifacts.Address, *, manage: bool = False) -> tuple[Path, int]:
@@ -53,9 +57,7 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
         return download_response(handle, address.inner.rsplit("/", 1)[-1])
     root, run_id = _root(user, address, manage=True)
     if request.method == "PUT":
-        length = request.headers.get("Content-Length")
-        size = int(length) if length and length.isdigit() else None
-        artifacts.save(root, address.inner, request, size, run_id=run_id)
+        artifacts.save(root, address.inner, request, _length(request), run_id=run_id)
     else:
         artifacts.delete(root, address.inner)
     return JsonResponse({})
@@ -72,3 +74,79 @@ def artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
             item["file_size"] = entry.size
         files.append(item)
     return JsonResponse({"files": files})
+
+
+def _length(request: HttpRequest) -> int | None:
+    length = request.headers.get("Content-Length")
+    return int(length) if length and length.isdigit() else None
+
+
+# --- multipart uploads ---------------------------------------------------------------------------
+
+
+def _file_address(folder: str, data: dict) -> artifacts.Address:
+    """The file a multipart request is about: the folder in its path and, as MLflow's server
+    takes it, the base name of the body's `path` (clients before 3.18 sent a local path)."""
+    name = ntpath.basename(text(data, "path", required=True, limit=1000))
+    return artifacts.parse(f"{folder.strip('/')}/{name}")
+
+
+@mlflow_view("POST")
+def upload_create(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
+    address = _file_address(path, data)
+    root, run_id = _root(user, address, manage=True)
+    parts = integer(data, "num_parts", default=1, low=1, high=multipart.MAX_PARTS)
+    upload_id = multipart.create(root, address.inner, parts, run_id=run_id)
+    # The parts go where the client would send S3's presigned URLs, here; they are sent with
+    # the headers given beside them, so the caller's own token goes along (back to the caller
+    # that sent it, over the same connection) and each part is checked as any upload is.
+    target = request.build_absolute_uri(f"/api/2.0/mlflow-artifacts/mpu/part/{path.strip('/')}")
+    headers = {"Authorization": request.headers["Authorization"]}
+    name = address.inner.rsplit("/", 1)[-1]
+    credentials = [
+        {"url": f"{target}?" + urlencode({"path": name, "upload_id": upload_id,
+                                          "part_number": number}),
+         "part_number": number, "headers": headers}
+        for number in range(1, parts + 1)
+    ]  # fmt: skip
+    return JsonResponse({"upload_id": upload_id, "credentials": credentials})
+
+
+@mlflow_view("PUT")
+def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
+    query = {name: request.GET.get(name) for name in ("path", "upload_id", "part_number")}
+    address = _file_address(path, query)
+    root, run_id = _root(user, address, manage=True)
+    upload = multipart.find(root, address.inner, text(query, "upload_id", required=True),
+                            run_id=run_id)  # fmt: skip
+    number = integer(query, "part_number", low=1, high=multipart.MAX_PARTS)
+    if number is None:
+        raise MlflowError(INVALID, "Missing value for required parameter 'part_number'.")
+    etag = multipart.put_part(upload, number, request, _length(request), run_id=run_id)
+    response = JsonResponse({})
+    response["ETag"] = etag
+    return response
+
+
+@mlflow_view("POST")
+def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
+    address = _file_address(path, data)
+    root, run_id = _root(user, address, manage=True)
+    upload = multipart.find(root, address.inner, text(data, "upload_id", required=True),
+                            run_id=run_id)  # fmt: skip
+    listed = data.get("parts")
+    if not isinstance(listed, list) or not all(isinstance(p, dict) for p in listed):
+        raise MlflowError(INVALID, "Completing an upload needs its 'parts': a list of "
+                          "{part_number, etag}.")  # fmt: skip
+    parts = [(integer(p, "part_number", low=1, high=multipart.MAX_PARTS) or 0,
+              text(p, "etag", limit=100)) for p in listed]  # fmt: skip
+    multipart.complete(upload, parts)
+    return JsonResponse({})
+
+
+@mlflow_view("POST")
+def upload_abort(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
+    address = _file_address(path, data)
+    _, run_id = _root(user, address, manage=True)
+    multipart.abort(run_id, text(data, "upload_id", required=True, limit=100))
+    return JsonResponse({})
