@@ -233,6 +233,29 @@ def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path)
     assert "checkpoint-10/MLmodel" in listed
 
 
+def test_a_troupe_trained_runs_best_checkpoint_downloads_through_the_client(troupe, run, tmp_path):
+    from webapp.experiments.metrics import write_points
+
+    best = tmp_path / "out" / "checkpoints" / "best-000040"
+    best.mkdir(parents=True)
+    (best / "state.pt").write_bytes(bytes(range(256)) * 256)
+    Run.objects.filter(id=run.id).update(checkpoint_dir=str(tmp_path / "out"))
+    write_points(run.id, [("ckpt/best_step", 40, 40.0), ("ckpt/best_accuracy", 40, 0.75)])
+    client = MlflowClient()
+
+    assert [(f.path, f.is_dir) for f in client.list_artifacts(str(run.id))] == [
+        ("troupe-best", True)
+    ]
+    down = Path(client.download_artifacts(str(run.id), "", str(tmp_path / "run")))
+    assert (down / "troupe-best" / "state.pt").read_bytes() == (best / "state.pt").read_bytes()
+    model = client.get_logged_model(f"m-{run.id:032x}")
+    assert model.name == "troupe-best" and model.artifact_location.startswith("mlflow-artifacts:")
+    down = mlflow.artifacts.download_artifacts(
+        f"models:/{model.model_id}", dst_path=str(tmp_path / "model")
+    )
+    assert (Path(down) / "state.pt").read_bytes() == (best / "state.pt").read_bytes()
+
+
 def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     mlflow.set_experiment("diverging")
     with mlflow.start_run() as active:
