@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mlflow
@@ -18,6 +19,7 @@ from mlflow.entities import Metric
 from tests.helpers import ROOT, service_env
 from tests.live_server import live_troupe, mlflow_env
 from webapp.experiments.models import ApiToken, Experiment, MetricPoint, Run
+from webapp.tracking.models import TrackedExperiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -73,6 +75,52 @@ def test_simultaneous_set_experiment_calls_end_in_one_experiment(troupe, alice):
             got = {racer.stdout.readline().strip() for racer in racers}
             assert len(got) == 1 and got != {""}, (name, got)
             assert Experiment.objects.filter(owner=alice, name=name).count() == 1
+    finally:
+        for racer in racers:
+            racer.stdin.close()
+            racer.wait(timeout=30)
+
+
+def test_troupes_api_and_mlflow_creating_one_name_at_once_leave_mlflow_one(troupe, alice):
+    """Both paths claim the name through one unique row: whichever inserts first holds it, and
+    every MLflow client then lands in that experiment (Troupe's API may still make a second,
+    unclaimed, as its pages allow)."""
+    base, token = troupe
+    env = service_env(**mlflow_env(base, token))
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        for _ in range(3)
+    ]
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+
+    def troupe_create(name: str) -> int:
+        answer = session.post(f"{base}/api/v1/experiments", json={"name": name, "config": {}},
+                              timeout=60)  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        return answer.json()["id"]
+
+    try:
+        for racer in racers:
+            assert racer.stdout.readline().strip() == "ready"
+        with ThreadPoolExecutor(3) as pool:
+            for trial in range(5):
+                name = f"both-{trial}"
+                for racer in racers:
+                    racer.stdin.write(name + "\n")
+                for racer in racers:
+                    racer.stdin.flush()
+                made = list(pool.map(troupe_create, [name] * 3))
+                got = {racer.stdout.readline().strip() for racer in racers}
+                holder = TrackedExperiment.objects.get(owner=alice, name=name).experiment_id
+                assert got == {str(holder)}, (name, got, made, holder)
     finally:
         for racer in racers:
             racer.stdin.close()

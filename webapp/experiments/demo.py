@@ -37,6 +37,7 @@ from trainer.analysis import amplification_onset
 from trainer.config import make_config
 from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.tracking.names import claim_name
 
 DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
@@ -141,6 +142,7 @@ def build_demo_experiment(
             base_config={"steps": steps, "eval_every": eval_every},
             matrix={axis: sorted({m[axis] for m in members}, key=str) for axis in DEMO_MATRIX},
         )
+        claim_name(experiment)
         made = []
         for member in members:
             config = make_config("cpu-demo", steps=steps, eval_every=eval_every, **member)
