@@ -61,14 +61,14 @@ def test_simultaneous_set_experiment_calls_end_in_one_experiment(troupe, alice):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )  # fmt: skip
-        for _ in range(4)
+        for _ in range(8)  # as the issue tried: 8 processes at once
     ]
     try:
         for racer in racers:
             assert racer.stdout.readline().strip() == "ready"
-        for trial in range(6):
+        for trial in range(4):
             name = f"race-{trial}"
-            for racer in racers:  # all four get the name before any answers
+            for racer in racers:  # all eight get the name before any answers
                 racer.stdin.write(name + "\n")
             for racer in racers:
                 racer.stdin.flush()
@@ -313,6 +313,32 @@ def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     assert [m.step for m in history] == [0, 1]
     assert history[0].value == 0.5 and math.isnan(history[1].value)
     assert MlflowClient().get_metric_history(active.info.run_id, "reward")[1].value == 0.2
+
+
+def test_async_logging_keeps_every_step_around_a_nan(troupe):
+    mlflow.set_experiment("async")
+    with mlflow.start_run() as active:
+        for step in range(20):
+            loss = math.nan if step == 7 else 1.0 / (step + 1)
+            mlflow.log_metrics({"loss": loss, "reward": step / 20}, step=step, synchronous=False)
+        mlflow.flush_async_logging()
+    client = MlflowClient()
+    loss = client.get_metric_history(active.info.run_id, "loss")
+    assert [m.step for m in loss] == list(range(20))
+    assert math.isnan(loss[7].value) and loss[8].value == 1.0 / 9
+    assert len(client.get_metric_history(active.info.run_id, "reward")) == 20
+
+
+def test_a_logged_table_and_dict_read_back_as_logged(troupe):
+    mlflow.set_experiment("tables")
+    table = {"step": [10, 20], "answer": ["42", "x + 1"], "correct": [True, False]}
+    with mlflow.start_run() as active:
+        mlflow.log_table(table, artifact_file="eval/answers.json")
+        mlflow.log_dict({"roles": ["solver", "judge"]}, "roles.yaml")
+    got = mlflow.load_table("eval/answers.json", run_ids=[active.info.run_id])
+    assert got[["step", "answer", "correct"]].to_dict("list") == table
+    uri = MlflowClient().get_run(active.info.run_id).info.artifact_uri
+    assert mlflow.artifacts.load_dict(f"{uri}/roles.yaml") == {"roles": ["solver", "judge"]}
 
 
 def test_infinities_read_back_as_logged_and_stay_gaps_to_troupe(troupe):
