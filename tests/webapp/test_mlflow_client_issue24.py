@@ -1,6 +1,8 @@
 """The real MLflow client against a live Troupe, for what issue 24 found missing: concurrent
-`set_experiment` calls ending in one experiment, system metrics that never move a run's
-step, and artifacts that go up and come down byte for byte, for their owner only."""
+`set_experiment` calls (and Troupe's API racing them) ending in one experiment, system
+metrics that never move a run's step, artifacts, tables and models that go up and come down
+byte for byte, for their owner only, a Troupe run's best checkpoint downloadable, and NaN
+batches (async too) stored whole."""
 
 import math
 import subprocess
