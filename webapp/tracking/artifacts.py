@@ -163,12 +163,11 @@ def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id
     return written
 
 
-def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int, room: int,
-            digest=None) -> tuple[Path, int]:  # fmt: skip
+def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,
+            room: int) -> tuple[Path, int]:  # fmt: skip
     """Copy the request body, a megabyte at a time (never whole in memory), into a temporary
     file in `folder`: its path and size. Past `limit` or `room`, or shorter than `length`
-    (the connection cut), the file is removed and MlflowError raised. `digest` (a hashlib
-    object) is fed every byte."""
+    (the connection cut), the file is removed and MlflowError raised."""
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".upload-")
     written = 0
     try:
@@ -177,8 +176,6 @@ def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int, room
                 written += len(chunk)
                 check_size(written, limit, room)
                 out.write(chunk)
-                if digest is not None:
-                    digest.update(chunk)
         if length is not None and written != length:
             raise MlflowError(
                 INVALID, f"The upload ended after {written:,} of the {length:,} bytes it "
