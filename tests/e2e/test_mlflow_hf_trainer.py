@@ -107,6 +107,7 @@ def test_a_trainer_logging_its_checkpoints_finishes_and_they_are_listed(alice, t
         with pytest.MonkeyPatch.context() as patch:
             for name, value in mlflow_env(base, token).items():
                 patch.setenv(name, value)
+            mlflow.set_tracking_uri(base)  # where `mlflow-artifacts:` URIs resolve
             models = client.search_logged_models([str(run.experiment_id)])
             last = next(m for m in models if m.name == "checkpoint-6")
             listed = {
