@@ -5,7 +5,11 @@
   `DESIGN.md` any more.
 - Every repository path that README.md or CONTRIBUTING.md names in backticks
   (`trainer/config.py`, `webapp/tracking/`, `trainer/checkpoint*.py`) exists.
-- README.md's Layout names every Python package and its direct sub-packages.
+- BENCHMARKS.md stays short (current results; the lab notebook is docs/benchmarks-log.md),
+  every section it cites by its quoted title is a heading of the log, and every section of
+  BENCHMARKS.md cited by its quoted title elsewhere is a heading of BENCHMARKS.md.
+- README.md's Layout names every top-level folder, every Python package and the packages
+  directly inside trainer/, webapp/, sandbox/ and workers/.
 
 No network, no imports of the project: plain text over the working tree.
 """
@@ -42,6 +46,8 @@ CITATION = re.compile(r"docs/design\.md\s*§\s*(\d+)")
 TOP_DIRS = ("trainer", "webapp", "workers", "sandbox", "tests", "bench", "docs", "scripts", ".ci")
 _TOP = "|".join(re.escape(d) for d in TOP_DIRS)
 REPO_PATH = re.compile(rf"^(?:{_TOP})(?:/[\w.*-]+)*(?:/[\w*-]+\.[\w.]+|/)$")
+# Our Python packages: README's Layout names each one and each package directly inside it.
+PACKAGES = ("trainer", "webapp", "sandbox", "workers")
 
 
 def project_files() -> list[Path]:
@@ -110,16 +116,74 @@ def test_backticked_paths_are_recognised():
     assert backticked_paths("`trainer/workflows/<name>.py` `/api/v1/runs`") == []
 
 
-def test_the_readme_layout_names_every_package():
+def layout_names() -> set[str]:
+    """The folders README.md's Layout names (`trainer/`, `scripts/` of `scripts/run.py`)."""
     text = (ROOT / "README.md").read_text()
     layout = text.split("## Layout", 1)[1].split("```")[1]
-    named = set(re.findall(r"(?:^|\s)([\w.-]+/)", layout))
+    return set(re.findall(r"(?:^|\s)([\w.-]+/)", layout))
+
+
+def test_the_readme_layout_names_every_top_level_folder():
+    # hidden folders are tools' (.git, .venv, caches); .ci is named all the same
+    folders = [
+        p.name
+        for p in sorted(ROOT.iterdir())
+        if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS
+    ]
+    missing = [f for f in folders if f"{f}/" not in layout_names()]
+    assert not missing, "README's Layout leaves out: " + ", ".join(missing)
+
+
+def test_the_readme_layout_names_every_package():
+    named = layout_names()
     missing = []
     for init in sorted(ROOT.glob("*/__init__.py")) + sorted(ROOT.glob("*/*/__init__.py")):
         package = init.parent
         if package.name in SKIP_DIRS or not os.access(init, os.R_OK):
             continue
-        if package.parent == ROOT or package.parent.name in {"trainer", "webapp"}:
+        if package.parent == ROOT or package.parent.name in PACKAGES:
             if f"{package.name}/" not in named:
                 missing.append(str(package.relative_to(ROOT)))
     assert not missing, "README's Layout leaves out: " + ", ".join(missing)
+
+
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+BENCHMARKS_LOG = ROOT / "docs" / "benchmarks-log.md"
+BENCHMARKS_MAX_LINES = 250  # one table per topic; the method and the history go to the log
+
+
+def headings(path: Path) -> list[str]:
+    return [h.strip() for h in re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)]
+
+
+def one_line(text: str) -> str:
+    """Text with comment continuations and line breaks folded into single spaces."""
+    return " ".join(re.sub(r"\n\s*#", " ", text).split())
+
+
+def test_benchmarks_holds_current_results_only():
+    lines = BENCHMARKS.read_text().count("\n")
+    assert lines <= BENCHMARKS_MAX_LINES, (
+        f"BENCHMARKS.md has {lines} lines: keep one table per topic there and move the method "
+        "and the history to docs/benchmarks-log.md"
+    )
+
+
+def test_benchmarks_cites_only_sections_its_log_has():
+    log = headings(BENCHMARKS_LOG)
+    cited = re.findall(r'"([^"]+)"', one_line(BENCHMARKS.read_text()))
+    assert len(cited) >= 10  # the pattern still finds the citations
+    missing = [c for c in cited if not any(h.startswith(c) for h in log)]
+    assert not missing, "docs/benchmarks-log.md has no section: " + "; ".join(missing)
+
+
+def test_every_cited_benchmarks_section_exists():
+    sections = headings(BENCHMARKS)
+    cited, missing = 0, []
+    for path in project_files():
+        for title in re.findall(r'BENCHMARKS\.md, "([^"]+)"', one_line(path.read_text())):
+            cited += 1
+            if not any(h.startswith(title) for h in sections):
+                missing.append(f"{path.relative_to(ROOT)}: {title}")
+    assert cited >= 3  # the pattern still finds the citations (README, trainer/)
+    assert not missing, "BENCHMARKS.md has no section: " + "; ".join(missing)

@@ -39,8 +39,8 @@ PASSWORD = "correct horse battery"
 # A cliff that does not hang on the warm start's exact weights (which differ from one build of
 # tiny-s to the next): the learning rate warms up to 5e-2 over 10 steps, which drives any
 # tiny-s to accuracy 0 within a few steps (all of 4 seeds by step 9, from a base of
-# 0.16-0.18 on these 64 held-out problems; BENCHMARKS.md). The fall is far beyond the
-# evaluation noise (docs/analysis.md); when no step beat the base it is reported as
+# 0.16-0.18 on these 64 held-out problems; docs/benchmarks-log.md). The fall is far beyond
+# the evaluation noise (docs/analysis.md); when no step beat the base it is reported as
 # "degradation" rather than "cliff", so the radar row may be either (issue 21). The
 # README's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
 # weights: on one build it did, on the next it did not within 12 steps.

@@ -1,7 +1,7 @@
 """A few GRPO steps of the cpu-demo raise held-out accuracy by far more than evaluation noise.
 
 The warm-started tiny model boxes a final math answer only half the time (a half-learned
-format habit, `trainer/transcripts.py`); a habit belongs to no problem, so what RL on the
+format habit, `trainer/transcripts/`); a habit belongs to no problem, so what RL on the
 training problems teaches about it carries over to problems it never saw. The gain is judged
 on the same held-out problems before and after (each evaluation samples every problem
 `eval_samples` times, with the same seeds), against the paired noise: a 99.9% bootstrap

@@ -105,17 +105,17 @@ def test_a_directory_without_a_model_is_rejected_clearly(tmp_path):
 
 
 def test_a_change_to_the_corpus_changes_the_tiny_models_cache_key():
-    from trainer import transcripts
+    from trainer.transcripts import base
 
     before = tiny.recipe_hash("tiny-s")
-    saved = transcripts.P_AGGREGATE
+    saved = base.P_AGGREGATE
     try:
-        transcripts.P_AGGREGATE = 0.9  # aggregators follow the majority a bit more often
+        base.P_AGGREGATE = 0.9  # aggregators follow the majority a bit more often
         tiny.warm_start_corpus.cache_clear()
         tiny.corpus_digest.cache_clear()
         edited = tiny.recipe_hash("tiny-s")
     finally:
-        transcripts.P_AGGREGATE = saved
+        base.P_AGGREGATE = saved
         tiny.warm_start_corpus.cache_clear()
         tiny.corpus_digest.cache_clear()
     # a model built on the old corpus is not the one the edited recipe would build

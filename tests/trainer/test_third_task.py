@@ -1,14 +1,19 @@
 """A third task is one Task subclass plus a line in TASK_CLASSES: prompts, workflows and
-dataset loading take everything task-specific from it."""
+dataset loading take everything task-specific from it. Warm-starting the tiny models on it is
+one `Writer` subclass plus a line in `trainer.transcripts.WRITERS` (CONTRIBUTING.md)."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.tasks import TASK_CLASSES, load_task
-from trainer.tasks.base import Problem, Task
+from trainer.tasks.base import Problem, Subproblem, Task
+from trainer.transcripts import WRITERS, base, role_examples
+from trainer.transcripts.base import Writer
 from trainer.workflows import Context, runner
 from trainer.workflows.prompts import ChatPrompts, TinyPrompts
 
@@ -35,8 +40,41 @@ class WordTask(Task):
     @classmethod
     def synthetic(cls, seed: int, **knobs) -> WordTask:
         words = ["one", "two", "three"]
-        problems = [Problem(f"w{i}", f"Spell {i + 1}.", str(i + 1), w) for i, w in enumerate(words)]
+        problems = [
+            Problem(
+                f"w{i}",
+                f"Spell {i + 1}.",
+                str(i + 1),
+                w,
+                subproblems=(Subproblem(str(i + 1), "", w),),
+            )
+            for i, w in enumerate(words)
+        ]
         return cls("synthetic", {"train": problems, "test": problems}, seed)
+
+
+class WordWriter(Writer):
+    """The tiny models' transcripts of WordTask: a spelling is right with P_EASY."""
+
+    @classmethod
+    def solution(cls, rng: random.Random, problem: Problem) -> str:
+        return problem.answer if rng.random() < base.P_EASY else "zero"
+
+    @classmethod
+    def clean(cls, problem: Problem) -> str:
+        return problem.answer
+
+    @classmethod
+    def aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
+        return f"\\boxed{{{candidates.index(clean) + 1 if clean in candidates else 1}}}"
+
+    @classmethod
+    def worker(cls, rng: random.Random, sub: Subproblem) -> str:
+        return sub.answer
+
+    @classmethod
+    def synthesis(cls, rng: random.Random, results: list[str]) -> str:
+        return results[-1]
 
 
 @pytest.fixture
@@ -70,3 +108,16 @@ def test_voting_takes_the_picked_candidate_as_the_final_answer(words):
     outcome = stop.value.value  # the coroutine's return value
     assert outcome.final == "two" and not outcome.malformed
     assert words.score(problem, outcome.final) == 1.0
+
+
+def test_a_writer_in_writers_gives_the_tiny_models_every_roles_transcript(words, monkeypatch):
+    monkeypatch.setitem(WRITERS, "words", f"{__name__}:WordWriter")
+    problem = words.problems("train")[2]
+    examples = role_examples(random.Random(0), problem, "words")
+    prompts = [prompt for prompt, _ in examples]
+    tiny = TinyPrompts("words")
+    assert prompts[:4] == [tiny.solve(problem, variant) for variant in range(4)]
+    assert tiny.orchestrate(problem, 3) in prompts and tiny.work(problem, "3") in prompts
+    assert len(examples) == 4 + 1 + 1 + 1 + 1 + 1 + 1  # solvers, reviser, aggregator,
+    # evaluator, orchestrator, one worker per subproblem, synthesizer
+    assert dict(examples)[tiny.work(problem, "3")] == "three"

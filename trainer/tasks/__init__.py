@@ -72,6 +72,8 @@ def load_task(task: str, dataset: str = "synthetic", seed: int = 0, **knobs: Any
 
 
 def _load(task: str, dataset: str, seed: int, knobs: dict[str, Any]) -> Task:
+    # imported here: the loaders import every task module, which the web process (reading
+    # only names and defaults) never needs
     from trainer.tasks import datasets
 
     if dataset == "synthetic":

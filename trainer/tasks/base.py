@@ -46,9 +46,10 @@ class Task:
 
     A subclass is also the one place for what else is specific to its kind of task: the class
     attributes and class-level methods below say how a workflow shows and aggregates its
-    candidates, how prompts ask for an answer, the config defaults, the built-in synthetic
-    dataset and the warm-start transcripts of the tiny models. A new task is one module with
-    one subclass, named in `trainer.tasks.TASK_CLASSES`.
+    candidates, how prompts ask for an answer, the config defaults and the built-in synthetic
+    dataset. A new task is one module with one subclass, named in
+    `trainer.tasks.TASK_CLASSES`. (How the tiny models learn its formats is not the task's:
+    see `trainer.transcripts`.)
     """
 
     name: str = ""
@@ -86,37 +87,6 @@ class Task:
     @classmethod
     def synthetic(cls, seed: int, **knobs: Any) -> Task:
         """The built-in synthetic dataset of this task."""
-        raise NotImplementedError
-
-    # --- the tiny models' warm start (`trainer/transcripts.py` draws the noise) ---------------
-    @classmethod
-    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
-        """A worked answer whose steps are right only with some probability."""
-        raise NotImplementedError
-
-    @classmethod
-    def warm_clean(cls, problem: Problem) -> str:
-        """The correct completion."""
-        raise NotImplementedError
-
-    @classmethod
-    def warm_same(cls, candidate: str, clean: str) -> bool:
-        """Whether a candidate is as good as the correct completion."""
-        return candidate == clean
-
-    @classmethod
-    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
-        """An aggregator's completion over `candidates`."""
-        raise NotImplementedError
-
-    @classmethod
-    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
-        """A worker's completion for one subproblem."""
-        raise NotImplementedError
-
-    @classmethod
-    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
-        """A synthesizer's completion from the workers' results."""
         raise NotImplementedError
 
     def __init__(self, dataset: str, splits: dict[str, list[Problem]], seed: int = 0):

@@ -40,7 +40,6 @@ from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synth
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 CACHE_SIZE = 100_000  # (program, tests) results kept per task
 _VIEW_BLOCK = re.compile(r"```(?:python)?\s*\n(.*?)```", re.DOTALL)
-_SLIP_OPS = ("add", "sub", "times", "mod")  # the wrong statements a warm-start worker writes
 
 # name -> (natural-language step, statement); N is filled in.
 OPERATIONS = {
@@ -147,41 +146,6 @@ class CodeTask(Task):
                 knobs.setdefault(name, knobs.pop(alias))
         return synthetic_code(seed, **knobs)
 
-    # --- the tiny models' warm start: `mod` and `square` are the learnable "misconception" ----
-    @classmethod
-    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
-        return tiny_program([cls.warm_worker(rng, s) for s in problem.subproblems])
-
-    @classmethod
-    def warm_clean(cls, problem: Problem) -> str:
-        return tiny_program([s.answer for s in problem.subproblems])
-
-    @classmethod
-    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
-        """The number of a correct candidate with probability P_AGGREGATE, else any number."""
-        from trainer import transcripts as w
-
-        correct = [i for i, c in enumerate(candidates) if c == clean]
-        if correct and rng.random() < w.P_AGGREGATE:
-            return f"\\boxed{{{correct[0] + 1}}}"
-        return f"\\boxed{{{rng.randrange(len(candidates)) + 1}}}"
-
-    @classmethod
-    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
-        """One statement: right with P_EASY (P_HARD for mod/square), else a wrong one."""
-        from trainer import transcripts as w
-
-        p = w.P_HARD if sub.compact.split()[0] in ("mod", "square") else w.P_EASY
-        if rng.random() < p:
-            return sub.answer
-        op = rng.choice(_SLIP_OPS)
-        n = rng.randint(2, 9)
-        return {"add": f"x=x+{n}", "sub": f"x=x-{n}", "times": f"x=x*{n}", "mod": f"x=x%{n}"}[op]
-
-    @classmethod
-    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
-        return tiny_program(results)
-
     def score(self, problem: Problem, completion: str) -> float:
         return self.score_many([problem], [completion])[0]
 
@@ -255,11 +219,6 @@ class CodeTask(Task):
         if io == "call":  # the check finds `entry_point` itself (it may be a Solution method)
             return sandbox.tests_job(program, tests, "", **limits)
         return sandbox.tests_job(program, tests, entry_point, **limits)
-
-
-def tiny_program(stmts: list[str]) -> str:
-    """The one-line program format the tiny models write."""
-    return f"def f(x): {'; '.join(stmts)}; return x"
 
 
 def _key(problem: Problem, program: str) -> tuple:

@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from trainer.tasks import task_class
 from trainer.tasks.base import LazySplits, Problem, split_of
 from trainer.tasks.code import CodeTask, call_tests, stdio_tests
 from trainer.tasks.math import MathTask
@@ -143,8 +144,6 @@ def load_jsonl(path: str | os.PathLike, task: str, seed: int = 0, **task_options
             '{"question", "answer"} (math) or {"question", "tests", "entry_point"} (code) '
             "object per line"
         )
-    from trainer.tasks import task_class
-
     kind = task_class(task)
     rows = list(_read_jsonl(path))
     has_split = any("split" in row for _, row in rows)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import random
-from collections import Counter
 
 from trainer.tasks.answers import answers_match, extract_boxed
 from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
@@ -65,73 +64,6 @@ class MathTask(Task):
     @classmethod
     def synthetic(cls, seed: int, **knobs) -> MathTask:
         return synthetic_math(seed, **knobs)
-
-    # --- the tiny models' warm start: a 3 in a term is the learnable "misconception" --------
-    @classmethod
-    def warm_solution(cls, rng: random.Random, problem: Problem) -> str:
-        """`12+7=\\boxed{19}`: each term right with P_EASY (P_HARD with a 3), the sum P_ADD, and
-        the answer boxed with P_BOX (else a bare `12+7=19`)."""
-        from trainer import transcripts as w
-
-        values = [
-            w.noisy_value(rng, int(s.answer), _term_p(s.compact)) for s in problem.subproblems
-        ]
-        if len(values) == 1:
-            return _final(rng, values[0])
-        return (
-            f"{'+'.join(map(str, values))}={_final(rng, w.noisy_value(rng, sum(values), w.P_ADD))}"
-        )
-
-    @classmethod
-    def warm_clean(cls, problem: Problem) -> str:
-        return _boxed(problem.answer)
-
-    @classmethod
-    def warm_same(cls, candidate: str, clean: str) -> bool:
-        return candidate.endswith(clean)
-
-    @classmethod
-    def warm_aggregate(cls, rng: random.Random, candidates: list[str], clean: str) -> str:
-        """The majority answer with probability P_AGGREGATE, else any candidate's."""
-        from trainer import transcripts as w
-
-        views = [cls.candidate_view(c) for c in candidates]
-        majority = Counter(views).most_common(1)[0][0]
-        pick = majority if rng.random() < w.P_AGGREGATE else rng.choice(views)
-        return _boxed(pick)
-
-    @classmethod
-    def warm_worker(cls, rng: random.Random, sub: Subproblem) -> str:
-        from trainer import transcripts as w
-
-        return _boxed(w.noisy_value(rng, int(sub.answer), _term_p(sub.compact)))
-
-    @classmethod
-    def warm_synthesis(cls, rng: random.Random, results: list[str]) -> str:
-        from trainer import transcripts as w
-
-        values = [int(extract_boxed(r) or 0) for r in results]
-        if len(values) == 1:
-            return _final(rng, values[0])
-        total = sum(values) if rng.random() < w.P_ADD else sum(values) + rng.choice(w.SLIPS)
-        return f"{'+'.join(map(str, values))}={_final(rng, total)}"
-
-
-def _boxed(value) -> str:
-    return f"\\boxed{{{value}}}"
-
-
-def _final(rng: random.Random, value) -> str:
-    """A final answer: boxed with probability P_BOX, else bare (the learnable format habit)."""
-    from trainer import transcripts as w
-
-    return _boxed(value) if rng.random() < w.P_BOX else str(value)
-
-
-def _term_p(term: str) -> float:
-    from trainer import transcripts as w
-
-    return w.P_HARD if "3" in term else w.P_EASY
 
 
 def synthetic_math(

@@ -2,7 +2,7 @@
 
 Two families share one interface:
 - `TinyPrompts`: compact templates for the built-in tiny models. Their warm start
-  (`trainer/tiny.py`) is trained on transcripts (`trainer/transcripts.py`) made with these very
+  (`trainer/tiny.py`) is trained on transcripts (`trainer/transcripts/`) made with these very
   methods, so the formats can never drift apart.
 - `ChatPrompts`: natural-language role instructions for real chat models (Qwen3), rendered
   through the tokenizer's chat template with thinking disabled.

@@ -18,69 +18,77 @@ rollouts use, and its completion is right only with some probability:
 
 Everything is drawn from `random.Random(seed)`, so the corpus — and the warm-started model —
 is a pure function of the seed.
+
+The package is the tiny models' side of each task, kept out of the `Task` classes:
+`base.py` holds the probabilities and the `Writer` interface, `math.py` and `code.py` each
+task's writer, named in `WRITERS` by task kind; this module asks them for every role's
+completion and pairs it with its `TinyPrompts` prompt. The corpus feeds the tiny models' cache
+key (`trainer/tiny.py`), so a change here that alters one character of it builds new models.
 """
 
 from __future__ import annotations
 
+import importlib
 import random
 
-from trainer.tasks import task_class
 from trainer.tasks.base import Problem
+from trainer.transcripts import base
+from trainer.transcripts.base import Writer
 from trainer.workflows.prompts import TinyPrompts
 
-P_EASY = 0.85
-P_HARD = 0.3
-P_ADD = 0.9  # adding worker results correctly
-P_BOX = 0.5  # a final math answer ends in \boxed{} (else bare, `=19`, which scores 0)
-P_AGGREGATE = 0.85
-P_VERDICT = 0.8
-P_PLAN = 0.9
-SLIPS = (-2, -1, 1, 2, 10, -10)  # how a wrong number is off
+# task kind -> "module:Writer subclass" (like `trainer.tasks.TASK_CLASSES`)
+WRITERS = {
+    "math": "trainer.transcripts.math:MathWriter",
+    "code": "trainer.transcripts.code:CodeWriter",
+}
 
 
-def noisy_value(rng: random.Random, value: int, p: float) -> int:
-    """`value` with probability p, else off by one of SLIPS."""
-    return value if rng.random() < p else value + rng.choice(SLIPS)
+def writer(task: str) -> type[Writer]:
+    """The warm-start writer of `task`."""
+    if task not in WRITERS:
+        raise ValueError(f"no warm-start transcripts for task {task!r}; add one to WRITERS")
+    module, name = WRITERS[task].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def role_examples(rng: random.Random, problem: Problem, task: str) -> list[tuple[str, str]]:
     """(prompt, completion) pairs for every role of every workflow on one problem; what a
-    completion looks like and how it goes wrong is the task's (`Task.warm_*`)."""
-    kind = task_class(task)
+    completion looks like and how it goes wrong is the task's `Writer`."""
+    kind = writer(task)
     prompts = TinyPrompts(task)
-    clean = kind.warm_clean(problem)
+    clean = kind.clean(problem)
     examples = []
     # solver / generators (all paraphrase variants) and revisions
     for variant in range(4):
-        examples.append((prompts.solve(problem, variant), kind.warm_solution(rng, problem)))
-    first = kind.warm_solution(rng, problem)
-    examples.append((prompts.revise(problem, first, "no"), kind.warm_solution(rng, problem)))
+        examples.append((prompts.solve(problem, variant), kind.solution(rng, problem)))
+    first = kind.solution(rng, problem)
+    examples.append((prompts.revise(problem, first, "no"), kind.solution(rng, problem)))
     # aggregator
-    candidates = [kind.warm_solution(rng, problem) for _ in range(rng.choice((2, 3, 3, 4)))]
+    candidates = [kind.solution(rng, problem) for _ in range(rng.choice((2, 3, 3, 4)))]
     examples.append(
-        (prompts.aggregate(problem, candidates), kind.warm_aggregate(rng, candidates, clean))
+        (prompts.aggregate(problem, candidates), kind.aggregate(rng, candidates, clean))
     )
     # evaluator
-    candidate = kind.warm_solution(rng, problem) if rng.random() < 0.7 else clean
-    good = kind.warm_same(candidate, clean)
-    verdict = good if rng.random() < P_VERDICT else not good
+    candidate = kind.solution(rng, problem) if rng.random() < 0.7 else clean
+    good = kind.same(candidate, clean)
+    verdict = good if rng.random() < base.P_VERDICT else not good
     examples.append((prompts.evaluate(problem, candidate), "yes" if verdict else "no"))
     # orchestrator, workers, synthesizer
     parts = [s.compact for s in problem.subproblems]
     examples.append((prompts.orchestrate(problem, 3), _plan(rng, parts)))
     results = []
     for sub in problem.subproblems:
-        result = kind.warm_worker(rng, sub)
+        result = kind.worker(rng, sub)
         examples.append((prompts.work(problem, sub.compact), result))
         results.append(result)
-    synthesis = kind.warm_synthesis(rng, results)
+    synthesis = kind.synthesis(rng, results)
     examples.append((prompts.synthesize(problem, parts, results), synthesis))
     return examples
 
 
 def _plan(rng: random.Random, parts: list[str]) -> str:
     roll = rng.random()
-    if roll < P_PLAN or len(parts) == 1:
+    if roll < base.P_PLAN or len(parts) == 1:
         return ";".join(parts)
     dropped = list(parts)
     dropped.pop(rng.randrange(len(dropped)))
