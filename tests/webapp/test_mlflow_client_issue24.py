@@ -1,11 +1,14 @@
 """The real MLflow client against a live Troupe, for what issue 24 found missing: concurrent
-`set_experiment` calls ending in one experiment, system metrics that never move a run's
-step, and artifacts that go up and come down byte for byte, for their owner only."""
+`set_experiment` calls (and Troupe's API racing them) ending in one experiment, system
+metrics that never move a run's step, artifacts, tables and models that go up and come down
+byte for byte, for their owner only, a Troupe run's best checkpoint downloadable, and NaN
+batches (async too) stored whole."""
 
 import math
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mlflow
@@ -18,6 +21,7 @@ from mlflow.entities import Metric
 from tests.helpers import ROOT, service_env
 from tests.live_server import live_troupe, mlflow_env
 from webapp.experiments.models import ApiToken, Experiment, MetricPoint, Run
+from webapp.tracking.models import TrackedExperiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -59,20 +63,66 @@ def test_simultaneous_set_experiment_calls_end_in_one_experiment(troupe, alice):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )  # fmt: skip
-        for _ in range(4)
+        for _ in range(8)  # as the issue tried: 8 processes at once
     ]
     try:
         for racer in racers:
             assert racer.stdout.readline().strip() == "ready"
-        for trial in range(6):
+        for trial in range(4):
             name = f"race-{trial}"
-            for racer in racers:  # all four get the name before any answers
+            for racer in racers:  # all eight get the name before any answers
                 racer.stdin.write(name + "\n")
             for racer in racers:
                 racer.stdin.flush()
             got = {racer.stdout.readline().strip() for racer in racers}
             assert len(got) == 1 and got != {""}, (name, got)
             assert Experiment.objects.filter(owner=alice, name=name).count() == 1
+    finally:
+        for racer in racers:
+            racer.stdin.close()
+            racer.wait(timeout=30)
+
+
+def test_troupes_api_and_mlflow_creating_one_name_at_once_leave_mlflow_one(troupe, alice):
+    """Both paths claim the name through one unique row: whichever inserts first holds it, and
+    every MLflow client then lands in that experiment (Troupe's API may still make a second,
+    unclaimed, as its pages allow)."""
+    base, token = troupe
+    env = service_env(**mlflow_env(base, token))
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        for _ in range(3)
+    ]
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+
+    def troupe_create(name: str) -> int:
+        answer = session.post(f"{base}/api/v1/experiments", json={"name": name, "config": {}},
+                              timeout=60)  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        return answer.json()["id"]
+
+    try:
+        for racer in racers:
+            assert racer.stdout.readline().strip() == "ready"
+        with ThreadPoolExecutor(3) as pool:
+            for trial in range(5):
+                name = f"both-{trial}"
+                for racer in racers:
+                    racer.stdin.write(name + "\n")
+                for racer in racers:
+                    racer.stdin.flush()
+                made = list(pool.map(troupe_create, [name] * 3))
+                got = {racer.stdout.readline().strip() for racer in racers}
+                holder = TrackedExperiment.objects.get(owner=alice, name=name).experiment_id
+                assert got == {str(holder)}, (name, got, made, holder)
     finally:
         for racer in racers:
             racer.stdin.close()
@@ -233,6 +283,29 @@ def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path)
     assert "checkpoint-10/MLmodel" in listed
 
 
+def test_a_troupe_trained_runs_best_checkpoint_downloads_through_the_client(troupe, run, tmp_path):
+    from webapp.experiments.metrics import write_points
+
+    best = tmp_path / "out" / "checkpoints" / "best-000040"
+    best.mkdir(parents=True)
+    (best / "state.pt").write_bytes(bytes(range(256)) * 256)
+    Run.objects.filter(id=run.id).update(checkpoint_dir=str(tmp_path / "out"))
+    write_points(run.id, [("ckpt/best_step", 40, 40.0), ("ckpt/best_accuracy", 40, 0.75)])
+    client = MlflowClient()
+
+    assert [(f.path, f.is_dir) for f in client.list_artifacts(str(run.id))] == [
+        ("troupe-best", True)
+    ]
+    down = Path(client.download_artifacts(str(run.id), "", str(tmp_path / "run")))
+    assert (down / "troupe-best" / "state.pt").read_bytes() == (best / "state.pt").read_bytes()
+    model = client.get_logged_model(f"m-{run.id:032x}")
+    assert model.name == "troupe-best" and model.artifact_location.startswith("mlflow-artifacts:")
+    down = mlflow.artifacts.download_artifacts(
+        f"models:/{model.model_id}", dst_path=str(tmp_path / "model")
+    )
+    assert (Path(down) / "state.pt").read_bytes() == (best / "state.pt").read_bytes()
+
+
 def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     mlflow.set_experiment("diverging")
     with mlflow.start_run() as active:
@@ -242,6 +315,32 @@ def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     assert [m.step for m in history] == [0, 1]
     assert history[0].value == 0.5 and math.isnan(history[1].value)
     assert MlflowClient().get_metric_history(active.info.run_id, "reward")[1].value == 0.2
+
+
+def test_async_logging_keeps_every_step_around_a_nan(troupe):
+    mlflow.set_experiment("async")
+    with mlflow.start_run() as active:
+        for step in range(20):
+            loss = math.nan if step == 7 else 1.0 / (step + 1)
+            mlflow.log_metrics({"loss": loss, "reward": step / 20}, step=step, synchronous=False)
+        mlflow.flush_async_logging()
+    client = MlflowClient()
+    loss = client.get_metric_history(active.info.run_id, "loss")
+    assert [m.step for m in loss] == list(range(20))
+    assert math.isnan(loss[7].value) and loss[8].value == 1.0 / 9
+    assert len(client.get_metric_history(active.info.run_id, "reward")) == 20
+
+
+def test_a_logged_table_and_dict_read_back_as_logged(troupe):
+    mlflow.set_experiment("tables")
+    table = {"step": [10, 20], "answer": ["42", "x + 1"], "correct": [True, False]}
+    with mlflow.start_run() as active:
+        mlflow.log_table(table, artifact_file="eval/answers.json")
+        mlflow.log_dict({"roles": ["solver", "judge"]}, "roles.yaml")
+    got = mlflow.load_table("eval/answers.json", run_ids=[active.info.run_id])
+    assert got[["step", "answer", "correct"]].to_dict("list") == table
+    uri = MlflowClient().get_run(active.info.run_id).info.artifact_uri
+    assert mlflow.artifacts.load_dict(f"{uri}/roles.yaml") == {"roles": ["solver", "judge"]}
 
 
 def test_infinities_read_back_as_logged_and_stay_gaps_to_troupe(troupe):

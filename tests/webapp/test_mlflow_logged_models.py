@@ -115,7 +115,9 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice,
     info, data = found[0]["info"], found[0]["data"]
     assert info["name"] == "troupe-best" and info["status"] == "LOGGED_MODEL_READY"
     assert info["source_run_id"] == str(run.id)
-    assert info["artifact_uri"] == best.as_uri()  # points at the checkpoint, no copy
+    assert info["artifact_uri"] == (
+        f"mlflow-artifacts:/{run.experiment_id}/models/{info['model_id']}/artifacts"
+    )  # served from the checkpoint's folder, no copy
     assert {p["key"]: p["value"] for p in data["params"]}["checkpoint_step"] == "40"
     metrics = {m["key"]: (m["value"], m["step"]) for m in data["metrics"]}
     assert metrics == {"checkpoint_step": (40.0, 40), "accuracy": (0.75, 40)}
@@ -127,3 +129,33 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice,
           "INVALID_PARAMETER_VALUE")  # fmt: skip
     Run.objects.filter(id=run.id).update(external=True)  # an MLflow-logged run: none
     assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}
+
+
+def test_a_troupe_runs_best_checkpoint_downloads_read_only_as_a_model_and_a_folder(
+    client, alice, bob, run, tmp_path
+):
+    from webapp.experiments.metrics import write_points
+
+    best = tmp_path / "out" / "checkpoints" / "best-000040"
+    best.mkdir(parents=True)
+    (best / "state.pt").write_bytes(b"weights")
+    Run.objects.filter(id=run.id).update(checkpoint_dir=str(tmp_path / "out"))
+    write_points(run.id, [("ckpt/best_step", 40, 40.0), ("ckpt/best_accuracy", 40, 0.75)])
+    model_id = f"m-{run.id:032x}"
+    as_model = f"/{run.experiment_id}/models/{model_id}/artifacts"
+    as_folder = f"/{run.experiment_id}/{run.id}/artifacts"
+
+    def listing(user, path):
+        return client.get(ARTIFACTS, {"path": path}, headers=bearer(user)).json()["files"]
+
+    assert listing(bob, as_model) == [{"path": "state.pt", "is_dir": False, "file_size": 7}]
+    assert listing(bob, as_folder) == [{"path": "troupe-best", "is_dir": True}]
+    assert listing(bob, as_folder + "/troupe-best") == listing(bob, as_model)
+    for path in (as_model, as_folder + "/troupe-best"):
+        got = client.get(ARTIFACTS + path + "/state.pt", headers=bearer(bob))
+        assert got.status_code == 200 and b"".join(got.streaming_content) == b"weights"
+        for method in ("put", "delete"):  # read-only, even to the run's owner
+            refused = getattr(client, method)(ARTIFACTS + path + "/state.pt", b"x",
+                                              headers=bearer(alice))  # fmt: skip
+            assert refused.status_code == 400, refused.content  # INVALID_STATE for the run
+    assert (best / "state.pt").read_bytes() == b"weights"

@@ -43,6 +43,25 @@ def test_created_experiments_hold_their_name_and_a_second_create_is_refused(clie
     assert Experiment.objects.filter(name="grpo").count() == 1
 
 
+def test_an_experiment_made_on_troupes_api_holds_its_name_for_mlflow(client, alice):
+    def made(name):
+        response = client.post("/api/v1/experiments", json.dumps({"name": name, "config": {}}),
+                               content_type="application/json", headers=bearer(alice))  # fmt: skip
+        assert response.status_code == 201, response.content
+        return response.json()["id"]
+
+    first = made("sweep")
+    again = post(client, alice, "experiments/create", {"name": "sweep"})
+    assert again.status_code == 400 and again.json()["error_code"] == "RESOURCE_ALREADY_EXISTS"
+    second = made("sweep")  # Troupe's pages allow it; MLflow keeps finding the first
+    found = client.get(API + "experiments/get-by-name", {"experiment_name": "sweep"},
+                       headers=bearer(alice))  # fmt: skip
+    assert found.json()["experiment"]["experiment_id"] == str(first)
+    holders = TrackedExperiment.objects.filter(owner=alice, name="sweep")
+    assert list(holders.values_list("experiment_id", flat=True)) == [first]
+    assert TrackedExperiment.objects.get(experiment_id=second).name is None
+
+
 def test_system_metrics_are_stored_but_only_training_keys_move_the_step(client, alice):
     run = post(client, alice, "runs/create", {"experiment_id": "0"}).json()["run"]
     run_id = run["info"]["run_id"]

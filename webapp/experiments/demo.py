@@ -46,6 +46,7 @@ from trainer.names import (
 from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
+from webapp.tracking.names import claim_name
 
 DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
@@ -151,6 +152,7 @@ def build_demo_experiment(
             base_config={"steps": steps, "eval_every": eval_every},
             matrix={axis: sorted({m[axis] for m in members}, key=str) for axis in DEMO_MATRIX},
         )
+        claim_name(experiment)
         made = []
         for member in members:
             config = make_config("cpu-demo", steps=steps, eval_every=eval_every, **member)

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.tracking.names import claim_name
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ def create_experiment(
             base_config=dict(config or {}),
             matrix=dict(matrix or {}),
         )
+        claim_name(experiment)  # one experiment per name for MLflow clients too
         runs = Run.objects.bulk_create([new_run(experiment, c) for c in configs])
         transaction.on_commit(lambda: send_runs(runs))
     return experiment

@@ -151,30 +151,43 @@ def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id
     if target.is_file():
         room += target.stat().st_size  # replaced, not added
     if length is not None:
-        _check_size(length, limit, room)
+        check_size(length, limit, room)
     target.parent.mkdir(parents=True, exist_ok=True)
     locate(root, inner)  # again, now that the folders exist
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+    temporary, written = receive(stream, length, target.parent, limit, room)
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,
+            room: int) -> tuple[Path, int]:  # fmt: skip
+    """Copy the request body, a megabyte at a time (never whole in memory), into a temporary
+    file in `folder`: its path and size. Past `limit` or `room`, or shorter than `length`
+    (the connection cut), the file is removed and MlflowError raised."""
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".upload-")
     written = 0
     try:
         with os.fdopen(handle, "wb") as out:
             while chunk := stream.read(CHUNK):
                 written += len(chunk)
-                _check_size(written, limit, room)
+                check_size(written, limit, room)
                 out.write(chunk)
         if length is not None and written != length:
             raise MlflowError(
                 INVALID, f"The upload ended after {written:,} of the {length:,} bytes it "
                 "announced (Content-Length); nothing was stored."
             )  # fmt: skip
-        os.replace(temporary, target)
     except BaseException:
         os.unlink(temporary)
         raise
-    return written
+    return Path(temporary), written
 
 
-def _check_size(size: int, limit: int, room: int) -> None:
+def check_size(size: int, limit: int, room: int) -> None:
     if size > limit:
         raise MlflowError(
             INVALID, f"The artifact is larger than {limit:,} bytes, the most one upload may "

@@ -5,8 +5,10 @@ Troupe requires): its owner writes, anyone with a token reads, its files go with
 
 A run Troupe trained also shows its best checkpoint as a model of its own, read-only and never
 stored: `m-<run number as 32 hex digits>`, named `troupe-best`, READY, its step and accuracy
-as metrics and params, its tag `troupe.checkpoint_path` (and artifact URI) pointing at the
-checkpoint's folder on the server, not a copy: deleting the run removes it.
+as metrics and params, its tag `troupe.checkpoint_path` naming the checkpoint's folder on the
+server. Its artifact URI is an `mlflow-artifacts:` one like any model's, served from that
+folder, not a copy (`artifact_views.py`; the run's own artifacts show the same files under
+`troupe-best/`): deleting the run removes it.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def best_model(run: Run) -> LoggedModel | None:
         params=params,
     )
     model.best = best  # type: ignore[attr-defined]
-    model.best_uri = folder.as_uri()  # type: ignore[attr-defined]
+    model.best_folder = folder  # type: ignore[attr-defined]
     return model
 
 
@@ -135,8 +137,7 @@ def model_json(model: LoggedModel) -> dict[str, Any]:
             "model_id": model.model_id,
             "experiment_id": str(run.experiment_id),
             "name": model.name,
-            "artifact_uri": getattr(model, "best_uri", None)
-            or artifacts.model_uri(run.experiment_id, model.model_id),
+            "artifact_uri": artifacts.model_uri(run.experiment_id, model.model_id),
             "creation_timestamp_ms": model.created,
             "last_updated_timestamp_ms": model.updated,
             "status": model.status,
