@@ -8,6 +8,8 @@ never knows whether the numbers go to a list (tests), a JSONL file (the CLI) or 
 it: loading its model, warm-starting a tiny model on first use (minutes, with the percentage:
 "Preparing model tiny-s: warm start 40%"), evaluating the base model; "" once the steps begin.
 `line(text)` is one line for the run's log (why a run stopped early, `stop_after_cliff`).
+`log_episodes(step, records)` takes recorded episodes, plain JSON dicts
+(`trainer/episode_log.py`); a step's records come before its checkpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Reporter(Protocol):
 
     def line(self, text: str) -> None: ...
 
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None: ...
+
 
 class NullReporter:
     """Discards everything; never asks to stop."""
@@ -53,6 +57,9 @@ class NullReporter:
     def line(self, text: str) -> None:
         pass
 
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        pass
+
 
 class ListReporter(NullReporter):
     """Keeps every point in memory (tests); `stop_after` simulates a cancel at a step."""
@@ -63,6 +70,7 @@ class ListReporter(NullReporter):
         self.progress: list[tuple[int, int, dict]] = []
         self.statuses: list[str] = []
         self.lines: list[str] = []
+        self.episodes: list[dict[str, Any]] = []
         self.stop_after = stop_after
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -83,6 +91,9 @@ class ListReporter(NullReporter):
 
     def line(self, text: str) -> None:
         self.lines.append(text)
+
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        self.episodes.extend(records)
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         pairs = sorted((s, v) for s, k, v in self.points if k == key)

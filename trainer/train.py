@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 
 from trainer.advantages import compute_advantages
+from trainer.behaviour import behaviour_metrics
 from trainer.checkpoint import (
     check_branch,
     keep_best,
@@ -51,6 +52,7 @@ from trainer.checkpoint import (
 )
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
+from trainer.episode_log import log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
@@ -202,8 +204,10 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         reporter.on_status(f"Evaluating {what} (step {done})")
         t0 = time.perf_counter()
         rng = torch.get_rng_state()
-        result = evaluate(config, problems=eval_set, **env)
+        probe: list = []  # the evaluation's episodes; `episodes_probe` problems' are recorded
+        result = evaluate(config, problems=eval_set, rollouts=probe, **env)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
+        log_episodes(reporter, "eval", done, probe_sample(config, probe), codec.decode)
         record_per_problem(out, done, result)
         best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
         evals.append((done, result["accuracy"], result["accuracy_se"]))
@@ -246,14 +250,20 @@ def train(config: Config, out_dir: str | Path, reporter: Reporter | None = None)
         metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in episodes) / len(episodes)
         metrics["sys/rollout_seconds"] = t1 - t0
         metrics["sys/update_seconds"] = t2 - t1
+        probe = []
         if step % config.eval_every == 0 or step == config.steps:
-            result = evaluate(config, problems=eval_set, **env)
+            result = evaluate(config, problems=eval_set, rollouts=probe, **env)
             record_per_problem(out, step, result)
             metrics.update(_eval_metrics(result))
             best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
             metrics.update(_best_metrics(best))
             evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
+        # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
+        # from every episode, and a sample of the episodes themselves.
+        metrics.update(behaviour_metrics(episodes, task.extract))
+        log_episodes(reporter, "train", step, train_sample(config, episodes), codec.decode)
+        log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed
         metrics["sys/tokens_per_second"] = stats.tokens / max(t1 - t0, 1e-9)
