@@ -12,8 +12,8 @@ from django.conf import settings
 from tests.helpers import database_url, service_env, start_worker
 from tests.runs import FAST_SWEEP, SMALL, run_in, steps_of, wait_for
 from trainer.advantages import EPS
+from webapp.episodes.codec import unpack
 from webapp.episodes.models import Episode
-from webapp.episodes.store import unpack
 from webapp.experiments.models import MetricPoint, Run
 from webapp.experiments.queueing import create_experiment
 from webapp.experiments.run_files import delete_runs

@@ -12,48 +12,21 @@ Bounded: a run keeps at most `MAX_EPISODES_PER_RUN` episodes (the paper preset r
 8,200: 500 steps × 2 problems × 8 samples and 51 evaluations × 4 probe problems); past that,
 new ones are dropped. Each text was cut at 32,000 characters by the trainer.
 
-A record is stored as UTF-8 JSON compressed with zlib; text that is not valid UTF-8 (a lone
-surrogate) is replaced on the way in, so every stored episode can be served as JSON or HTML.
+A record is stored as UTF-8 JSON compressed with zlib (`webapp/episodes/codec.py`).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
 
+from webapp.episodes.codec import finite, pack, unpack
 from webapp.episodes.models import Episode
 
 MAX_EPISODES_PER_RUN = 20_000
-COMPRESS_LEVEL = 6  # zlib's default: level 9 saves ~2% more at twice the time
-
-
-def _finite(value: Any) -> Any:
-    """NaN and ±inf as None, anywhere in a record (JSON has no spelling for them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-def pack(record: dict[str, Any]) -> bytes:
-    try:
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # the trainer sends None for them; an odd record is not worth a failure
-        text = json.dumps(_finite(record), ensure_ascii=False, separators=(",", ":"))
-    return zlib.compress(text.encode("utf-8", "replace"), COMPRESS_LEVEL)
-
-
-def unpack(data: bytes | memoryview) -> dict[str, Any]:
-    return json.loads(zlib.decompress(bytes(data)).decode("utf-8", "replace"))
 
 
 def _row(run_id: int, record: dict[str, Any]) -> Episode:
@@ -65,7 +38,7 @@ def _row(run_id: int, record: dict[str, Any]) -> Episode:
         problem_id=str(record["problem_id"])[:200],
         sample=int(record.get("sample", 0)),
         correct=bool(record.get("correct")),
-        reward=_finite(record.get("reward")),
+        reward=finite(record.get("reward")),
         turns=len(record.get("turns", ())),
         data=pack(record),
     )
