@@ -61,10 +61,8 @@ def _chosen(query, recorded: list[tuple[str, int]]) -> tuple[tuple[str, int] | N
 def episode_panel(context, run: Run) -> dict:
     request = context.get("request")
     query = request.GET if request is not None else {}
-    recorded = sorted(
-        set(Episode.objects.filter(run_id=run.id).values_list("kind", "step")),
-        key=lambda pair: (pair[1], pair[0]),
-    )
+    steps = Episode.objects.filter(run_id=run.id).values_list("kind", "step").distinct()
+    recorded = sorted(steps.order_by(), key=lambda pair: (pair[1], pair[0]))
     chosen, note = _chosen(query, recorded)
     shown = []
     if chosen is not None:
