@@ -104,25 +104,33 @@ class ListReporter(NullReporter):
 
 
 class JsonlReporter(NullReporter):
-    """Appends `{"step", "key", "value"}` lines to metrics.jsonl (the CLI's output format).
+    """Appends `{"step", "key", "value"}` lines to metrics.jsonl (the CLI's output format),
+    and recorded episodes, one a line, to episodes.jsonl beside it.
 
-    On resume the file may already hold points past the checkpoint; `truncate_after` drops
-    them first so every (key, step) appears exactly once.
+    On resume the files may already hold points and episodes past the checkpoint;
+    `truncate_after` drops them first so every (key, step) and episode appears exactly once.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.episodes_path = self.path.parent / "episodes.jsonl"
 
     def truncate_after(self, step: int) -> None:
-        if not self.path.exists():
-            return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step
-        ]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        for path in (self.path, self.episodes_path):
+            if not path.exists():
+                continue
+            kept = [
+                line
+                for line in path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= step
+            ]
+            path.write_text("".join(line + "\n" for line in kept))
+
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        with self.episodes_path.open("a") as fh:
+            for record in records:
+                fh.write(json.dumps(record) + "\n")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         with self.path.open("a") as fh:

@@ -3,6 +3,7 @@ probe problems, with the rewards and advantages the trainer used; texts are made
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from tests.trainer.quick import small
 from trainer.episode import Episode, Turn
 from trainer.episode_log import MAX_TEXT_CHARS, episode_record, safe_text
-from trainer.reporting import ListReporter
+from trainer.reporting import JsonlReporter, ListReporter
 from trainer.train import train
 
 
@@ -104,3 +105,12 @@ def test_texts_are_made_safe_and_cut():
     assert record["reward"] is None and record["turns"][0]["logprob_mean"] is None
     assert record["turns"][0]["prompt"] == "?"
     assert record["turns"][0]["completion"] == "<b>hi</b>"  # stored as is, escaped when shown
+
+
+def test_the_cli_writes_episodes_jsonl_and_a_resume_drops_those_past_its_checkpoint(tmp_path):
+    reporter = JsonlReporter(tmp_path / "metrics.jsonl")
+    for step in (0, 1, 2):
+        reporter.log_episodes(step, [{"kind": "train", "step": step, "index": 0}])
+    reporter.truncate_after(1)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0, 1]
