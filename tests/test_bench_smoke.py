@@ -153,3 +153,11 @@ def test_demo_learning_tabulates_held_out_accuracy_over_seeds():
     (run,) = summary["runs"]
     statuses = ("none", "cliff", "degradation", "insufficient")  # degradation: issue 21
     assert run["seed"] == 0 and run["cliff_status"] in statuses
+
+
+@pytest.mark.timeout(300)
+def test_episodes_measures_recording_time_and_size():
+    row = run_smoke("episodes.py")
+    assert row["episodes"] == 4 and row["smoke"] is True
+    assert 0 < row["record_share_of_step"] < 1
+    assert 0 < row["overhead_bytes_per_turn"] < row["bytes_per_turn"]

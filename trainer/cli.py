@@ -41,7 +41,8 @@ def _config(args: argparse.Namespace):
 
 
 class ProgressReporter(NullReporter):
-    """metrics.jsonl plus a progress bar with step, reward, accuracy and ETA."""
+    """metrics.jsonl and episodes.jsonl, plus a progress bar with step, reward, accuracy and
+    ETA."""
 
     def __init__(self, out: Path, total: int):
         from tqdm import tqdm
@@ -56,6 +57,9 @@ class ProgressReporter(NullReporter):
         self.jsonl.log(step, metrics)
         if ACCURACY_KEY in metrics:
             self.accuracy = metrics[ACCURACY_KEY]
+
+    def log_episodes(self, step, records):
+        self.jsonl.log_episodes(step, records)
 
     def on_progress(self, step, total, info):
         self.bar.n = step

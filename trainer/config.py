@@ -195,6 +195,22 @@ class Config:
         "eval",
         minimum=0,
     )
+    episodes_per_step: int = _f(
+        2,
+        "Problems per training step whose whole GRPO group is recorded as episodes "
+        "(prompts, completions, rewards, advantages; 0 = none)",
+        "eval",
+        minimum=0,
+        maximum=64,
+    )
+    episodes_probe: int = _f(
+        4,
+        "Held-out problems whose episodes every evaluation records: the same problems each "
+        "time, to compare across steps (0 = none)",
+        "eval",
+        minimum=0,
+        maximum=64,
+    )
     init_from: str = _f(
         "",
         "Branch: start from this checkpoint directory of another run (…/checkpoints/step-NNNNNN "
@@ -244,6 +260,8 @@ _LATER_FIELDS = {
     "grad_snapshots": "device",
     "rollout_batch": 0,
     "world_size": 1,
+    "episodes_per_step": 2,
+    "episodes_probe": 4,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

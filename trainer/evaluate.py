@@ -51,11 +51,14 @@ def evaluate(
     task: Task,
     problems: list[Problem],
     batch_size: int = 256,
+    rollouts: list | None = None,
 ) -> dict:
     """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
     "roles": {role: accuracy}, "role_counts": {role: judged turns}}; `per_problem` is each
     problem's mean reward over its samples, in the order of `problems`, and `accuracy_se` the
-    standard error of their mean."""
+    standard error of their mean. The scored episodes themselves (each problem's k samples
+    together) are appended to `rollouts` when it is given (the trainer records some:
+    `trainer/episode_log.py`)."""
     started = time.perf_counter()
     k = config.eval_samples
     episodes, turns, tokens = [], 0, 0
@@ -82,6 +85,8 @@ def evaluate(
             if turn.score is not None:
                 scores[turn.role].append(turn.score)
     # rollout returns the k samples of each problem together, in the order of `problems`
+    if rollouts is not None:
+        rollouts.extend(episodes)
     per_problem = [
         statistics.fmean(ep.reward for ep in episodes[i : i + k])
         for i in range(0, len(episodes), k)

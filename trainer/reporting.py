@@ -8,6 +8,8 @@ never knows whether the numbers go to a list (tests), a JSONL file (the CLI) or 
 it: loading its model, warm-starting a tiny model on first use (minutes, with the percentage:
 "Preparing model tiny-s: warm start 40%"), evaluating the base model; "" once the steps begin.
 `line(text)` is one line for the run's log (why a run stopped early, `stop_after_cliff`).
+`log_episodes(step, records)` takes recorded episodes, plain JSON dicts
+(`trainer/episode_log.py`); a step's records come before its checkpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Reporter(Protocol):
 
     def line(self, text: str) -> None: ...
 
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None: ...
+
 
 class NullReporter:
     """Discards everything; never asks to stop."""
@@ -53,6 +57,9 @@ class NullReporter:
     def line(self, text: str) -> None:
         pass
 
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        pass
+
 
 class ListReporter(NullReporter):
     """Keeps every point in memory (tests); `stop_after` simulates a cancel at a step."""
@@ -63,6 +70,7 @@ class ListReporter(NullReporter):
         self.progress: list[tuple[int, int, dict]] = []
         self.statuses: list[str] = []
         self.lines: list[str] = []
+        self.episodes: list[dict[str, Any]] = []
         self.stop_after = stop_after
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -84,6 +92,9 @@ class ListReporter(NullReporter):
     def line(self, text: str) -> None:
         self.lines.append(text)
 
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        self.episodes.extend(records)
+
     def series(self, key: str) -> tuple[list[int], list[float]]:
         pairs = sorted((s, v) for s, k, v in self.points if k == key)
         return [s for s, _ in pairs], [v for _, v in pairs]
@@ -93,25 +104,33 @@ class ListReporter(NullReporter):
 
 
 class JsonlReporter(NullReporter):
-    """Appends `{"step", "key", "value"}` lines to metrics.jsonl (the CLI's output format).
+    """Appends `{"step", "key", "value"}` lines to metrics.jsonl (the CLI's output format),
+    and recorded episodes, one a line, to episodes.jsonl beside it.
 
-    On resume the file may already hold points past the checkpoint; `truncate_after` drops
-    them first so every (key, step) appears exactly once.
+    On resume the files may already hold points and episodes past the checkpoint;
+    `truncate_after` drops them first so every (key, step) and episode appears exactly once.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.episodes_path = self.path.parent / "episodes.jsonl"
 
     def truncate_after(self, step: int) -> None:
-        if not self.path.exists():
-            return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step
-        ]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        for path in (self.path, self.episodes_path):
+            if not path.exists():
+                continue
+            kept = [
+                line
+                for line in path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= step
+            ]
+            path.write_text("".join(line + "\n" for line in kept))
+
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        with self.episodes_path.open("a") as fh:
+            for record in records:
+                fh.write(json.dumps(record) + "\n")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         with self.path.open("a") as fh:

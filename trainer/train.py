@@ -49,6 +49,7 @@ from pathlib import Path
 import torch
 
 from trainer.advantages import compute_advantages
+from trainer.behaviour import behaviour_metrics
 from trainer.checkpoint import (
     check_branch,
     keep_best,
@@ -61,6 +62,7 @@ from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
 from trainer.distributed import World, params_fingerprint, split_list, split_problems
 from trainer.episode import Episode
+from trainer.episode_log import log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.models import load_model, resolve_device
 from trainer.names import (
@@ -203,9 +205,13 @@ def merge_evaluations(results: list[dict]) -> dict:
     }
 
 
-def _evaluate(config: Config, eval_set: list, env: dict, world: World) -> dict:
-    """Evaluate on the held-out problems: each rank its share, merged on every rank."""
-    result = evaluate(config, problems=split_list(eval_set, world), **env)
+def _evaluate(
+    config: Config, eval_set: list, env: dict, world: World, rollouts: list | None = None
+) -> dict:
+    """Evaluate on the held-out problems: each rank its share, merged on every rank. This
+    rank's scored episodes go to `rollouts` (rank 0's are the ones recorded)."""
+    problems = split_list(eval_set, world)
+    result = evaluate(config, problems=problems, rollouts=rollouts, **env)
     if not world.active:
         return result
     return merge_evaluations(world.gather(result, "the evaluation's results", slow=True))
@@ -314,8 +320,10 @@ def _train(
         reporter.on_status(f"Evaluating {what} (step {done})")
         t0 = time.perf_counter()
         rng = torch.get_rng_state()
-        result = _evaluate(config, eval_set, env, world)
+        probe: list = []  # the evaluation's episodes; `episodes_probe` problems' are recorded
+        result = _evaluate(config, eval_set, env, world, probe)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
+        log_episodes(reporter, "eval", done, probe_sample(config, probe), codec.decode)
         if world.leader:
             record_per_problem(out, done, result)
             best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
@@ -375,8 +383,9 @@ def _train(
         metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in everyone) / len(everyone)
         metrics["sys/rollout_seconds"] = t1 - t0
         metrics["sys/update_seconds"] = t2 - t1
+        probe = []
         if step % config.eval_every == 0 or step == config.steps:
-            result = _evaluate(config, eval_set, env, world)
+            result = _evaluate(config, eval_set, env, world, probe)
             metrics.update(_eval_metrics(result))
             if world.leader:
                 record_per_problem(out, step, result)
@@ -385,6 +394,11 @@ def _train(
             metrics.update(_best_metrics(best))
             evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
+        # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
+        # from every episode, and a sample of the episodes themselves.
+        metrics.update(behaviour_metrics(episodes, task.extract))
+        log_episodes(reporter, "train", step, train_sample(config, episodes), codec.decode)
+        log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed
         metrics["sys/tokens_per_second"] = tokens / max(t1 - t0, 1e-9)

@@ -6,10 +6,11 @@
 2. `train_run` builds the config from the run's stored dict
    (`trainer.config.config_from_dict`) and trains in `$TROUPE_DATA_DIR/runs/<run id>/`,
    which resumes by itself from the newest checkpoint there (after a failure, a cancel, or a
-   worker that died), reporting to the database (`workers/reporter.py`). Points past that
-   checkpoint are deleted first: the resumed run logs them again, so every (key, step) is
-   stored once. A run with `world_size` > 1 trains with this process as rank 0 and the
-   other ranks as its children (`workers/ranks.py`), on a worker with that many GPUs.
+   worker that died), reporting to the database (`workers/reporter.py`). Points (and
+   recorded episodes) past that checkpoint are deleted first: the resumed run logs them
+   again, so every (key, step) is stored once. A run with `world_size` > 1 trains with this
+   process as rank 0 and the other ranks as its children (`workers/ranks.py`), on a worker
+   with that many GPUs.
 3. `finish` records the outcome — succeeded, cancelled, or failed with the error's type,
    message and traceback — if this attempt still holds the run, and with it the live
    radar's verdict on the finished run (`alerts.settle_run`).
@@ -30,6 +31,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from webapp.episodes.store import delete_from as delete_episodes_from
 from webapp.experiments.alerts import settle_run
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import delete_points_from
@@ -89,6 +91,7 @@ def train_run(run: Run) -> dict[str, Any]:
         # attempt stored for them.
         first = first_logged_step(out, config.init_from)
         delete_points_from(run.id, first)
+        delete_episodes_from(run.id, first)  # recorded episodes too, as points
         if start is None:
             where = "starting"
         elif is_own(start, out):

@@ -8,6 +8,8 @@ It implements the trainer's reporter interface (`trainer/reporting.py`):
 - `on_checkpoint(step, path)` flushes first, waiting for the database if it must: points up
   to a checkpoint are never logged again after a resume, so they have to be stored before it.
 - `on_progress(step, total, info)` records the step and writes one log line.
+- `log_episodes(step, records)` buffers recorded episodes (`trainer/episode_log.py`); the
+  next flush stores them with the points, idempotently (`webapp.episodes.store`).
 - `on_status(text)` records what the run is doing outside its steps (the run's `phase`, shown
   on its page: "Preparing model tiny-s: warm start 40%"), written with the next flush — at
   most every `flush_seconds`, so a warm start's percentages cost a few writes a minute.
@@ -39,6 +41,7 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from webapp.episodes.store import write_episodes
 from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import Point, write_points
@@ -100,6 +103,7 @@ class DatabaseReporter:
         self._flushing = threading.Lock()  # one flush at a time, so batches land in order
         self._points: list[Point] = []
         self._lines: list[str] = []
+        self._episodes: list[dict[str, Any]] = []
         self._row: dict[str, Any] = {}  # fields of the run's row not yet written
         self._last_flush = time.monotonic()
         self._cancel = False
@@ -153,6 +157,11 @@ class DatabaseReporter:
             )
         if due:
             self.flush()
+
+    @timed
+    def log_episodes(self, step: int, records: list[dict[str, Any]]) -> None:
+        with self._lock:  # stored with the step's points, by the flush its `log` starts
+            self._episodes.extend(records)
 
     @timed
     def should_stop(self) -> bool:
@@ -209,6 +218,7 @@ class DatabaseReporter:
                 points, self._points = self._points, []
                 lines, self._lines = self._lines, []
                 row, self._row = self._row, {}
+                episodes, self._episodes = self._episodes, []
                 self._last_flush = time.monotonic()
             try:
                 with transaction.atomic():
@@ -219,6 +229,7 @@ class DatabaseReporter:
                         RunLog.objects.bulk_create(
                             [RunLog(run_id=self.run_id, line=text) for text in lines]
                         )
+                        write_episodes(self.run_id, episodes)
             except TRANSIENT_DB_ERRORS as exc:
                 drop_connection()
                 log.warning("run %s: database unreachable, keeping %d points: %s",
@@ -227,6 +238,7 @@ class DatabaseReporter:
                     # Older first, so that a key logged again later keeps its newer value.
                     self._points[:0] = points
                     self._lines[:0] = lines
+                    self._episodes[:0] = episodes
                     self._row = {**row, **self._row}
                 return False
             except IntegrityError:

@@ -284,7 +284,7 @@ def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path)
 
 
 def test_a_troupe_trained_runs_best_checkpoint_downloads_through_the_client(troupe, run, tmp_path):
-    from webapp.experiments.metrics import write_points
+    from webapp.metrics import write_points
 
     best = tmp_path / "out" / "checkpoints" / "best-000040"
     best.mkdir(parents=True)

@@ -134,7 +134,7 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice,
 def test_a_troupe_runs_best_checkpoint_downloads_read_only_as_a_model_and_a_folder(
     client, alice, bob, run, tmp_path
 ):
-    from webapp.experiments.metrics import write_points
+    from webapp.metrics import write_points
 
     best = tmp_path / "out" / "checkpoints" / "best-000040"
     best.mkdir(parents=True)

@@ -4,6 +4,7 @@ and any other path under /api/v1/ answers a JSON 404 rather than an HTML page.""
 from django.urls import path, re_path
 
 from webapp.api import views
+from webapp.episodes import views as episode_views
 from webapp.experiments import branch_views, stats_views
 
 
@@ -18,6 +19,8 @@ urlpatterns = [
     *route("runs", views.runs, "api_runs"),
     *route("runs/<int:run_id>", views.run, "api_run"),
     *route("runs/<int:run_id>/metrics", views.metrics, "api_metrics"),
+    *route("runs/<int:run_id>/episodes", episode_views.episodes, "api_episodes"),
+    *route("runs/<int:run_id>/episodes.jsonl", episode_views.episodes_jsonl, "api_episodes_jsonl"),
     *route("metrics", views.runs_metrics, "api_runs_metrics"),
     *route("runs/<int:run_id>/cancel", views.cancel, "api_cancel"),
     *route("runs/<int:run_id>/resume", views.resume, "api_resume"),

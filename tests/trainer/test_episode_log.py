@@ -1,0 +1,116 @@
+"""Recording episodes: each training step keeps whole GRPO groups, each evaluation the same
+probe problems, with the rewards and advantages the trainer used; texts are made safe."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from tests.trainer.quick import small
+from trainer.episode import Episode, Turn
+from trainer.episode_log import MAX_TEXT_CHARS, episode_record, safe_text
+from trainer.reporting import JsonlReporter, ListReporter
+from trainer.train import train
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[ListReporter, object]:
+    config = small(
+        workflow="voting",
+        steps=2,
+        eval_every=2,
+        prompts_per_step=3,
+        group_size=4,
+        episodes_per_step=2,
+        episodes_probe=3,
+        eval_samples=2,
+    )
+    reporter = ListReporter()
+    train(config, tmp_path_factory.mktemp("run"), reporter)
+    return reporter, config
+
+
+def test_each_step_records_the_whole_groups_of_its_first_problems(recorded):
+    reporter, config = recorded
+    train_eps = [r for r in reporter.episodes if r["kind"] == "train"]
+    assert sorted({r["step"] for r in train_eps}) == [1, 2]
+    for step in (1, 2):
+        mine = [r for r in train_eps if r["step"] == step]
+        assert [r["index"] for r in mine] == list(range(2 * 4))
+        assert [r["sample"] for r in mine] == [0, 1, 2, 3] * 2
+        assert len({r["problem_id"] for r in mine}) <= 2
+
+
+def test_recorded_advantages_are_the_group_normalised_rewards(recorded):
+    reporter, config = recorded
+    mine = [r for r in reporter.episodes if r["kind"] == "train" and r["step"] == 1]
+    for first in range(0, len(mine), config.group_size):
+        group = mine[first : first + config.group_size]
+        # broadcast rewards, groups keyed by (problem, role): every aggregator turn of a
+        # group carries the episode's reward, its advantage is (r - mean) / (std + eps)
+        rewards = [ep["reward"] for ep in group]
+        assert [t["reward"] for ep in group for t in ep["turns"]] == [
+            ep["reward"] for ep in group for _ in ep["turns"]
+        ]
+        mean, std = statistics.fmean(rewards), statistics.stdev(rewards)
+        for ep in group:
+            aggregator = next(t for t in ep["turns"] if t["role"] == "aggregator")
+            if std == 0:
+                assert aggregator["advantage"] == 0.0
+            else:
+                assert aggregator["advantage"] == pytest.approx(
+                    (ep["reward"] - mean) / (std + 1e-4), abs=1e-3
+                )
+            assert ep["correct"] == (ep["reward"] == 1.0)
+
+
+def test_every_evaluation_records_the_same_probe_problems(recorded):
+    reporter, config = recorded
+    evals = [r for r in reporter.episodes if r["kind"] == "eval"]
+    assert sorted({r["step"] for r in evals}) == [0, 2]
+    problems = {
+        step: [(r["problem_id"], r["sample"]) for r in evals if r["step"] == step]
+        for step in (0, 2)
+    }
+    assert problems[0] == problems[2]
+    assert len(problems[0]) == 3 * 2
+
+
+def test_turns_carry_text_tokens_and_logprobs(recorded):
+    reporter, _ = recorded
+    turn = reporter.episodes[0]["turns"][0]
+    assert turn["role"] == "generator" and turn["policy"] == "shared"
+    assert turn["prompt"] and turn["completion_tokens"] > 0 and turn["prompt_tokens"] > 0
+    assert turn["logprob_mean"] < 0
+    keys = reporter.keys()
+    assert {"behav/voter_agreement", "role/generator/trunc_frac"} <= keys
+
+
+def test_zero_turns_recording_off(tmp_path):
+    reporter = ListReporter()
+    train(small(steps=1, episodes_per_step=0, episodes_probe=0), tmp_path, reporter)
+    assert reporter.episodes == []
+
+
+def test_texts_are_made_safe_and_cut():
+    assert safe_text("a\x00b\udc80c") == "a\ufffdb?c"
+    long = safe_text("x" * (MAX_TEXT_CHARS + 5))
+    assert long.startswith("x" * MAX_TEXT_CHARS)
+    assert long.endswith("[5 more characters not recorded]")
+    turn = Turn("solver", "solver", "shared", 0, [1], [], [], text="<b>hi</b>")
+    ep = Episode(problem_id="p", sample=0, turns=[turn], reward=float("nan"))
+    record = episode_record(ep, index=0, kind="train", step=1, decode=lambda ids: "\ud800")
+    assert record["reward"] is None and record["turns"][0]["logprob_mean"] is None
+    assert record["turns"][0]["prompt"] == "?"
+    assert record["turns"][0]["completion"] == "<b>hi</b>"  # stored as is, escaped when shown
+
+
+def test_the_cli_writes_episodes_jsonl_and_a_resume_drops_those_past_its_checkpoint(tmp_path):
+    reporter = JsonlReporter(tmp_path / "metrics.jsonl")
+    for step in (0, 1, 2):
+        reporter.log_episodes(step, [{"kind": "train", "step": step, "index": 0}])
+    reporter.truncate_after(1)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0, 1]
