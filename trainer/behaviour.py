@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
 from trainer.episode import Episode
+from trainer.names import role_key
 
 Extract = Callable[[str], "str | None"]
 
@@ -45,7 +46,7 @@ def behaviour_metrics(episodes: Sequence[Episode], extract: Extract) -> dict[str
         for turn in ep.turns:
             truncated[turn.role].append(turn.truncated)
     for role, flags in sorted(truncated.items()):
-        out[f"role/{role}/trunc_frac"] = sum(flags) / len(flags)
+        out[role_key(role, "trunc_frac")] = sum(flags) / len(flags)
     return out
 
 
