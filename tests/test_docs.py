@@ -149,7 +149,7 @@ def test_the_readme_layout_names_every_package():
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 BENCHMARKS_LOG = ROOT / "docs" / "benchmarks-log.md"
-BENCHMARKS_MAX_LINES = 300  # 20-odd topics of one table each; the method and the history go to the log
+BENCHMARKS_MAX_LINES = 300  # one table per topic; the method and history go to the log
 
 
 def headings(path: Path) -> list[str]:
