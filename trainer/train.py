@@ -218,12 +218,12 @@ def _evaluate(
 
 
 def _light(episodes: list[Episode]) -> list[Episode]:
-    """Episodes without their prompts, log-probs and texts: what the step's statistics need,
-    small enough to gather from every rank."""
+    """Episodes without their prompts and log-probs: what the step's statistics and the
+    behaviour metrics (which read the completions' answers) need, small enough to gather from
+    every rank."""
     return [
         dataclasses.replace(
-            ep,
-            turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[], text="") for t in ep.turns],
+            ep, turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[]) for t in ep.turns]
         )
         for ep in episodes
     ]
@@ -396,7 +396,7 @@ def _train(
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
         # from every episode, and a sample of the episodes themselves.
-        metrics.update(behaviour_metrics(episodes, task.extract))
+        metrics.update(behaviour_metrics(everyone, task.extract))  # all ranks'
         log_episodes(reporter, "train", step, train_sample(config, episodes), codec.decode)
         log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0
