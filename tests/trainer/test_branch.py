@@ -118,6 +118,8 @@ LATER = (
     "grad_snapshots",
     "rollout_batch",
     "world_size",
+    "episodes_per_step",
+    "episodes_probe",
 )
 
 
