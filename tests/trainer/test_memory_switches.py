@@ -100,9 +100,9 @@ def test_host_snapshots_are_asked_for_and_give_the_same_figures(monkeypatch):
     offloads = []
     tracker = update.GradientTracker
 
-    def recording(params, *, offload=False):
+    def recording(params, *, offload=False, **more):
         offloads.append(offload)
-        return tracker(params, offload=offload)
+        return tracker(params, offload=offload, **more)
 
     monkeypatch.setattr(update, "GradientTracker", recording)
     figures = []
