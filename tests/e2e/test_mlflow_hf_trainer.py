@@ -46,25 +46,33 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _train(owner, tmp_path, base, token, experiment, save_strategy, **env):
+    """SCRIPT run as a researcher's own process, MLflow pointed at Troupe by environment
+    variables alone; it must succeed. The run it made in `owner`'s `experiment`."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("SAVE", save_strategy))
+    env = service_env(
+        **mlflow_env(base, token),
+        MLFLOW_EXPERIMENT_NAME=experiment,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        **env,
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    return Run.objects.get(experiment=Experiment.objects.get(owner=owner, name=experiment))
+
+
 def test_a_hugging_face_trainer_logs_its_loss_into_troupe(alice, tmp_path):
     _, token = ApiToken.issue(alice, "hf")
     with live_troupe(tmp_path) as base:
-        env = service_env(
-            **mlflow_env(base, token),
-            MLFLOW_EXPERIMENT_NAME="hf-trainer",
+        run = _train(
+            alice, tmp_path, base, token, "hf-trainer", "no",
             MLFLOW_TAGS='{"task": "math", "workflow": "single"}',
-            HF_HUB_OFFLINE="1",
-            TRANSFORMERS_OFFLINE="1",
-        )
-        script = tmp_path / "train.py"
-        script.write_text(SCRIPT.replace("SAVE", "no"))
-        result = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=240,
         )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-4000:]
-
-        run = Run.objects.get(experiment=Experiment.objects.get(owner=alice, name="hf-trainer"))
         response = requests.get(
             f"{base}/api/v1/runs/{run.id}/metrics",
             params={"keys": "loss,train/loss,grad_norm", "max_points": 0},
@@ -87,22 +95,9 @@ def test_a_trainer_logging_its_checkpoints_finishes_and_they_are_listed(alice, t
     settings.DATA_DIR.mkdir()
     _, token = ApiToken.issue(alice, "hf")
     with live_troupe(tmp_path) as base:
-        env = service_env(
-            **mlflow_env(base, token),
-            MLFLOW_EXPERIMENT_NAME="hf-checkpoints",
-            HF_MLFLOW_LOG_ARTIFACTS="1",
-            HF_HUB_OFFLINE="1",
-            TRANSFORMERS_OFFLINE="1",
+        run = _train(
+            alice, tmp_path, base, token, "hf-checkpoints", "steps", HF_MLFLOW_LOG_ARTIFACTS="1"
         )
-        script = tmp_path / "train.py"
-        script.write_text(SCRIPT.replace("SAVE", "steps"))
-        result = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=240,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-4000:]
-
-        run = Run.objects.get(experiment=Experiment.objects.get(owner=alice, name="hf-checkpoints"))
         client = MlflowClient(tracking_uri=base)
         with pytest.MonkeyPatch.context() as patch:
             for name, value in mlflow_env(base, token).items():

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.tracking.names import claim_name
+from webapp.tracking.name_claims import claim_name
 
 log = logging.getLogger(__name__)
 
