@@ -15,13 +15,17 @@ from analysis.series import sort_unique
 def downsample(steps: Sequence, values: Sequence, max_points: int) -> dict[str, list]:
     """At most `max_points` points of a series for plotting: `{"steps": […], "values": […]}`.
 
-    Steps come back sorted and unique (a repeated step keeps its last value); NaN becomes
-    None. `max_points=0` (or a series that already fits) returns every point. Otherwise the
-    first and last points are kept and the points between are cut into (max_points − 2) // 2
-    equal-count buckets, each keeping its minimum and its maximum (so spikes and collapses
-    survive, unlike plain striding); a bucket of only missing values keeps its first point, so
-    gaps stay visible. `max_points=1` gives the last point; `max_points=3` the ends and the
-    interior point farthest from them. Vectorised: 10⁶ points take a
+    Steps come back sorted and unique (a repeated step keeps its last value); a gap (None,
+    NaN, ±inf: a logged NaN loss is itself a signal) becomes None, which JSON can carry.
+    `max_points=0` (or a series that already fits) returns every point. Otherwise the
+    first and last points are kept and the points between are cut into equal-count buckets,
+    each keeping its minimum and its maximum (so spikes and collapses survive, unlike plain
+    striding) — (max_points − 2) // 2 buckets. When the series has gaps inside, each bucket
+    also keeps its first gap ((max_points − 2) // 3 buckets then), so no stretch that held a
+    NaN is drawn as an unbroken line and every gap's marker has a point to sit on; a value is
+    never averaged with another. `max_points=1` gives the last point; `max_points=2` the
+    ends; below 5 points a series with gaps keeps the ends and its first gap, one without
+    them the ends and the interior point farthest from them. Vectorised: 10⁶ points take a
     fraction of a second.
     """
     if max_points < 0:
@@ -36,12 +40,20 @@ def downsample(steps: Sequence, values: Sequence, max_points: int) -> dict[str, 
     s, v = sort_unique(s, v)
     n = len(s)
     if max_points and n > max_points:
+        inner_gaps = ~np.isfinite(v[1:-1])
+        per_bucket = 3 if inner_gaps.any() else 2
         if max_points == 1:
             keep = np.array([n - 1])
-        elif max_points == 3:
-            keep = _ends_and_extreme(v)
+        elif max_points == 2:
+            keep = np.array([0, n - 1])
+        elif (max_points - 2) // per_bucket < 1 or max_points == 3:
+            # Too few points for a bucket: the one interior point kept is the first gap, else
+            # the extreme (a peak or a collapse is what a plot of three must not lose).
+            gaps = np.flatnonzero(inner_gaps)
+            middle = 1 + gaps[0] if len(gaps) else 1 + _extreme(v)
+            keep = np.array([0, middle, n - 1])
         else:
-            keep = _minmax_buckets(v, (max_points - 2) // 2)
+            keep = _minmax_buckets(v, (max_points - 2) // per_bucket, per_bucket == 3)
         s, v = s[keep], v[keep]
     whole = bool(np.all(s == np.round(s)))
     return {
@@ -50,20 +62,17 @@ def downsample(steps: Sequence, values: Sequence, max_points: int) -> dict[str, 
     }
 
 
-def _ends_and_extreme(v: np.ndarray) -> np.ndarray:
-    """The ends and the one interior point that strays farthest from them: no bucket fits
-    in three points, and the peak (or the collapse) is what a plot of three must not lose."""
+def _extreme(v: np.ndarray) -> int:
+    """Index among v[1:-1] (all finite) of the point that strays farthest from the ends."""
     inner, ends = v[1:-1], v[[0, -1]]
-    if not np.isfinite(inner).any():
-        return np.array([0, len(v) // 2, len(v) - 1])
-    ref = np.nanmean(ends) if np.isfinite(ends).any() else np.nanmean(inner)
-    high, low = np.nanargmax(inner), np.nanargmin(inner)
-    pick = low if ref - inner[low] > inner[high] - ref else high
-    return np.array([0, 1 + pick, len(v) - 1])
+    ref = np.nanmean(ends) if np.isfinite(ends).any() else np.mean(inner)
+    high, low = int(np.argmax(inner)), int(np.argmin(inner))
+    return low if ref - inner[low] > inner[high] - ref else high
 
 
-def _minmax_buckets(v: np.ndarray, buckets: int) -> np.ndarray:
-    """Indices of the first and last points and each interior bucket's min and max."""
+def _minmax_buckets(v: np.ndarray, buckets: int, gaps: bool) -> np.ndarray:
+    """Indices of the first and last points and each interior bucket's min and max (and,
+    with `gaps`, its first non-finite point)."""
     n = len(v)
     ends = np.array([0, n - 1])
     interior = n - 2
@@ -84,4 +93,9 @@ def _minmax_buckets(v: np.ndarray, buckets: int) -> np.ndarray:
         hits = np.flatnonzero(key == np.repeat(best, sizes))  # O(n), no sort
         # First hit at or after each bucket's start is that bucket's earliest extreme.
         picks.append(1 + hits[np.searchsorted(hits, starts - 1)])
+    if gaps:
+        # Each bucket's first gap: the smallest index among its non-finite points.
+        where = np.where(finite, interior, np.arange(interior))
+        first = np.minimum.reduceat(where, starts - 1)
+        picks.append(1 + first[first < interior])
     return np.unique(np.concatenate(picks))

@@ -41,6 +41,11 @@ Events (`kind`, per `role` where it has one):
 - `zero_std_groups` (role None, key `train/frac_zero_std`): `zero_std_consecutive` (5)
   consecutive logged values above `zero_std_threshold` (0.5) — most GRPO groups give no
   learning signal; the event is at the first of them.
+- `non_finite_loss` / `non_finite_reward` (role None, keys `train/loss`, `train/reward`):
+  the first step at which the training loss (or reward) was logged without a finite value —
+  NaN, ±inf, or a gap, which is how the store keeps a NaN — a diverged update or a broken
+  reward function, worth a look at once (`non_finite_events`). `value` and `limit` are None.
+  Causal, and read from the raw series: every other rule drops such points as missing.
 
 Each kind is raised once per role (the first occurrence), except `cliff` (see above). Every
 event is `{"kind", "role", "key", "step", "seen_at", "provisional", "value", "limit"}`:
@@ -70,11 +75,17 @@ from analysis.series import EPS, align_by_step, as_number, as_step, clean_series
 from trainer.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
+    REWARD_KEY,
     ZERO_STD_KEY,
     radar_reads,
     role_key,
     roles_in,
 )
+
+# The training figures whose non-finite value is itself an alert, with the event's kind.
+# "train/loss" is the trainer's (trainer/update.py) and the key-map's name for a client's
+# loss; the vocabulary has no constant for it yet.
+NON_FINITE_KINDS = {"train/loss": "non_finite_loss", REWARD_KEY: "non_finite_reward"}
 
 RADAR_DEFAULTS = {
     "cliff_confirm": 5,
@@ -166,6 +177,7 @@ def radar(
                 )
             )
 
+    events += non_finite_events(series)
     last = [float(s[-1]) for s, _ in clean.values() if len(s)]
     events.sort(key=lambda e: (e["step"], e["kind"], e["role"] or ""))
     return {
@@ -181,6 +193,28 @@ def radar(
             **own,
         },
     }
+
+
+def non_finite_events(series: Mapping[str, tuple[Sequence, Sequence]]) -> list[dict[str, Any]]:
+    """One event per key of `NON_FINITE_KINDS` that has a point with no finite value (None,
+    NaN or ±inf), at the first such step. Read before any cleaning, since `clean_series`
+    drops exactly these points."""
+    events = []
+    for key, kind in NON_FINITE_KINDS.items():
+        if key not in series:
+            continue
+        steps, values = series[key]
+        if len(steps) != len(values):
+            raise ValueError(f"{key}: steps and values differ in length")
+        bad = [
+            float(step)
+            for step, value in zip(steps, values, strict=True)
+            if step is not None and (value is None or not math.isfinite(float(value)))
+        ]
+        if bad:
+            first = min(bad)
+            events.append(_event(kind, None, key, first, first, False, math.nan, None))
+    return events
 
 
 def _event(kind, role, key, step, seen_at, provisional, value, limit) -> dict[str, Any]:

@@ -112,14 +112,45 @@ def test_per_role_events_come_from_role_series(client, run, alice):
     ]
 
 
+def test_a_non_finite_loss_or_reward_is_an_alert_shown_on_the_run_page(client, run, alice):
+    # Troupe's API takes JSON's NaN and Infinity as MLflow's client sends them.
+    body = [
+        '{"key": "train/loss", "step": 0, "value": 0.7}',
+        '{"key": "train/reward", "step": 0, "value": 0.1}',
+        '{"key": "train/loss", "step": 1, "value": NaN}',
+        '{"key": "train/reward", "step": 2, "value": -Infinity}',
+    ]
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        response = client.post(
+            f"/api/v1/runs/{run.id}/metrics", '{"points": [' + ", ".join(body) + "]}",
+            content_type="application/json", headers=bearer(alice),
+        )  # fmt: skip
+    assert response.status_code == 200
+
+    assert rows(run) == [
+        ("non_finite_loss", "", 1, 1, False),
+        ("non_finite_reward", "", 2, 2, False),
+    ]
+    assert Alert.objects.get(run=run, kind="non_finite_loss").value is None
+    # The alerts API filters on the new kinds, and its JSON stays JSON.
+    client.force_login(alice)
+    listed = client.get("/api/v1/alerts", {"kind": "non_finite_reward"})
+    assert [a["step"] for a in json.loads(listed.content)["alerts"]] == [2]
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "non_finite_loss" in page and "non_finite_reward" in page
+
+
 def test_points_the_radar_does_not_read_queue_no_evaluation(run):
     with TestCase.captureOnCommitCallbacks() as queued:
-        assert after_points(run.id, ["train/reward", "sys/step_seconds"]) is False
+        assert after_points(run.id, ["train/kl", "sys/step_seconds"]) is False
     assert queued == []
 
     with TestCase.captureOnCommitCallbacks() as queued:
         assert after_points(run.id, ["sys/step_seconds", "eval/accuracy"]) is True
     assert len(queued) == 1
+    for key in ("train/loss", "train/reward"):  # a NaN there is an alert
+        with TestCase.captureOnCommitCallbacks() as queued:
+            assert after_points(run.id, [key]) is True
 
 
 def test_anyone_signed_in_reads_the_alerts_api(client, run, alice, bob):

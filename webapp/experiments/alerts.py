@@ -3,8 +3,10 @@
 `after_points(run_id, keys)` is the hook every writer of points calls after `write_points`
 (the metrics API, the workers' reporter, the MLflow endpoints). It does nothing unless the
 batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
-`role/<r>/grad_norm|grad_share|entropy`): most batches of a worker do, but e.g. system
-metrics alone cost nothing. Otherwise, once the write commits, it queues the Celery task
+`role/<r>/grad_norm|grad_share|entropy`, and `train/loss` and `train/reward`, whose
+non-finite value is an alert of its own: `analysis.radar.non_finite_events`): most batches
+of a worker do, but e.g. system metrics alone cost nothing. Otherwise, once the write
+commits, it queues the Celery task
 `evaluate_radar` on the `radar` queue, due `TROUPE_RADAR_MIN_SECONDS` (2) later, unless one
 is queued for the run already (the run's `radar_due` column, set by a conditional UPDATE): a
 client sending many batches a second queues one evaluation a window, in any number of web
@@ -52,7 +54,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from analysis.radar import radar
+from analysis.radar import NON_FINITE_KINDS, radar
 from trainer.names import RADAR_KEYS, RADAR_ROLE_METRICS, radar_reads
 from webapp.celery import app
 from webapp.experiments.models import Alert, Run
@@ -68,6 +70,7 @@ KINDS = (
     "capture",
     "entropy_collapse",
     "zero_std_groups",
+    *NON_FINITE_KINDS.values(),
 )
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
 RADAR_QUEUE = "radar"  # its own worker: a run's worker trains, one task at a time
@@ -78,7 +81,7 @@ def after_points(run_id: int, keys: Iterable[str]) -> bool:
     """The hook after points of `run_id` were stored: ask for an evaluation when `keys`
     matter, once the caller's transaction commits (the task must see the points). True when
     asked; nothing is evaluated here."""
-    if not any(radar_reads(key) for key in keys):
+    if not any(radar_reads(key) or key in NON_FINITE_KINDS for key in keys):
         return False
     transaction.on_commit(partial(request_evaluation, run_id))
     return True
@@ -158,7 +161,8 @@ def settle_finished_runs() -> list[int]:
 def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]:
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts)."""
-    return selected_series(run_id, list(RADAR_KEYS), prefix="role/", suffixes=ROLE_SUFFIXES)
+    keys = [*RADAR_KEYS, *NON_FINITE_KINDS]
+    return selected_series(run_id, keys, prefix="role/", suffixes=ROLE_SUFFIXES)
 
 
 def _refresh(run: Run) -> list[Alert]:

@@ -19,6 +19,8 @@ register = template.Library()
 SEVERITY = (
     "cliff",
     "degradation",
+    "non_finite_loss",  # a NaN or inf loss or reward: the run is broken, not just worse
+    "non_finite_reward",
     "amplification",
     "capture",
     "entropy_collapse",
