@@ -6,16 +6,15 @@ batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
 `role/<r>/grad_norm|grad_share|entropy`, and `train/loss` and `train/reward`, whose
 non-finite value is an alert of its own: `analysis.radar.non_finite_events`): most batches
 of a worker do, but e.g. system metrics alone cost nothing. Otherwise, once the write
-commits, it queues the Celery task
-`evaluate_radar` on the `radar` queue, due `TROUPE_RADAR_MIN_SECONDS` (2) later, unless one
-is queued for the run already (the run's `radar_due` column, set by a conditional UPDATE): a
-client sending many batches a second queues one evaluation a window, in any number of web
-processes, and the last batch is still judged. The write path never runs the radar itself.
-The task reads the radar's series of the run in one query, runs the radar (a few
-milliseconds on a 1,000-step run, BENCHMARKS.md) and makes the run's `Alert` rows say what
-the radar says, with one upsert. What is a cliff is decided by `analysis.radar.radar` alone:
-this module stores its verdicts, and the trainer's `stop_after_cliff` (`trainer/stop_policy.py`)
-calls the same function.
+commits, it queues the Celery task `evaluate_radar` on the `radar` queue, due
+`TROUPE_RADAR_MIN_SECONDS` (2) later, unless one is queued for the run already (the run's
+`radar_due` column, set by a conditional UPDATE): a client sending many batches a second
+queues one evaluation a window, in any number of web processes, and the last batch is still
+judged. The write path never runs the radar itself. The task reads the radar's series of the
+run in one query, runs the radar (a few milliseconds on a 1,000-step run, BENCHMARKS.md) and
+makes the run's `Alert` rows say what the radar says, with one upsert. What is a cliff is
+decided by `analysis.radar.radar` alone: this module stores its verdicts, and the trainer's
+`stop_after_cliff` (`trainer/stop_policy.py`) calls the same function.
 
 - an event is a row unique on (run, kind, role, step); a provisional event that becomes
   confirmed is the same row updated; a provisional one the radar no longer reports (a cliff
