@@ -282,7 +282,9 @@ def curves_figure(
     colour_by: str = "sharing",
 ) -> go.Figure:
     """`key` for every run overlaid; the peak (★) and the cliff onset (✕ and a dotted line)
-    of each run's accuracy from its summary. With smoothing, the raw line stays, faint."""
+    of each run's accuracy from its summary. With smoothing, the raw line stays, faint. A
+    point with no finite value (NaN, ±inf: a gap, None) breaks the line, and a red × marks it
+    (`_add_gaps`)."""
     drawn = [run for run in runs if series.get(run.id, {}).get(key, {}).get("steps")]
     if not drawn:
         return empty(
@@ -293,6 +295,7 @@ def curves_figure(
     fig = go.Figure()
     styles = run_styles(drawn, colour_by)
     is_accuracy = key == ACCURACY_KEY
+    has_gaps = False
     for run in drawn:
         points = series[run.id][key]
         steps, raw = points["steps"], points["values"]
@@ -325,6 +328,7 @@ def curves_figure(
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
+        has_gaps = _add_gaps(fig, steps, raw, group, label) or has_gaps
         accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         if is_accuracy and accuracy.peak_step is not None:
             fig.add_trace(
@@ -368,6 +372,8 @@ def curves_figure(
                 )
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
+    if has_gaps:
+        _legend_marker(fig, "NaN/inf: the line breaks", GAP_MARKER)
     if any(RunSummary.of(summaries.get(r.id)).accuracy.cliff_onset is not None for r in drawn):
         _legend_marker(
             fig,
@@ -404,6 +410,56 @@ def _value_at(steps: Sequence, values: Sequence, step: int | float) -> float | N
     return values[i]
 
 
+GAP_MARKER = {"symbol": "x-thin", "size": 10, "color": CLIFF, "line": {"color": CLIFF, "width": 2}}
+
+
+def gap_markers(steps: Sequence, values: Sequence) -> tuple[list, list, list]:
+    """Where a series' gaps (None: a NaN or ±inf as stored) go on its plot: (steps, heights,
+    hover texts), one per stretch of consecutive gaps at its first step, at the height of the
+    last finite value before it (the first after it when none comes before; a series with no
+    finite value has nothing to draw)."""
+    xs, ys, texts = [], [], []
+    previous = None
+    for i, (step, value) in enumerate(zip(steps, values, strict=True)):
+        if value is not None:
+            previous = value
+            continue
+        if i and values[i - 1] is None:
+            continue
+        level = previous
+        if level is None:
+            level = next((v for v in values[i:] if v is not None), None)
+        if level is None:
+            break
+        xs.append(step)
+        ys.append(level)
+        texts.append(f"NaN/inf at step {step}")
+    return xs, ys, texts
+
+
+def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str,
+              **where: int) -> bool:  # fmt: skip
+    """A red × at each gap of one drawn series (`where`: its subplot's row and col); True if
+    the series has a gap. The line itself breaks there already: plotly never joins over None."""
+    xs, ys, texts = gap_markers(steps, values)
+    if not xs:
+        return False
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            marker=GAP_MARKER,
+            legendgroup=group,
+            showlegend=False,
+            text=texts,
+            hovertemplate=f"{label}: %{{text}}<extra></extra>",
+        ),
+        **where,
+    )
+    return True
+
+
 # --- gradient dynamics ----------------------------------------------------------------------------
 
 
@@ -413,7 +469,7 @@ def gradients_figure(
     """One row per run (at most MAX_GRADIENT_RUNS): per-role gradient norm (log scale), the
     roles' shares of their policy's gradient (stacked when one policy is shared) and the
     pairwise cosines; dotted lines mark each role's amplification onset in its colour, a red
-    dashed line the cliff onset."""
+    dashed line the cliff onset, a red × a point with no finite value (the line breaks)."""
     runs = list(runs)[:MAX_GRADIENT_RUNS]
     if not runs:
         return empty("Choose runs to see their gradient dynamics.")
@@ -438,6 +494,7 @@ def gradients_figure(
     )
     pair_colours = {name: PAIR_COLOURS[i % len(PAIR_COLOURS)] for i, name in enumerate(pair_names)}
     shown: set[str] = set()
+    gaps = False
     for r, run in enumerate(runs, start=1):
         points = series.get(run.id, {})
         summary = RunSummary.of(summaries.get(run.id))
@@ -461,6 +518,8 @@ def gradients_figure(
                     row=r,
                     col=1,
                 )
+                gaps = _add_gaps(fig, norm["steps"], norm["values"], f"role:{role}",
+                                 f"{shown_role} ‖g‖", row=r, col=1) or gaps  # fmt: skip
             share = points.get(role_key(role, "grad_share"))
             if share:
                 stacked = run.sharing == "shared"
@@ -478,6 +537,8 @@ def gradients_figure(
                     row=r,
                     col=2,
                 )
+                gaps = _add_gaps(fig, share["steps"], share["values"], f"role:{role}",
+                                 f"{shown_role} share", row=r, col=2) or gaps  # fmt: skip
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
             pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
@@ -494,6 +555,8 @@ def gradients_figure(
                 row=r,
                 col=3,
             )
+            gaps = _add_gaps(fig, points[key]["steps"], points[key]["values"], key,
+                             f"cos({pair})", row=r, col=3) or gaps  # fmt: skip
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
         if run.sharing != "shared" and any(
@@ -507,6 +570,8 @@ def gradients_figure(
         fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
     _legend_line(fig, "amplification onset (dotted, role colour)", MUTED, "dot")
     _legend_line(fig, "cliff onset", CLIFF, "dash")
+    if gaps:
+        _legend_marker(fig, "NaN/inf: the line breaks", GAP_MARKER)
     _layout(
         fig,
         height=height,

@@ -1,25 +1,35 @@
 """Tiny inline-SVG sparklines for the run page: a series scaled into a fixed box.
 
-The page draws the first frame on the server (`sparkline`); its script redraws with the same
-arithmetic (static/run_page.js) from the `steps` and `values` the live document carries.
+The server computes every coordinate (`sparkline`); the page draws the first frame from them
+and its script (static/run_page.js) redraws from the same fields in live.json, so the two
+never disagree. A point with no finite value (NaN or ±inf, which the store keeps as a gap,
+None) breaks the line, and a red × marks where: at the gap's step, at the height of the last
+finite value before it (the first after it when none comes before), with a hover title
+"NaN/inf at step N" — a diverging loss shows where it diverged instead of vanishing.
 """
 
 from __future__ import annotations
 
 WIDTH, HEIGHT, PAD = 240, 48, 3
+CROSS = 3  # half the size of a gap's ×, in SVG units
 
 
 def sparkline(key: str, series: dict | None) -> dict:
-    """{"key", "points" (SVG polyline), "last", "low", "high", "steps", "values"}."""
+    """{"key", "segments" (SVG polyline points, one per unbroken stretch), "gaps" ([{"step",
+    "title", "d"}]: each stretch of gaps at its first step, `d` its × as an SVG path),
+    "last" (the newest finite value), "last_gap" (the newest point is a gap), "low", "high",
+    "steps", "values"}."""
     steps = list((series or {}).get("steps", []))
     values = list((series or {}).get("values", []))
     pairs = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
-    out = {"key": key, "points": "", "last": None, "low": None, "high": None,
+    out = {"key": key, "segments": [], "gaps": [], "last": None, "low": None, "high": None,
+           "last_gap": bool(values) and values[-1] is None,
            "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT}  # fmt: skip
-    if not pairs:
+    if not steps:
         return out
-    s0, s1 = pairs[0][0], pairs[-1][0]
-    low, high = min(v for _, v in pairs), max(v for _, v in pairs)
+    s0, s1 = steps[0], steps[-1]  # the whole run's steps, gaps included
+    low = min((v for _, v in pairs), default=0.0)
+    high = max((v for _, v in pairs), default=0.0)
     span_s, span_v = (s1 - s0) or 1, (high - low) or 1
 
     def x(s: float) -> float:
@@ -28,6 +38,29 @@ def sparkline(key: str, series: dict | None) -> dict:
     def y(v: float) -> float:
         return HEIGHT - PAD - (v - low) / span_v * (HEIGHT - 2 * PAD) if high != low else HEIGHT / 2
 
-    out["points"] = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in pairs)
-    out.update(last=pairs[-1][1], low=low, high=high)
+    segments: list[list[str]] = [[]]
+    previous = None  # the last finite value so far
+    for i, (s, v) in enumerate(zip(steps, values, strict=True)):
+        if v is not None:
+            segments[-1].append(f"{x(s):.1f},{y(v):.1f}")
+            previous = v
+            continue
+        if segments[-1]:
+            segments.append([])
+        if i and values[i - 1] is None:
+            continue  # one × for a stretch of gaps
+        after = next((w for w in values[i:] if w is not None), None)
+        level = previous if previous is not None else after
+        cx, cy = x(s), y(level) if level is not None else HEIGHT / 2
+        out["gaps"].append(
+            {
+                "step": s,
+                "title": f"NaN/inf at step {s}",
+                "d": f"M{cx - CROSS:.1f},{cy - CROSS:.1f}L{cx + CROSS:.1f},{cy + CROSS:.1f}"
+                f"M{cx - CROSS:.1f},{cy + CROSS:.1f}L{cx + CROSS:.1f},{cy - CROSS:.1f}",
+            }
+        )
+    out["segments"] = [" ".join(points) for points in segments if points]
+    if pairs:
+        out.update(last=pairs[-1][1], low=low, high=high)
     return out

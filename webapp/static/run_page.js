@@ -1,7 +1,7 @@
 // The run page follows its run while it is queued or running: every few seconds it reads
 // live.json and updates the status, the progress bar, what the worker does before the first
 // step (its phase: "Preparing model tiny-s: warm start 40%"), the latest value of every
-// metric, the sparklines (drawn as the server draws them, webapp/experiments/sparkline.py)
+// metric, the sparklines (from the coordinates the server computed, with their gaps marked)
 // and the log tail; and every other block that changes while a run trains — key results,
 // heartbeat, attempts, checkpoint, radar, branches and the checkpoints offered — arrives
 // rendered by the page's own templates (`blocks`) and replaces its element. The branch form
@@ -14,27 +14,35 @@
   if (tail) tail.scrollTop = tail.scrollHeight;  // the newest lines first in view
   if (!root || ["queued", "running"].indexOf(root.dataset.status) < 0) return;
   var url = root.dataset.liveUrl;
-  var PAD = 3;
+  var SVG = "http://www.w3.org/2000/svg";
 
   function fmt(value, digits) {
     return value === null || value === undefined ? "—" : Number(value).toFixed(digits);
   }
 
-  function points(spark) {
-    var pairs = [];
-    spark.steps.forEach(function (s, i) {
-      if (spark.values[i] !== null) pairs.push([s, spark.values[i]]);
+  // The server computed every coordinate (webapp/experiments/sparkline.py): one polyline per
+  // unbroken stretch, and a red × with its hover title where a NaN or inf broke the line.
+  function drawSpark(fig, spark) {
+    var lines = fig.querySelector("[data-spark-lines]");
+    var gaps = fig.querySelector("[data-spark-gaps]");
+    lines.replaceChildren();
+    gaps.replaceChildren();
+    spark.segments.forEach(function (points) {
+      var line = document.createElementNS(SVG, "polyline");
+      line.setAttribute("fill", "none");
+      line.setAttribute("points", points);
+      lines.appendChild(line);
     });
-    if (!pairs.length) return "";
-    var s0 = pairs[0][0], s1 = pairs[pairs.length - 1][0];
-    var lo = Math.min.apply(null, pairs.map(function (p) { return p[1]; }));
-    var hi = Math.max.apply(null, pairs.map(function (p) { return p[1]; }));
-    var w = spark.width, h = spark.height;
-    return pairs.map(function (p) {
-      var x = s1 !== s0 ? PAD + (p[0] - s0) / (s1 - s0) * (w - 2 * PAD) : w / 2;
-      var y = hi !== lo ? h - PAD - (p[1] - lo) / (hi - lo) * (h - 2 * PAD) : h / 2;
-      return x.toFixed(1) + "," + y.toFixed(1);
-    }).join(" ");
+    spark.gaps.forEach(function (gap) {
+      var mark = document.createElementNS(SVG, "path");
+      mark.setAttribute("class", "spark-gap");
+      mark.setAttribute("data-gap-step", gap.step);
+      mark.setAttribute("d", gap.d);
+      var title = document.createElementNS(SVG, "title");
+      title.textContent = gap.title;
+      mark.appendChild(title);
+      gaps.appendChild(mark);
+    });
   }
 
   function text(el, value) { if (el) el.textContent = value; }
@@ -72,8 +80,8 @@
     data.sparklines.forEach(function (spark) {
       var fig = document.querySelector('[data-spark="' + spark.key + '"]');
       if (!fig) return;
-      fig.querySelector("polyline").setAttribute("points", points(spark));
-      text(fig.querySelector("[data-spark-last]"), fmt(spark.last, 3));
+      drawSpark(fig, spark);
+      text(fig.querySelector("[data-spark-last]"), spark.last_gap ? "NaN/inf" : fmt(spark.last, 3));
       text(fig.querySelector("[data-spark-range]"),
         spark.low === null ? "no points yet" : fmt(spark.low, 3) + " – " + fmt(spark.high, 3));
     });
