@@ -66,7 +66,7 @@ def test_a_write_after_the_evaluation_queues_the_next(client, run, alice, publis
 
 
 def test_a_batch_the_radar_does_not_read_queues_nothing(client, run, alice, published):
-    send(client, alice, run, [{"key": "train/reward", "step": 1, "value": 0.5}])
+    send(client, alice, run, [{"key": "train/kl", "step": 1, "value": 0.5}])
 
     assert published == []
     assert Run.objects.get(id=run.id).radar_due is None
