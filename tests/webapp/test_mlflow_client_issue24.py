@@ -315,6 +315,13 @@ def test_a_nan_loss_is_kept_as_a_gap_instead_of_failing_the_job(troupe):
     assert [m.step for m in history] == [0, 1]
     assert history[0].value == 0.5 and math.isnan(history[1].value)
     assert MlflowClient().get_metric_history(active.info.run_id, "reward")[1].value == 0.2
+    # The NaN loss (stored under Troupe's `train/loss` too) is a radar alert of the run, given
+    # with the run's end.
+    run = Run.objects.get(
+        id=int(MlflowClient().get_run(active.info.run_id).data.tags["troupe.run_id"])
+    )
+    alerts = run.alerts.values_list("kind", "key", "step", "provisional")
+    assert list(alerts) == [("non_finite_loss", "train/loss", 1, False)]
 
 
 def test_async_logging_keeps_every_step_around_a_nan(troupe):
@@ -356,3 +363,49 @@ def test_infinities_read_back_as_logged_and_stay_gaps_to_troupe(troupe):
     run = Run.objects.get(id=int(client.get_run(active.info.run_id).data.tags["troupe.run_id"]))
     stored = MetricPoint.objects.filter(run=run, key="loss").order_by("step")
     assert list(stored.values_list("value", flat=True)) == [0.5, None, None]  # gaps
+
+
+def test_a_large_download_streams_in_one_request_even_asked_for_parts(troupe, tmp_path):
+    """MLflow's client (3.18) downloads a file in parallel ranges only from a presigned URL,
+    which a server offers only for a cloud store: server-info's `multipart_downloads_enabled`,
+    false on MLflow's own server with a local store too. Against Troupe it streams the file in
+    one GET; with MLFLOW_ENABLE_PROXY_MULTIPART_DOWNLOAD=true forced on, Troupe's 404 for the
+    presigned endpoint sends it back to that one GET. The same bytes either way."""
+    from mlflow.store.artifact import http_artifact_repo
+
+    payload = np.random.default_rng(0).bytes(64 * 1024 * 1024)
+    (tmp_path / "weights.bin").write_bytes(payload)
+    mlflow.set_experiment("large-download")
+    with mlflow.start_run() as active:
+        mlflow.log_artifact(str(tmp_path / "weights.bin"))
+    sent = []
+    real = http_artifact_repo.http_request
+
+    def recording(host_creds, endpoint, method, *args, **kwargs):
+        sent.append((method, endpoint, kwargs.get("stream", False)))
+        return real(host_creds, endpoint, method, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(http_artifact_repo, "http_request", recording)
+        patch.setattr(
+            http_artifact_repo.HttpArtifactRepository, "_multipart_download",
+            lambda *a, **k: pytest.fail("a ranged download"),
+        )  # fmt: skip
+        got = MlflowClient().download_artifacts(
+            active.info.run_id, "weights.bin", str(tmp_path / "a")
+        )
+        assert Path(got).read_bytes() == payload
+        # A listing (is it a folder?), then the file in one streamed GET.
+        assert sent == [
+            ("GET", "/mlflow-artifacts/artifacts", False),
+            ("GET", "/weights.bin", True),
+        ]
+        sent.clear()
+        patch.setenv("MLFLOW_ENABLE_PROXY_MULTIPART_DOWNLOAD", "true")
+        got = MlflowClient().download_artifacts(
+            active.info.run_id, "weights.bin", str(tmp_path / "b")
+        )
+        assert Path(got).read_bytes() == payload
+    presigned = [endpoint for _, endpoint, _ in sent if "/presigned/" in endpoint]
+    assert len(presigned) == 1 and presigned[0].endswith("/weights.bin")  # answered 404
+    assert sent[-1] == ("GET", "/weights.bin", True)
