@@ -102,8 +102,10 @@ def test_the_metrics_api_serves_gaps_as_null_whole_and_downsampled(client, diver
 def test_the_compare_view_marks_each_gap_with_a_red_cross(diverging, bob):
     with data.viewing_as(bob):
         figure = compare.update_compare([diverging.id], "train/reward", "0", "sharing", 0)[0]
-    line = next(t for t in figure.data if t.mode == "lines")
+    line = next(t for t in figure.data if t.name and t.name.startswith(f"run {diverging.id}"))
     assert list(line.y)[4] is None and list(line.y)[7] is None  # plotly breaks the line there
+    # Step 9 lies between a gap and the end: no line to draw, so a dot in the line's colour.
+    assert line.mode == "lines+markers" and list(line.marker.size) == [0] * 9 + [5]
     (marks,) = [t for t in figure.data if t.mode == "markers" and t.text]
     assert list(marks.x) == [4, 7] and list(marks.y) == [0.35, 0.45]
     assert list(marks.text) == ["NaN/inf at step 4", "NaN/inf at step 7"]
@@ -112,8 +114,8 @@ def test_the_compare_view_marks_each_gap_with_a_red_cross(diverging, bob):
     # Smoothing never averages a gap away: the smoothed line keeps it, the × stays.
     with data.viewing_as(bob):
         smooth = compare.update_compare([diverging.id], "train/reward", "3", "sharing", 0)[0]
-    drawn = [t for t in smooth.data if t.mode == "lines" and t.opacity is None]
-    assert list(drawn[0].y)[4] is None
+    drawn = next(t for t in smooth.data if t.name and t.name.startswith(f"run {diverging.id}"))
+    assert list(drawn.y)[4] is None
     assert [list(t.x) for t in smooth.data if t.mode == "markers" and t.text] == [[4, 7]]
 
 
@@ -123,6 +125,16 @@ def test_the_gradient_view_marks_a_non_finite_norm(diverging, bob):
     (marks,) = [t for t in figure.data if t.mode == "markers" and t.text]
     assert list(marks.x) == [5] and list(marks.y) == [1.0]
     assert list(marks.text) == ["NaN/inf at step 5"]
+
+
+def test_a_lone_point_between_gaps_is_drawn_as_a_dot():
+    spark = sparkline("k", {"steps": [0, 1, 2], "values": [None, 0.5, None]})
+    (segment,) = spark["segments"]
+    first, second = segment.split()
+    assert first == second  # a zero-length line, which round caps draw as a dot
+    assert figures.lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [
+        True, False, False, False, False, True
+    ]  # fmt: skip
 
 
 def test_a_series_without_gaps_draws_no_cross():

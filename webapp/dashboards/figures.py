@@ -316,15 +316,19 @@ def curves_figure(
                     hoverinfo="skip",
                 )
             )
+        mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
+        lone = lone_points(values)
+        if mode == "lines" and any(lone):  # a point between two gaps draws no line: a dot
+            mode, marker = "lines+markers", {"size": [5 if one else 0 for one in lone]}
         fig.add_trace(
             go.Scatter(
                 x=steps,
                 y=values,
                 name=label,
                 legendgroup=group,
-                mode="lines+markers" if is_accuracy and len(steps) <= 60 else "lines",
+                mode=mode,
                 line={"color": line_colour, "dash": dash, "width": 2.2},
-                marker={"size": 5},
+                marker=marker,
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
@@ -435,6 +439,18 @@ def gap_markers(steps: Sequence, values: Sequence) -> tuple[list, list, list]:
         ys.append(level)
         texts.append(f"NaN/inf at step {step}")
     return xs, ys, texts
+
+
+def lone_points(values: Sequence) -> list[bool]:
+    """Which points have no finite neighbour (gaps or the ends on both sides): a line through
+    them draws nothing, so they need a marker to be seen."""
+    n = len(values)
+    return [
+        v is not None
+        and (i == 0 or values[i - 1] is None)
+        and (i == n - 1 or values[i + 1] is None)
+        for i, v in enumerate(values)
+    ]
 
 
 def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str,

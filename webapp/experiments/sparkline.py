@@ -60,7 +60,10 @@ def sparkline(key: str, series: dict | None) -> dict:
                 f"M{cx - CROSS:.1f},{cy + CROSS:.1f}L{cx + CROSS:.1f},{cy - CROSS:.1f}",
             }
         )
-    out["segments"] = [" ".join(points) for points in segments if points]
+    # A lone point between gaps is drawn as a zero-length line: its round caps make a dot.
+    out["segments"] = [
+        " ".join(points * (2 if len(points) == 1 else 1)) for points in segments if points
+    ]
     if pairs:
         out.update(last=pairs[-1][1], low=low, high=high)
     return out
