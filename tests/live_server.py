@@ -1,6 +1,6 @@
 """A live Troupe for tests that drive it from outside: `gunicorn webapp.wsgi` on a free port,
 on the test database (the test must use `transactional_db`, so its rows are committed where
-the server sees them). Used by the MLflow client tests and the MLflow browser test."""
+the server sees them). Used by the MLflow client tests and the MLflow browser tests."""
 
 from __future__ import annotations
 
@@ -67,3 +67,24 @@ def mlflow_env(base: str, token: str) -> dict[str, str]:
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "DO_NOT_TRACK": "true",
     }
+
+
+@contextmanager
+def mlflow_at_troupe(
+    user, log_dir: Path, monkeypatch, password: str | None = None
+) -> Iterator[str]:
+    """A live Troupe, and this process's MLflow client pointed at it with a new token of
+    `user` (who signs in to its pages with `password`, when given): yields its base URL."""
+    import mlflow  # the MLflow tests' own dependency, not every live server's
+
+    from webapp.experiments.models import ApiToken
+
+    if password is not None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    _, token = ApiToken.issue(user, "mlflow")
+    with live_troupe(log_dir) as base:
+        for name, value in mlflow_env(base, token).items():
+            monkeypatch.setenv(name, value)
+        mlflow.set_tracking_uri(base)
+        yield base

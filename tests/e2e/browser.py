@@ -45,3 +45,11 @@ def screenshot(page, name: str) -> Path:
     page.screenshot(path=path, full_page=True)
     assert path.stat().st_size > 0
     return path
+
+
+def sign_in(page, url: str, username: str, password: str) -> None:
+    """Open `url` and sign in on the login page it sends a stranger to."""
+    page.goto(url)
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("#login-form button[type=submit]")

@@ -10,10 +10,10 @@ import math
 import mlflow
 import pytest
 
-from tests.e2e.browser import chromium, screenshot
-from tests.live_server import live_troupe, mlflow_env
+from tests.e2e.browser import chromium, screenshot, sign_in
+from tests.live_server import mlflow_at_troupe
 from webapp.dashboards import state
-from webapp.experiments.models import ApiToken, Run
+from webapp.experiments.models import Run
 
 pytestmark = [
     pytest.mark.e2e,
@@ -34,17 +34,11 @@ def reward(step: int) -> float:
 
 
 @pytest.fixture
-def logging(alice, tmp_path, monkeypatch):
+def open_run(alice, tmp_path, monkeypatch):
     """A live server and an MLflow run still open (so the run page follows it), its first
     eight steps logged (before the browser starts: Django refuses ORM calls inside
     Playwright's loop)."""
-    alice.set_password(PASSWORD)
-    alice.save(update_fields=["password"])
-    _, token = ApiToken.issue(alice, "mlflow")
-    with live_troupe(tmp_path) as base:
-        for name, value in mlflow_env(base, token).items():
-            monkeypatch.setenv(name, value)
-        mlflow.set_tracking_uri(base)
+    with mlflow_at_troupe(alice, tmp_path, monkeypatch, PASSWORD) as base:
         mlflow.set_experiment("diverging")
         with mlflow.start_run(run_name="nan reward") as active:
             for step in range(8):
@@ -53,14 +47,11 @@ def logging(alice, tmp_path, monkeypatch):
             yield base, Run.objects.get(id=int(tags["troupe.run_id"]))
 
 
-def test_gaps_are_marked_on_the_run_page_and_in_the_compare_view(logging, chromium_path):
-    base, run = logging
+def test_gaps_are_marked_on_the_run_page_and_in_the_compare_view(open_run, chromium_path):
+    base, run = open_run
     with chromium(chromium_path) as browser:
         page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
-        page.goto(f"{base}/runs/{run.id}/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", PASSWORD)
-        page.click("#login-form button[type=submit]")
+        sign_in(page, f"{base}/runs/{run.id}/", "alice", PASSWORD)
         spark = page.locator('[data-spark="train/reward"]')
         titles = spark.locator(".spark-gap title")
         assert titles.all_text_contents() == ["NaN/inf at step 4", "NaN/inf at step 6"]

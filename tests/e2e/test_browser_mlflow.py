@@ -7,9 +7,9 @@ import mlflow
 import pytest
 
 from analysis.runs import summarize_run
-from tests.e2e.browser import chromium, screenshot
-from tests.live_server import live_troupe, mlflow_env
-from webapp.experiments.models import ApiToken, Run
+from tests.e2e.browser import chromium, screenshot, sign_in
+from tests.live_server import mlflow_at_troupe
+from webapp.experiments.models import Run
 
 pytestmark = [
     pytest.mark.e2e,
@@ -40,13 +40,7 @@ def grad_norms(step: int) -> dict[str, float]:
 def logged(alice, tmp_path, monkeypatch):
     """A live server, and a run logged into it through MLflow (before the browser starts:
     Django refuses ORM calls inside Playwright's loop)."""
-    alice.set_password(PASSWORD)
-    alice.save(update_fields=["password"])
-    _, token = ApiToken.issue(alice, "mlflow")
-    with live_troupe(tmp_path) as base:
-        for name, value in mlflow_env(base, token).items():
-            monkeypatch.setenv(name, value)
-        mlflow.set_tracking_uri(base)
+    with mlflow_at_troupe(alice, tmp_path, monkeypatch, PASSWORD) as base:
         mlflow.set_experiment("verl voting")
         with mlflow.start_run(run_name="voting per-role seed 0") as active:
             mlflow.set_tags({"workflow": "voting", "task": "math", "sharing": "per_role"})
@@ -75,10 +69,7 @@ def test_an_mlflow_logged_run_shows_its_roles_in_the_gradient_page(logged, chrom
     assert lead and lead > 0  # the logged data has amplification ahead of the cliff
     with chromium(chromium_path) as browser:
         page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
-        page.goto(f"{base}/dash/gradients?runs={run.id}")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", PASSWORD)
-        page.click("#login-form button[type=submit]")
+        sign_in(page, f"{base}/dash/gradients?runs={run.id}", "alice", PASSWORD)
         page.wait_for_selector("#gradients-graph .scatterlayer .trace")
         page.wait_for_selector("#gradients-table table.data")
 
