@@ -1,5 +1,6 @@
-"""`downsample` thins a long series for plotting (first, last and each bucket's minimum and
-maximum): the rule the metrics API applies for `max_points` (docs/design.md §7).
+"""`downsample` thins a long series for plotting (first, last, each bucket's minimum and
+maximum, and its first gap where NaN or ±inf was logged): the rule the metrics API applies
+for `max_points` (docs/design.md §7).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ a team tool (`webapp/experiments/access.py`): anyone signed in may read every ex
 run, so the panel only checks that someone is signed in; outside a request nothing is visible.
 A run id that does not exist is ignored, never an error. Series for figures go through
 `read_runs_series` (one query for all the runs) with `MAX_POINTS`, which keeps the first and
-last points and each bucket's minimum and maximum, so peaks and cliffs stay visible while a
-10,000-step run costs 500 points.
+last points, each bucket's minimum and maximum and its first gap (NaN/inf), so peaks,
+cliffs and divergences stay visible while a 10,000-step run costs 500 points.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ orders). The store stores; what reacts to new points (the live radar,
 `webapp.experiments.alerts.after_points`) is called by the writers after it.
 
 Reads of series are whole (`max_points=0`) or downsampled by `analysis.downsample`,
-which keeps the first and last points and each bucket's minimum and maximum, so peaks and
-cliffs survive downsampling. Many runs are read in one query.
+which keeps the first and last points, each bucket's minimum and maximum and its first gap
+(a NaN or ±inf, stored as NULL, read as None), so peaks, cliffs and divergences survive
+downsampling. Many runs are read in one query.
 """
 
 from __future__ import annotations
