@@ -176,3 +176,15 @@ def test_statistics_bands_and_smoothing_ignore_non_finite_values():
     assert s.tolist() == [0, 2] and v.tolist() == [1.0, 2.0]
     # The compare page's display smoothing keeps a gap a gap, never averaging it in.
     assert centred_mean([1.0, None, 3.0, 5.0], 3) == [1.0, None, 4.0, 4.0]
+
+
+def test_capture_ignores_non_finite_shares():
+    steps = list(range(40))
+    shares = {"role/a/grad_share": [0.9] * 40, "role/b/grad_share": [0.1] * 40}
+    odd = {key: list(values) for key, values in shares.items()}
+    odd["role/a/grad_share"][5], odd["role/a/grad_share"][30] = NAN, INF
+    odd["role/b/grad_share"][12] = -INF
+    clean = summarize_run({key: (steps, values) for key, values in shares.items()})
+    out = summarize_run({key: (steps, values) for key, values in odd.items()})
+    assert out["capture"] == clean["capture"] == "a"
+    assert out["capture_fractions"] == clean["capture_fractions"] == {"a": 1.0, "b": 0.0}
