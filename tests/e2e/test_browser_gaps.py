@@ -61,6 +61,8 @@ def test_gaps_are_marked_on_the_run_page_and_in_the_compare_view(open_run, chrom
         mlflow.log_metrics({"reward": math.nan}, step=8)
         page.wait_for_selector('[data-spark="train/reward"] .spark-gap[data-gap-step="8"]')
         assert spark.locator("[data-spark-last]").inner_text() == "NaN/inf"
+        latest = page.locator("[data-latest] .metric", has_text="train/reward")
+        assert latest.locator(".num").inner_text() == "NaN/inf"
         screenshot(page, "run-page-gaps.png")
 
         page.goto(f"{base}{state.compare_url([run.id], 'train/reward')}")

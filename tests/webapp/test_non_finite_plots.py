@@ -26,14 +26,15 @@ def strict(content: bytes):
 
 @pytest.fixture
 def diverging(run):
-    """A running run whose reward goes NaN at step 4 and +inf at 7–8, and one of whose
-    gradient norms is -inf at step 5; every other point finite."""
+    """A running run whose reward goes NaN at step 4 and +inf at 7–8, one of whose gradient
+    norms is -inf at step 5, and whose newest loss is NaN; every other point finite."""
     Run.objects.filter(id=run.id).update(status=Run.RUNNING, step=9)
     reward = [0.1, 0.2, 0.3, 0.35, NAN, 0.4, 0.45, INF, INF, 0.5]
     points = [("train/reward", s, v) for s, v in enumerate(reward)]
     points += [("eval/accuracy", s, 0.2 + 0.01 * s) for s in (0, 3, 6, 9)]
     norms = [1.0, 1.1, 1.2, 1.1, 1.0, -INF, 1.2, 1.3, 1.1, 1.0]
     points += [("role/solver/grad_norm", s, v) for s, v in enumerate(norms)]
+    points += [("train/loss", 8, 0.7), ("train/loss", 9, NAN)]
     write_points(run.id, points)
     run.refresh_from_db()
     return run
@@ -74,6 +75,16 @@ def test_the_run_page_draws_the_gaps_and_live_json_carries_them(client, divergin
     assert "<title>NaN/inf at step 4</title>" in reward
     assert "<title>NaN/inf at step 7</title>" in reward
     assert "NaN/inf at step 8" not in reward  # one × for the stretch 7–8
+    # The latest value of a key whose newest point is a gap says so, instead of a dash.
+    latest = html[html.index("data-latest>") :]
+    assert (
+        '<code>train/loss</code><span class="muted small">@9</span><span class="num">NaN/inf'
+        in latest
+    )
+    assert (
+        '<code>train/reward</code><span class="muted small">@9</span><span class="num">0.5000<'
+        in latest
+    )
 
     live = strict(client.get(f"/runs/{diverging.id}/live.json").content)
     sparks = {s["key"]: s for s in live["sparklines"]}

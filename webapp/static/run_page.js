@@ -101,7 +101,8 @@
         var value = document.createElement("span");
         value.className = "num";
         var v = data.latest[key].value;
-        value.textContent = v !== null && Number.isInteger(v) ? String(v) : fmt(v, 4);
+        // A stored gap is a NaN or inf the run logged (or an explicit null): say so.
+        value.textContent = v === null ? "NaN/inf" : Number.isInteger(v) ? String(v) : fmt(v, 4);
         row.append(code, step, value);
         list.appendChild(row);
       });
