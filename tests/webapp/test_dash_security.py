@@ -142,7 +142,8 @@ def test_a_percent_brace_in_a_name_is_not_a_hover_template_variable(client, expe
     with data.viewing_as(bob):
         figure = compare.update_compare([run_id], "train/reward", "0", "sharing", 0)[0]
 
-    [line] = [t for t in figure.data if t.mode == "lines"]
+    # One point: a dot on its line (a line through one point draws nothing).
+    [line] = [t for t in figure.data if t.mode == "lines+markers"]
     shown = "%&#123;y} %&#123;x}<br>step %{x}"
     assert line.hovertemplate.startswith(f"run {run_id} · {shown}")
 

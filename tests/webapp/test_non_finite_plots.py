@@ -146,6 +146,8 @@ def test_a_lone_point_between_gaps_is_drawn_as_a_dot():
     assert figures.lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [
         True, False, False, False, False, True
     ]  # fmt: skip
+    assert figures.lone_dots([1.0, 2.0]) == {}
+    assert figures.lone_dots([None, 1.0, None], 4)["marker"] == {"size": [0, 4, 0]}
 
 
 def test_a_series_without_gaps_draws_no_cross():

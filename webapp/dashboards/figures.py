@@ -317,9 +317,8 @@ def curves_figure(
                 )
             )
         mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
-        lone = lone_points(values)
-        if mode == "lines" and any(lone):  # a point between two gaps draws no line: a dot
-            mode, marker = "lines+markers", {"size": [5 if one else 0 for one in lone]}
+        if mode == "lines" and (dots := lone_dots(values)):
+            mode, marker = dots["mode"], dots["marker"]
         fig.add_trace(
             go.Scatter(
                 x=steps,
@@ -453,6 +452,15 @@ def lone_points(values: Sequence) -> list[bool]:
     ]
 
 
+def lone_dots(values: Sequence, size: int = 5) -> dict[str, Any]:
+    """Scatter settings that put a dot on each of `lone_points` (nothing else gets one); {}
+    when there is none."""
+    lone = lone_points(values)
+    if not any(lone):
+        return {}
+    return {"mode": "lines+markers", "marker": {"size": [size if one else 0 for one in lone]}}
+
+
 def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str,
               **where: int) -> bool:  # fmt: skip
     """A red × at each gap of one drawn series (`where`: its subplot's row and col); True if
@@ -530,6 +538,7 @@ def gradients_figure(
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
                         hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
+                        **lone_dots(norm["values"], 4),
                     ),
                     row=r,
                     col=1,
@@ -567,6 +576,7 @@ def gradients_figure(
                     showlegend=_first(shown, key),
                     line={"color": pair_colours[key], "width": 1.4},
                     hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
+                    **lone_dots(points[key]["values"], 4),
                 ),
                 row=r,
                 col=3,
