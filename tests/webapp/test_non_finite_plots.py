@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from webapp.dashboards import data, figures
+from webapp.dashboards import data, figures, lineage_overlay
 from webapp.dashboards.pages import compare, gradients
+from webapp.experiments.lineage import Branching
 from webapp.experiments.models import Run
 from webapp.experiments.sparkline import sparkline
 from webapp.metrics import read_series, write_points
@@ -148,6 +149,20 @@ def test_a_lone_point_between_gaps_is_drawn_as_a_dot():
     ]  # fmt: skip
     assert figures.lone_dots([1.0, 2.0]) == {}
     assert figures.lone_dots([None, 1.0, None], 4)["marker"] == {"size": [0, 4, 0]}
+
+
+def test_a_branch_recoloured_by_the_lineage_overlay_keeps_its_red_crosses():
+    figure = figures.curves_figure(
+        [Run(id=3, name="branch", sharing="shared", seed=0)],
+        {3: {"train/reward": {"steps": [0, 1, 2], "values": [0.1, None, 0.2]}}},
+        {},
+        "train/reward",
+    )
+    lineage_overlay.mark(figure, {3: Branching(parent_id=1, step=0, change="lr", control=False)})
+    line = next(t for t in figure.data if t.name == "run 3 · branch")
+    assert line.line.color == lineage_overlay.CHANGE_COLOURS[0]
+    (cross,) = [t for t in figure.data if t.meta == figures.GAPS_META]
+    assert cross.marker.color == figures.CLIFF
 
 
 def test_a_series_without_gaps_draws_no_cross():

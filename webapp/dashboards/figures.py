@@ -413,6 +413,7 @@ def _value_at(steps: Sequence, values: Sequence, step: int | float) -> float | N
     return values[i]
 
 
+GAPS_META = "gaps"  # a gap trace's `meta`: restyling a run's traces leaves it red
 GAP_MARKER = {"symbol": "x-thin", "size": 10, "color": CLIFF, "line": {"color": CLIFF, "width": 2}}
 
 
@@ -474,6 +475,7 @@ def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, lab
             y=ys,
             mode="markers",
             marker=GAP_MARKER,
+            meta=GAPS_META,
             legendgroup=group,
             showlegend=False,
             text=texts,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from webapp.dashboards.figures import PALETTE
+from webapp.dashboards.figures import GAPS_META, PALETTE
 from webapp.experiments.lineage import Branching, branchings, family_of, from_branch_step
 
 BRANCH_LINE = {"color": "#6b7280", "dash": "dash", "width": 1.5}
@@ -61,7 +61,7 @@ def mark(figure: go.Figure, found: dict[int, Branching]) -> go.Figure:
             changes += 1
     for trace in figure.data:  # curves_figure groups each run's traces by its id
         style = styles.get(getattr(trace, "legendgroup", None))
-        if style is None:
+        if style is None or trace.meta == GAPS_META:  # a gap's × stays red
             continue
         trace.marker.color = style[0]
         if getattr(trace, "line", None) is not None:
