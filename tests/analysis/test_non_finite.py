@@ -13,6 +13,7 @@ import pytest
 from analysis.bands import seed_bands
 from analysis.cliffs import summarize_accuracy
 from analysis.downsample import downsample
+from analysis.gaps import gap_marks, lone_points
 from analysis.radar import non_finite_events, radar
 from analysis.runs import summarize_run
 from analysis.smoothing import centred_mean, smooth_series
@@ -188,3 +189,11 @@ def test_capture_ignores_non_finite_shares():
     out = summarize_run({key: (steps, values) for key, values in odd.items()})
     assert out["capture"] == clean["capture"] == "a"
     assert out["capture_fractions"] == clean["capture_fractions"] == {"a": 1.0, "b": 0.0}
+
+
+def test_plots_mark_each_stretch_of_gaps_once_at_a_finite_neighbours_height():
+    values = [None, 1.0, 2.0, None, None, 3.0, None]
+    assert gap_marks(range(7), values) == [(0, 1.0), (3, 2.0), (6, 3.0)]
+    assert gap_marks([0, 1], [None, None]) == [(0, None)]  # no height to give
+    assert gap_marks([0, 1], [0.5, 0.6]) == []
+    assert lone_points([None, 1.0, None, 2.0, 3.0]) == [False, True, False, False, False]

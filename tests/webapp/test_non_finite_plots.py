@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from analysis.gaps import gap_marks, lone_points
 from webapp.dashboards import data, figures, lineage_overlay
 from webapp.dashboards.pages import compare, gradients
 from webapp.experiments.lineage import Branching
@@ -144,7 +145,7 @@ def test_a_lone_point_between_gaps_is_drawn_as_a_dot():
     (segment,) = spark["segments"]
     first, second = segment.split()
     assert first == second  # a zero-length line, which round caps draw as a dot
-    assert figures.lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [
+    assert lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [
         True, False, False, False, False, True
     ]  # fmt: skip
     assert figures.lone_dots([1.0, 2.0]) == {}
@@ -173,4 +174,4 @@ def test_a_series_without_gaps_draws_no_cross():
         "train/reward",
     )
     assert not [t for t in figure.data if t.mode == "markers"]
-    assert figures.gap_markers([0, 1, 2], [None, None, None]) == ([], [], [])
+    assert gap_marks([0, 1, 2], [None, None, None]) == [(0, None)]

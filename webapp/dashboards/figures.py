@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
+from analysis.gaps import gap_marks, gap_title, lone_points
 from analysis.runs import RunSummary
 from analysis.smoothing import centred_mean
 from trainer.names import ACCURACY_KEY, GRAD_COS_PREFIX, role_key, roles_in
@@ -417,42 +418,6 @@ GAPS_META = "gaps"  # a gap trace's `meta`: restyling a run's traces leaves it r
 GAP_MARKER = {"symbol": "x-thin", "size": 10, "color": CLIFF, "line": {"color": CLIFF, "width": 2}}
 
 
-def gap_markers(steps: Sequence, values: Sequence) -> tuple[list, list, list]:
-    """Where a series' gaps (None: a NaN or ±inf as stored) go on its plot: (steps, heights,
-    hover texts), one per stretch of consecutive gaps at its first step, at the height of the
-    last finite value before it (the first after it when none comes before; a series with no
-    finite value has nothing to draw)."""
-    xs, ys, texts = [], [], []
-    previous = None
-    for i, (step, value) in enumerate(zip(steps, values, strict=True)):
-        if value is not None:
-            previous = value
-            continue
-        if i and values[i - 1] is None:
-            continue
-        level = previous
-        if level is None:
-            level = next((v for v in values[i:] if v is not None), None)
-        if level is None:
-            break
-        xs.append(step)
-        ys.append(level)
-        texts.append(f"NaN/inf at step {step}")
-    return xs, ys, texts
-
-
-def lone_points(values: Sequence) -> list[bool]:
-    """Which points have no finite neighbour (gaps or the ends on both sides): a line through
-    them draws nothing, so they need a marker to be seen."""
-    n = len(values)
-    return [
-        v is not None
-        and (i == 0 or values[i - 1] is None)
-        and (i == n - 1 or values[i + 1] is None)
-        for i, v in enumerate(values)
-    ]
-
-
 def lone_dots(values: Sequence, size: int = 5) -> dict[str, Any]:
     """Scatter settings that put a dot on each of `lone_points` (nothing else gets one); {}
     when there is none."""
@@ -466,9 +431,10 @@ def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, lab
               **where: int) -> bool:  # fmt: skip
     """A red × at each gap of one drawn series (`where`: its subplot's row and col); True if
     the series has a gap. The line itself breaks there already: plotly never joins over None."""
-    xs, ys, texts = gap_markers(steps, values)
-    if not xs:
+    marks = [(step, level) for step, level in gap_marks(steps, values) if level is not None]
+    if not marks:
         return False
+    xs, ys = zip(*marks, strict=True)
     fig.add_trace(
         go.Scatter(
             x=xs,
@@ -478,7 +444,7 @@ def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, lab
             meta=GAPS_META,
             legendgroup=group,
             showlegend=False,
-            text=texts,
+            text=[gap_title(step) for step in xs],
             hovertemplate=f"{label}: %{{text}}<extra></extra>",
         ),
         **where,

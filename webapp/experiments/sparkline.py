@@ -3,12 +3,14 @@
 The server computes every coordinate (`sparkline`); the page draws the first frame from them
 and its script (static/run_page.js) redraws from the same fields in live.json, so the two
 never disagree. A point with no finite value (NaN or ±inf, which the store keeps as a gap,
-None) breaks the line, and a red × marks where: at the gap's step, at the height of the last
-finite value before it (the first after it when none comes before), with a hover title
-"NaN/inf at step N" — a diverging loss shows where it diverged instead of vanishing.
+None) breaks the line, and a red × marks where: where `analysis.gaps` places it (as the panel's
+figures do), with a hover title "NaN/inf at step N": a diverging loss shows where it diverged
+instead of vanishing.
 """
 
 from __future__ import annotations
+
+from analysis.gaps import gap_marks, gap_title
 
 WIDTH, HEIGHT, PAD = 240, 48, 3
 CROSS = 3  # half the size of a gap's ×, in SVG units
@@ -39,23 +41,17 @@ def sparkline(key: str, series: dict | None) -> dict:
         return HEIGHT - PAD - (v - low) / span_v * (HEIGHT - 2 * PAD) if high != low else HEIGHT / 2
 
     segments: list[list[str]] = [[]]
-    previous = None  # the last finite value so far
-    for i, (s, v) in enumerate(zip(steps, values, strict=True)):
+    for s, v in zip(steps, values, strict=True):
         if v is not None:
             segments[-1].append(f"{x(s):.1f},{y(v):.1f}")
-            previous = v
-            continue
-        if segments[-1]:
+        elif segments[-1]:
             segments.append([])
-        if i and values[i - 1] is None:
-            continue  # one × for a stretch of gaps
-        after = next((w for w in values[i:] if w is not None), None)
-        level = previous if previous is not None else after
-        cx, cy = x(s), y(level) if level is not None else HEIGHT / 2
+    for s, level in gap_marks(steps, values):
+        cx, cy = x(s), HEIGHT / 2 if level is None else y(level)
         out["gaps"].append(
             {
                 "step": s,
-                "title": f"NaN/inf at step {s}",
+                "title": gap_title(s),
                 "d": f"M{cx - CROSS:.1f},{cy - CROSS:.1f}L{cx + CROSS:.1f},{cy + CROSS:.1f}"
                 f"M{cx - CROSS:.1f},{cy + CROSS:.1f}L{cx + CROSS:.1f},{cy - CROSS:.1f}",
             }
