@@ -10,12 +10,14 @@ WIDTH, HEIGHT, PAD = 240, 48, 3
 
 
 def sparkline(key: str, series: dict | None) -> dict:
-    """{"key", "points" (SVG polyline), "last", "low", "high", "steps", "values"}."""
+    """{"key", "points" (SVG polyline), "last", "low", "high", "steps", "values", "first_step",
+    "last_step"} (the steps at the box's left and right edges: a click maps back to a step)."""
     steps = list((series or {}).get("steps", []))
     values = list((series or {}).get("values", []))
     pairs = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
     out = {"key": key, "points": "", "last": None, "low": None, "high": None,
-           "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT}  # fmt: skip
+           "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT,
+           "first_step": None, "last_step": None}  # fmt: skip
     if not pairs:
         return out
     s0, s1 = pairs[0][0], pairs[-1][0]
@@ -29,5 +31,5 @@ def sparkline(key: str, series: dict | None) -> dict:
         return HEIGHT - PAD - (v - low) / span_v * (HEIGHT - 2 * PAD) if high != low else HEIGHT / 2
 
     out["points"] = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in pairs)
-    out.update(last=pairs[-1][1], low=low, high=high)
+    out.update(last=pairs[-1][1], low=low, high=high, first_step=s0, last_step=s1)
     return out
