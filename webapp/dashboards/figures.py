@@ -322,6 +322,7 @@ def curves_figure(
                 mode="lines+markers" if is_accuracy and len(steps) <= 60 else "lines",
                 line={"color": line_colour, "dash": dash, "width": 2.2},
                 marker={"size": 5},
+                customdata=[run.id] * len(steps),  # a click opens that step's episodes
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
@@ -456,6 +457,7 @@ def gradients_figure(
                         legendgroup=f"role:{role}",
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
+                        customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
                         hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
                     ),
                     row=r,
@@ -473,6 +475,7 @@ def gradients_figure(
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
                         stackgroup=f"share{r}" if stacked else None,
+                        customdata=[run.id] * len(share["steps"]),
                         hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
                     ),
                     row=r,
@@ -489,6 +492,7 @@ def gradients_figure(
                     legendgroup=key,
                     showlegend=_first(shown, key),
                     line={"color": pair_colours[key], "width": 1.4},
+                    customdata=[run.id] * len(points[key]["steps"]),
                     hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
                 ),
                 row=r,
