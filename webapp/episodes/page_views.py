@@ -113,6 +113,13 @@ def step_page(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "episodes/step.html", context)
 
 
+def _link_samples(path: str, columns: list[compare.Column], **params) -> None:
+    """Each column's sample chips open that sample in every column."""
+    for col in columns:
+        for card in col.samples:
+            card.href = _link(path, **params, sample=card.sample)
+
+
 @login_required
 @_refuse_bad_query
 def time_page(request: HttpRequest, run_id: int) -> HttpResponse:
@@ -129,6 +136,7 @@ def time_page(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         marks, missing = compare.landmarks(run, steps), []
     columns = [compare.column(label, run, problem, step, sample) for label, step in marks]
+    _link_samples(request.path, columns, problem=problem, steps=",".join(map(str, asked)))
     context = {
         "run": run,
         "problems": problems,
@@ -168,6 +176,8 @@ def runs_page(request: HttpRequest) -> HttpResponse:
         )
         for run in runs
     ]
+    _link_samples(request.path, columns, runs=",".join(map(str, run_ids)), problem=problem,
+                  step=step)  # fmt: skip
     context = {
         "runs": runs,
         "runs_value": ",".join(str(r.id) for r in runs),
