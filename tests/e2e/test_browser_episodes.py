@@ -10,7 +10,8 @@ from playwright.sync_api import expect
 
 from tests.e2e.browser import chromium, screenshot
 from tests.live_server import live_troupe
-from tests.webapp.episode_records import voting
+from tests.people import make_experiment
+from tests.webapp.episode_records import eval_opt, orch_workers, voting
 from webapp.episodes import store
 from webapp.experiments.models import Run
 from webapp.metrics import write_points
@@ -165,3 +166,59 @@ def test_from_a_curve_point_to_an_episode_and_a_probe_problem_in_time(served, ch
         page.wait_for_url(f"**/runs/{run_id}/episodes/?kind=eval&step=60&near=1")
         expect(page.locator("h1")).to_contain_text("step 60 · evaluation")
         assert errors == []
+
+
+@pytest.fixture
+def two_runs(alice, bob, tmp_path, monkeypatch):
+    """A shared and a per-role run with the same probe problem; the shared one also records
+    evaluator-optimizer and orchestrator-workers episodes (with a huge, odd completion)."""
+    monkeypatch.setenv("DEBUG", "1")
+    alice.set_password(PASSWORD)
+    alice.save(update_fields=["password"])
+    shared = make_experiment(alice, runs=1, sharing="shared").runs.get()
+    per_role = make_experiment(bob, runs=1, sharing="per_role").runs.get()
+    store.write_episodes(shared.id, probe(20, 0.25))
+    store.write_episodes(per_role.id, probe(20, 1.0))
+    huge = orch_workers(step=5, index=1, problem="p1", workers=3)
+    huge["turns"][1]["completion"] = ("x\udcff\x00 " + "y" * 200) * 300
+    store.write_episodes(
+        shared.id, [eval_opt(step=5, rounds=((False, False), (False, True))), huge]
+    )
+    with live_troupe(tmp_path) as base:
+        yield base, shared.id, per_role.id
+
+
+def test_one_problem_in_two_runs_and_the_other_workflows(two_runs, chromium_path):
+    base, shared, per_role = two_runs
+    with chromium(chromium_path) as browser:
+        page = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
+        page.goto(f"{base}/episodes/compare/?runs={shared},{per_role}")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("#login-form button[type=submit]")
+        columns = page.locator("[data-column]")
+        expect(columns).to_have_count(2)
+        expect(columns.nth(0)).to_contain_text("shared")
+        expect(columns.nth(0)).to_contain_text("1 of 2 samples correct")
+        expect(columns.nth(1)).to_contain_text("per_role")
+        expect(columns.nth(1)).to_contain_text("2 of 2 samples correct")
+        assert no_overflow(page)
+        screenshot(page, "episodes-runs.png")
+
+        page.goto(
+            f"{base}/runs/{shared}/episodes/?kind=train&step=5&outcome=evaluator_accepted_wrong"
+        )
+        episode = page.locator("#episode")
+        expect(episode.locator("[data-workflow=evaluator-optimizer]")).to_be_visible()
+        expect(episode.locator("[data-verdict=accepted]")).to_contain_text("wrongly")
+        expect(episode).to_contain_text("↺ rejected: revise")
+        assert no_overflow(page)
+        screenshot(page, "episodes-eval-opt.png")
+
+        page.goto(f"{base}/runs/{shared}/episodes/?kind=train&step=5")
+        page.locator('#groups [data-group="p1"] .ep-card').click()
+        expect(episode.locator("[data-workflow=orchestrator-workers]")).to_be_visible()
+        expect(episode.locator(".ep-stage").nth(1).locator(".ep-turn")).to_have_count(3)
+        expect(episode.locator(".ep-more summary").first).to_contain_text("more characters")
+        assert no_overflow(page)
+        screenshot(page, "episodes-orch.png")
