@@ -1,10 +1,13 @@
 """Episode records as the trainer writes them (`trainer/episode_log.py`), for each workflow:
 voting (voters → aggregator), evaluator-optimizer (generator ⇄ evaluator rounds),
-orchestrator-workers and single, with the scores the rollout gives each role's turns."""
+orchestrator-workers and single, with the scores the rollout gives each role's turns; and the
+episode pages' test helpers (a signed-in GET, an accuracy curve, a probe problem's samples)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from webapp.metrics import write_points
 
 
 def turn(role, agent, stage, completion, *, score=None, advantage=0.0, reward=0.0, **extra):
@@ -111,4 +114,26 @@ def voting_step(kind="train", step=1, problems=2, group=4) -> list[dict[str, Any
         )  # fmt: skip
         for p in range(problems)
         for s in range(group)
+    ]
+
+
+def get(client, user, url, status=200) -> str:
+    """The page at `url` as `user`, its status checked."""
+    client.force_login(user)
+    response = client.get(url)
+    assert response.status_code == status, response.content[:500]
+    return response.content.decode()
+
+
+def accuracy(run, values):
+    """`values` every 10 steps, with the SE a run logs beside them (the cliff's noise test)."""
+    points = [(key, 10 * i, v) for i, v in enumerate(values) for key in ("eval/accuracy",)]
+    write_points(run.id, points + [("eval/accuracy_se", 10 * i, 0.02) for i in range(len(values))])
+
+
+def probe(run, step, right, problem="q7") -> list[dict[str, Any]]:
+    """An evaluation's 2 samples of `problem`, `right` of them correct, marked by step."""
+    return [
+        voting("eval", step, s, problem, s, correct=s < right, text=f"\\boxed{{at {step}}}")
+        for s in range(2)
     ]

@@ -123,12 +123,6 @@ class StepFilters:
 # --- which step ---------------------------------------------------------------------------------
 
 
-def recorded_steps(run_id: int) -> list[tuple[str, int]]:
-    """(kind, step) of every recorded step of the run, by step then kind."""
-    pairs = Episode.objects.filter(run_id=run_id).values_list("kind", "step").distinct()
-    return sorted(pairs.order_by(), key=lambda pair: (pair[1], pair[0]))
-
-
 def nearest(steps: Sequence[int], step: int) -> int | None:
     """The recorded step closest to `step` (the earlier one on a tie); None when none."""
     if not steps:

@@ -12,27 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.runs import RunSummary
 from webapp.episodes.browse import Card, cards, detail, nearest
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, select
 from webapp.experiments.models import Run
 from webapp.experiments.summaries import run_summaries
-
-
-def probe_problems(run_id: int) -> list[str]:
-    """The problems the run's evaluations recorded, in the order they were recorded."""
-    rows = (
-        Episode.objects.filter(run_id=run_id, kind=Episode.EVAL)
-        .order_by("step", "index")
-        .values_list("problem_id", flat=True)
-    )
-    return list(dict.fromkeys(rows[:2000]))
-
-
-def probe_steps(run_id: int, problem: str) -> list[int]:
-    """The evaluation steps that recorded `problem`, in order."""
-    rows = Episode.objects.filter(run_id=run_id, kind=Episode.EVAL, problem_id=problem)
-    return sorted(set(rows.values_list("step", flat=True)))
 
 
 def landmarks(run: Run, steps: list[int]) -> list[tuple[str, int]]:
@@ -41,13 +26,12 @@ def landmarks(run: Run, steps: list[int]) -> list[tuple[str, int]]:
     recorded step share its column."""
     if not steps:
         return []
-    accuracy = (run_summaries([run], gradients=False).get(run.id) or {}).get("accuracy") or {}
+    accuracy = RunSummary.of(run_summaries([run], gradients=False).get(run.id)).accuracy
     marks = [("base", steps[0])]
-    peak = accuracy.get("peak_step")
-    if isinstance(peak, int | float):
+    peak, cliff = accuracy.peak_step, accuracy.cliff_onset
+    if peak is not None:
         marks.append((f"peak (step {peak:g})", nearest(steps, int(peak))))
-    cliff = accuracy.get("cliff_onset")
-    if isinstance(cliff, int | float):
+    if cliff is not None:
         after = [s for s in steps if s >= cliff]
         label = f"after the cliff (onset {cliff:g})"
         marks.append((label, after[0] if after else steps[-1]))

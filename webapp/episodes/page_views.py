@@ -26,6 +26,7 @@ from webapp.episodes import compare
 from webapp.episodes.browse import (
     KIND_NAMES,
     MAX_RUNS_COMPARED,
+    MAX_STEP_EPISODES,
     MAX_STEPS_COMPARED,
     BadQuery,
     StepFilters,
@@ -34,11 +35,11 @@ from webapp.episodes.browse import (
     groups,
     ids,
     problem_of,
-    recorded_steps,
     roles_with_shares,
     step_cards,
     whole,
 )
+from webapp.episodes.store import probe_problems, probe_steps, recorded_steps
 from webapp.episodes.workflow import OUTCOMES
 from webapp.experiments.access import get_run_for_user
 
@@ -96,6 +97,7 @@ def step_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "share_roles": roles_with_shares(everything),
         "groups": shown,
         "total": len(everything),
+        "capped": len(everything) >= MAX_STEP_EPISODES,
         "kept": len(kept),
         "opened": detail(opened) if opened else None,
         "siblings": siblings,
@@ -125,11 +127,11 @@ def _link_samples(path: str, columns: list[compare.Column], **params) -> None:
 def time_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     query = request.GET
-    problems = compare.probe_problems(run.id)
+    problems = probe_problems(run.id)
     problem = problem_of(query) or (problems[0] if problems else None)
     asked = ids(query, "steps", MAX_STEPS_COMPARED)
     sample = whole(query, "sample", 10_000) or 0
-    steps = compare.probe_steps(run.id, problem) if problem else []
+    steps = probe_steps(run.id, problem) if problem else []
     if asked:
         marks = [(f"step {s}", s if s in steps else None) for s in asked]
         missing = [s for s in asked if s not in steps]
@@ -159,10 +161,10 @@ def runs_page(request: HttpRequest) -> HttpResponse:
     runs = [get_run_for_user(request.user, run_id) for run_id in run_ids]
     step = whole(query, "step")
     sample = whole(query, "sample", 10_000) or 0
-    problems = [compare.probe_problems(run.id) for run in runs]
+    problems = [probe_problems(run.id) for run in runs]
     common = [p for p in problems[0] if all(p in other for other in problems[1:])] if runs else []
     problem = problem_of(query) or (common[0] if common else None)
-    by_run = {run.id: compare.probe_steps(run.id, problem) if problem else [] for run in runs}
+    by_run = {run.id: probe_steps(run.id, problem) if problem else [] for run in runs}
     shared = sorted(set.intersection(*(set(s) for s in by_run.values()))) if runs else []
     if step is None and shared:
         step = shared[-1]  # the latest evaluation every run recorded

@@ -7,10 +7,10 @@ the clicked step (static/episode_links.js, loaded with the panel).
 from __future__ import annotations
 
 from django import template
-from django.db.models import Count
 
-from webapp.episodes.browse import KIND_NAMES, recorded_steps
+from webapp.episodes.browse import KIND_NAMES
 from webapp.episodes.models import Episode
+from webapp.episodes.store import counts, recorded_steps
 from webapp.experiments.models import Run
 
 register = template.Library()
@@ -19,19 +19,13 @@ register = template.Library()
 @register.inclusion_tag("episodes/_episodes.html")
 def episode_panel(run: Run) -> dict:
     recorded = recorded_steps(run.id)
-    counts = dict(
-        Episode.objects.filter(run_id=run.id)
-        .values_list("kind")
-        .annotate(n=Count("id"))
-        .order_by()
-        .values_list("kind", "n")
-    )
+    recorded_counts = counts(run.id)
     return {
         "run": run,
         "recorded": [
             {"kind": k, "step": s, "label": f"{s} · {KIND_NAMES[k]}"} for k, s in recorded
         ],
         "latest": recorded[-1] if recorded else None,
-        "train_count": counts.get(Episode.TRAIN, 0),
-        "eval_count": counts.get(Episode.EVAL, 0),
+        "train_count": recorded_counts.get(Episode.TRAIN, 0),
+        "eval_count": recorded_counts.get(Episode.EVAL, 0),
     }

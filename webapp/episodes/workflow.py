@@ -163,10 +163,11 @@ def outcomes(record: Mapping[str, Any], stages: Iterable[Stage] | None = None) -
 
 def grad_shares(record: Mapping[str, Any]) -> dict[str, float]:
     """{role: share of that role's gradient at its step this episode carried}, from the
-    record's `grad_share` ({role: share}) or, failing that, its turns' `grad_share` summed by
-    role; {} when the record has none. Values that are not finite numbers are dropped."""
+    record's `grad_share` (or `grad_shares`: {role: share}) or, failing that, its turns'
+    `grad_share` summed by role; {} when the record has none. Values that are not finite
+    numbers are dropped."""
     shares: dict[str, float] = {}
-    given = record.get("grad_share")
+    given = record.get("grad_share", record.get("grad_shares"))
     if isinstance(given, Mapping):
         for role, value in given.items():
             if _finite(value):

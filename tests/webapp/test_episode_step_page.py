@@ -1,25 +1,24 @@
-"""The episode pages: a step's GRPO groups and an episode drawn as its workflow, filters,
-a probe problem at base/peak/after the cliff, one problem in two runs, and bad input (a 400
-naming the parameter, an empty state for a step without episodes, never a 500)."""
+"""The episode view of one step (`/runs/<id>/episodes/`): its GRPO groups and the opened
+episode drawn as its workflow, filters, the gradient share when recorded, escaped and folded
+texts, an empty state for a step without episodes, a 400 naming a bad parameter, and who may
+see it."""
 
 import re
 
 import pytest
 
-from tests.people import make_experiment
-from tests.webapp.episode_records import eval_opt, orch_workers, single, voting, voting_step
+from tests.webapp.episode_records import (
+    eval_opt,
+    get,
+    orch_workers,
+    single,
+    voting,
+    voting_step,
+)
 from webapp.episodes import store
 from webapp.episodes.browse import FOLD_CHARS
-from webapp.metrics import write_points
 
 pytestmark = pytest.mark.django_db
-
-
-def get(client, user, url, status=200):
-    client.force_login(user)
-    response = client.get(url)
-    assert response.status_code == status, response.content[:500]
-    return response.content.decode()
 
 
 def opened(html: str) -> str:
@@ -172,20 +171,6 @@ def test_a_bad_parameter_is_a_400_naming_it(client, run, bob, query, name):
     assert f'data-bad-query="{name}"' in html
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "/runs/{run}/episodes/time/?steps=a,b",
-        "/runs/{run}/episodes/time/?steps=1,2,3,4,5,6,7",
-        "/runs/{run}/episodes/time/?sample=-3",
-        "/episodes/compare/?runs=1;2",
-        "/episodes/compare/?runs={run}&step=x",
-    ],
-)
-def test_the_comparisons_refuse_bad_parameters(client, run, bob, url):
-    get(client, bob, url.format(run=run.id), status=400)
-
-
 def test_an_unknown_run_is_a_404_and_a_stranger_signs_in_first(client, run, bob):
     get(client, bob, f"/runs/{run.id + 99}/episodes/", status=404)
     get(client, bob, f"/episodes/compare/?runs={run.id},{run.id + 99}", status=404)
@@ -197,51 +182,3 @@ def test_an_unknown_run_is_a_404_and_a_stranger_signs_in_first(client, run, bob)
     ):
         response = client.get(url)
         assert response.status_code == 302 and "/login/" in response["Location"]
-
-
-def accuracy(run, values):
-    """`values` every 10 steps, with the SE a run logs beside them (the cliff's noise test)."""
-    points = [(key, 10 * i, v) for i, v in enumerate(values) for key in ("eval/accuracy",)]
-    write_points(run.id, points + [("eval/accuracy_se", 10 * i, 0.02) for i in range(len(values))])
-
-
-def probe(run, step, right, problem="q7"):
-    """An evaluation's 2 samples of `problem`, `right` of them correct, marked by step."""
-    return [
-        voting("eval", step, s, problem, s, correct=s < right, text=f"\\boxed{{at {step}}}")
-        for s in range(2)
-    ]
-
-
-def test_a_probe_problem_at_base_peak_and_after_the_cliff(client, run, bob):
-    accuracy(run, [0.2, 0.5, 0.8, 0.82, 0.8, 0.3, 0.1, 0.1, 0.12, 0.1])
-    store.write_episodes(run.id, [r for s in range(0, 100, 10) for r in probe(run, s, s // 40)])
-    html = get(client, bob, f"/runs/{run.id}/episodes/time/")
-    titles = re.findall(r'data-column="([^"]+)" data-step="(\d+)"', html)
-    assert [t[0].split(" ")[0] for t in titles] == ["base", "peak", "after"]
-    assert titles[0][1] == "0" and titles[1][1] == "30" and int(titles[2][1]) >= 50
-    assert "at 30" in html and "at 0" in html
-    chosen = get(client, bob, f"/runs/{run.id}/episodes/time/?steps=20,40,45&sample=1")
-    assert re.findall(r'data-column="(step \d+)"', chosen) == ["step 20", "step 40", "step 45"]
-    assert "Not recorded at step 45" in chosen and "data-column-empty" in chosen
-
-
-def test_a_run_without_a_cliff_shows_its_last_evaluation(client, run, bob):
-    accuracy(run, [0.2, 0.3, 0.4])
-    store.write_episodes(run.id, [r for s in (0, 10, 20) for r in probe(run, s, 1)])
-    html = get(client, bob, f"/runs/{run.id}/episodes/time/")
-    assert 'data-column="peak (step 20) · last evaluation" data-step="20"' in html
-
-
-def test_one_problem_in_two_runs_side_by_side(client, alice, bob):
-    shared = make_experiment(alice, runs=1, sharing="shared").runs.get()
-    per_role = make_experiment(bob, runs=1, sharing="per_role").runs.get()
-    store.write_episodes(shared.id, probe(shared, 10, 0) + probe(shared, 20, 0))
-    store.write_episodes(per_role.id, probe(per_role, 20, 2) + probe(per_role, 30, 2))
-    html = get(client, bob, f"/episodes/compare/?runs={shared.id},{per_role.id}")
-    columns = re.findall(r'data-column="([^"]+)" data-step="(\d*)"', html)
-    assert columns == [(f"run {shared.id} · shared", "20"), (f"run {per_role.id} · per_role", "20")]
-    assert "0 of 2 samples correct" in html and "2 of 2 samples correct" in html
-    other = get(client, bob, f"/episodes/compare/?runs={shared.id},{per_role.id}&step=30")
-    assert "Not recorded at this step" in other
-    assert "Give two run ids" in get(client, bob, "/episodes/compare/")
