@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.webapp.episode_records import (
+    accuracy,
     eval_opt,
     get,
     orch_workers,
@@ -182,3 +183,19 @@ def test_an_unknown_run_is_a_404_and_a_stranger_signs_in_first(client, run, bob)
     ):
         response = client.get(url)
         assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_step_zero_is_linked_as_step_zero(client, run, bob):
+    store.write_episodes(run.id, voting_step(step=0) + voting_step(step=5))
+    html = get(client, bob, f"/runs/{run.id}/episodes/?kind=train&step=0")
+    assert "8 training episodes at step 0" in html
+    assert "kind=train&amp;step=0&amp;episode=" in html  # the cards open step 0's episodes
+
+
+def test_the_runs_peak_and_cliff_are_a_click_away(client, run, bob):
+    accuracy(run, [0.2, 0.5, 0.8, 0.82, 0.8, 0.3, 0.1, 0.1, 0.12, 0.1])
+    store.write_episodes(run.id, voting_step(step=30))
+    html = get(client, bob, f"/runs/{run.id}/episodes/")
+    marks = html.partition("data-landmarks")[2].partition("</p>")[0]
+    assert "peak (step 30)" in marks and "cliff onset" in marks
+    assert "kind=eval&amp;step=30&amp;near=1" in marks

@@ -22,6 +22,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from analysis.runs import RunSummary
 from webapp.episodes import compare
 from webapp.episodes.browse import (
     KIND_NAMES,
@@ -42,6 +43,7 @@ from webapp.episodes.browse import (
 from webapp.episodes.store import probe_problems, probe_steps, recorded_steps
 from webapp.episodes.workflow import OUTCOMES
 from webapp.experiments.access import get_run_for_user
+from webapp.experiments.summaries import run_summaries
 
 
 def _refuse_bad_query(view):
@@ -57,7 +59,7 @@ def _refuse_bad_query(view):
 
 
 def _link(path: str, **params) -> str:
-    kept = {k: v for k, v in params.items() if v not in (None, "", False)}
+    kept = {k: v for k, v in params.items() if v is not None and v != "" and v is not False}
     return f"{path}?{urlencode(kept)}" if kept else path
 
 
@@ -85,8 +87,19 @@ def step_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "q": filters.q,
         "sort": filters.sort,
     }
+    accuracy = RunSummary.of(run_summaries([run], gradients=False).get(run.id)).accuracy
+    marks = [("peak", accuracy.peak_step), ("cliff onset", accuracy.cliff_onset)]
     context = {
         "run": run,
+        "landmarks": [
+            {
+                "label": f"{label} (step {step:g})",
+                "eval": _link(base, kind="eval", step=round(step), near=1),
+                "train": _link(base, kind="train", step=round(step), near=1),
+            }
+            for label, step in marks
+            if step is not None and recorded
+        ],
         "recorded": [
             {"kind": k, "step": s, "label": f"{s} · {KIND_NAMES[k]}"} for k, s in recorded
         ],
