@@ -98,6 +98,9 @@ def test_from_a_curve_point_to_an_episode_and_a_probe_problem_in_time(served, ch
         page.fill("#id_password", PASSWORD)
         page.click("#login-form button[type=submit]")
 
+        expect(page.locator("#episodes")).to_contain_text("80 training and 40 evaluation")
+        screenshot(page, "episodes-run-panel.png")
+
         # A click at 1/3 of the reward sparkline: step 30 of 0..90, a recorded step.
         spark = page.locator('[data-spark="train/reward"] svg')
         box = spark.bounding_box()
