@@ -128,8 +128,7 @@ def nearest(steps: Sequence[int], step: int) -> int | None:
     if not steps:
         return None
     i = bisect.bisect_left(steps, step)
-    near = [s for s in steps[max(i - 1, 0) : i + 1]]
-    return min(near, key=lambda s: (abs(s - step), s))
+    return min(steps[max(i - 1, 0) : i + 1], key=lambda s: (abs(s - step), s))
 
 
 @dataclass
@@ -162,10 +161,9 @@ def choose_step(query: Mapping[str, str], recorded: list[tuple[str, int]]) -> Ch
     if query.get("near") and close is not None:
         k = next(k for k in kinds if (k, close) in recorded)
         return Chosen(k, close, note=f"No {what}episodes at step {step}: the nearest is {close}.")
-    around = sorted({p for p in recorded if p[0] in kinds}, key=lambda p: (abs(p[1] - step), p[1]))[
-        :6
-    ]
-    return Chosen(kind, step, empty=True, around=sorted(around, key=lambda p: (p[1], p[0])))
+    by_distance = sorted((p for p in recorded if p[0] in kinds), key=lambda p: abs(p[1] - step))
+    around = sorted(by_distance[:6], key=lambda p: (p[1], p[0]))
+    return Chosen(kind, step, empty=True, around=around)
 
 
 # --- an episode as the pages draw it -----------------------------------------------------------

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from analysis.runs import RunSummary
 from webapp.episodes import compare
@@ -119,7 +120,7 @@ def step_page(request: HttpRequest, run_id: int) -> HttpResponse:
             for k, s in chosen.around
         ],
         "time_link": _link(
-            f"/runs/{run.id}/episodes/time/",
+            reverse("run_episodes_time", args=[run.id]),
             problem=opened.problem_id if opened and opened.kind == "eval" else None,
         ),
     }
@@ -161,7 +162,7 @@ def time_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "missing": missing,
         "sample": sample,
         "columns": columns,
-        "compare_link": _link("/episodes/compare/", runs=str(run.id), problem=problem),
+        "compare_link": _link(reverse("episodes_compare"), runs=str(run.id), problem=problem),
     }
     return render(request, "episodes/time.html", context)
 
