@@ -161,3 +161,13 @@ def test_episodes_measures_recording_time_and_size():
     assert row["episodes"] == 4 and row["smoke"] is True
     assert 0 < row["record_share_of_step"] < 1
     assert 0 < row["overhead_bytes_per_turn"] < row["bytes_per_turn"]
+
+
+@pytest.mark.timeout(300)
+def test_episode_view_times_the_view_and_the_api(postgres_url):
+    row = run_smoke("episode_view.py", "--postgres", postgres_url)
+    assert row["episodes"] == 8 and row["smoke"] is True
+    for size in ("short", "paper"):
+        assert row[size]["view_ms"] > 0 and row[size]["api_json_ms"] > 0
+    # the view draws one episode's texts whole; the API sends every episode's
+    assert row["paper"]["view_bytes"] < row["paper"]["api_json_bytes"]

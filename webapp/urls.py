@@ -8,6 +8,7 @@ from webapp.experiments import alert_views
 urlpatterns = [
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.experiments.urls")),
+    path("", include("webapp.episodes.urls")),
     # the live radar's alerts (webapp/experiments/alert_views.py), before the API's catch-all
     path("api/v1/alerts", alert_views.alerts_api, name="api_alerts"),
     path("api/v1/alerts/", alert_views.alerts_api),

@@ -329,6 +329,7 @@ def curves_figure(
                 mode=mode,
                 line={"color": line_colour, "dash": dash, "width": 2.2},
                 marker=marker,
+                customdata=[run.id] * len(steps),  # a click opens that step's episodes
                 hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
@@ -505,6 +506,7 @@ def gradients_figure(
                         legendgroup=f"role:{role}",
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
+                        customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
                         hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
                         **lone_dots(norm["values"], 4),
                     ),
@@ -525,6 +527,7 @@ def gradients_figure(
                         showlegend=_first(shown, f"role:{role}"),
                         line=role_line,
                         stackgroup=f"share{r}" if stacked else None,
+                        customdata=[run.id] * len(share["steps"]),
                         hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
                     ),
                     row=r,
@@ -543,6 +546,7 @@ def gradients_figure(
                     legendgroup=key,
                     showlegend=_first(shown, key),
                     line={"color": pair_colours[key], "width": 1.4},
+                    customdata=[run.id] * len(points[key]["steps"]),
                     hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
                     **lone_dots(points[key]["values"], 4),
                 ),

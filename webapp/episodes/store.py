@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from webapp.episodes.codec import finite, pack, unpack
 from webapp.episodes.models import Episode
@@ -102,3 +102,28 @@ def records(rows: QuerySet[Episode], q: str | None = None) -> Iterator[dict[str,
         record = unpack(row.data)
         if q is None or matches(record, q):
             yield episode_json(row, record)
+
+
+def recorded_steps(run_id: int) -> list[tuple[str, int]]:
+    """(kind, step) of every step of the run that recorded episodes, by step then kind."""
+    pairs = Episode.objects.filter(run_id=run_id).values_list("kind", "step").distinct()
+    return sorted(pairs.order_by(), key=lambda pair: (pair[1], pair[0]))
+
+
+def counts(run_id: int) -> dict[str, int]:
+    """{kind: how many episodes of that kind the run recorded}."""
+    rows = Episode.objects.filter(run_id=run_id).values("kind").annotate(n=Count("id"))
+    return {row["kind"]: row["n"] for row in rows.order_by()}
+
+
+def probe_problems(run_id: int, limit: int = 2000) -> list[str]:
+    """The problems the run's evaluations recorded, in the order they were first recorded
+    (every evaluation records the same ones: the first evaluations name them all)."""
+    rows = Episode.objects.filter(run_id=run_id, kind=Episode.EVAL).order_by("step", "index")
+    return list(dict.fromkeys(rows.values_list("problem_id", flat=True)[:limit]))
+
+
+def probe_steps(run_id: int, problem: str) -> list[int]:
+    """The evaluation steps that recorded `problem`, in order (the `episode_problem` index)."""
+    rows = Episode.objects.filter(run_id=run_id, problem_id=problem, kind=Episode.EVAL)
+    return sorted(set(rows.values_list("step", flat=True)))

@@ -20,13 +20,15 @@ def sparkline(key: str, series: dict | None) -> dict:
     """{"key", "segments" (SVG polyline points, one per unbroken stretch), "gaps" ([{"step",
     "title", "d"}]: each stretch of gaps at its first step, `d` its × as an SVG path),
     "last" (the newest finite value), "last_gap" (the newest point is a gap), "low", "high",
-    "steps", "values"}."""
+    "steps", "values", "first_step", "last_step"} (the steps at the box's left and
+    right edges: a click maps back to a step)."""
     steps = list((series or {}).get("steps", []))
     values = list((series or {}).get("values", []))
     pairs = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
     out = {"key": key, "segments": [], "gaps": [], "last": None, "low": None, "high": None,
            "last_gap": bool(values) and values[-1] is None,
-           "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT}  # fmt: skip
+           "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT,
+           "first_step": None, "last_step": None}  # fmt: skip
     if not steps:
         return out
     s0, s1 = steps[0], steps[-1]  # the whole run's steps, gaps included
@@ -62,4 +64,5 @@ def sparkline(key: str, series: dict | None) -> dict:
     ]
     if pairs:
         out.update(last=pairs[-1][1], low=low, high=high)
+    out.update(first_step=s0, last_step=s1)
     return out

@@ -81,6 +81,8 @@
       var fig = document.querySelector('[data-spark="' + spark.key + '"]');
       if (!fig) return;
       drawSpark(fig, spark);
+      fig.dataset.firstStep = spark.first_step === null ? "" : spark.first_step;  // for clicks
+      fig.dataset.lastStep = spark.last_step === null ? "" : spark.last_step;
       text(fig.querySelector("[data-spark-last]"), spark.last_gap ? "NaN/inf" : fmt(spark.last, 3));
       text(fig.querySelector("[data-spark-range]"),
         spark.low === null ? "no points yet" : fmt(spark.low, 3) + " – " + fmt(spark.high, 3));

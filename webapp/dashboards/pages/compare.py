@@ -11,6 +11,7 @@ from __future__ import annotations
 from dash import Input, Output, State, callback, dcc, html
 
 from webapp.dashboards import components, data, figures, lineage_overlay, state, tables
+from webapp.dashboards.episode_clicks import episodes_href
 from webapp.experiments.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
@@ -27,6 +28,7 @@ def layout(
         className="panel-page",
         children=[
             dcc.Location(id="curves-url", refresh=False),
+            dcc.Location(id="curves-go", refresh=True),  # a click: that step's episodes
             components.live_timer("curves-tick"),
             components.header(
                 "Compare runs",
@@ -34,7 +36,7 @@ def layout(
                 "run's peak and ✕ with a dotted line the onset of a terminal cliff (accuracy "
                 "stays below peak − θ to the end; θ = max(half the gain, the drop evaluation "
                 "noise could explain): the table shows each run's threshold, and its test on "
-                "hover).",
+                "hover). Click a point to open the episodes of that step.",
                 html.Span(id="curves-links", className="panel-links"),
             ),
             html.Div(
@@ -192,6 +194,12 @@ callback(
     Input("curves-colour", "value"),
     prevent_initial_call=True,
 )(sync_url)
+callback(
+    Output("curves-go", "href"),
+    Input("curves-graph", "clickData"),
+    State("curves-key", "value"),
+    prevent_initial_call=True,
+)(episodes_href)
 components.connect_format_switch("curves", image_format)
 
 # Registered by app.py, which imports the pages (a page never imports the app).

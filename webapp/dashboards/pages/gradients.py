@@ -11,6 +11,7 @@ from __future__ import annotations
 from dash import Input, Output, State, callback, dcc, html
 
 from webapp.dashboards import components, data, figures, state, tables
+from webapp.dashboards.episode_clicks import episodes_href
 from webapp.experiments.summaries import run_summaries
 
 
@@ -20,13 +21,15 @@ def layout(runs=None, **_ignored) -> html.Div:
         className="panel-page",
         children=[
             dcc.Location(id="gradients-url", refresh=False),
+            dcc.Location(id="gradients-go", refresh=True),  # a click: that step's episodes
             components.live_timer("gradients-tick"),
             components.header(
                 "Gradient dynamics",
                 "Per role: how large its gradient is, how much of its policy's gradient it "
                 "contributes, and how aligned the gradients on one policy are. A dotted line "
                 "marks where a role's gradient norm amplified (above its early median + 3 MAD "
-                "for 3 steps); the red dashed line marks the cliff.",
+                "for 3 steps); the red dashed line marks the cliff. Click a point to open the "
+                "episodes of that step.",
                 html.Span(id="gradients-links", className="panel-links"),
             ),
             html.Div(
@@ -142,6 +145,9 @@ callback(
 callback(
     Output("gradients-url", "search"), Input("gradients-runs", "value"), prevent_initial_call=True
 )(sync_url)
+callback(
+    Output("gradients-go", "href"), Input("gradients-graph", "clickData"), prevent_initial_call=True
+)(episodes_href)
 components.connect_format_switch("gradients", image_format)
 
 # Registered by app.py, which imports the pages (a page never imports the app).
