@@ -67,6 +67,8 @@ KINDS = (
     "amplification",
     "capture",
     "entropy_collapse",
+    "evaluator_accepts_wrong",  # the behaviour rules (analysis.radar.behavioural_events)
+    "voter_collapse",
     "zero_std_groups",
 )
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
