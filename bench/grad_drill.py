@@ -40,7 +40,11 @@ def main() -> None:
     parser.add_argument("--workflow", default="voting")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="one step of 2 problems (CI)")
+    parser.add_argument("--json", action="store_true", help="one JSON line")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.pairs = 1, 1
     config = make_config(
         "cpu-demo",
         workflow=args.workflow,
@@ -49,6 +53,7 @@ def main() -> None:
         eval_every=1000,
         checkpoint_every=1000,
         episodes_grad_share=True,
+        **({"prompts_per_step": 2, "group_size": 2, "episodes_per_step": 1} if args.smoke else {}),
     )
     seconds = {True: ([], []), False: ([], [])}
     for _ in range(args.pairs):
@@ -74,8 +79,9 @@ def main() -> None:
                 "drill_share_of_step": (on_update - off_update) / off_step,
                 "torch_threads": torch.get_num_threads(),
                 "python": platform.python_version(),
+                "smoke": args.smoke,
             },
-            indent=2,
+            indent=None if args.json else 2,
         )
     )
 
