@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from trainer.episode import Episode, Turn
-from trainer.gradients import dot
+from trainer.gradients import GradientTracker, dot
 from trainer.memory import SNAPSHOT_BUDGET_BYTES
 
 
@@ -111,16 +111,9 @@ class EpisodeDrill:
 
 
 def flat_grad(params: list[nn.Parameter]) -> torch.Tensor:
-    """A flat fp32 copy of the accumulated `.grad` (zeros where a parameter has none)."""
-    numel = sum(p.numel() for p in params)
-    out = torch.zeros(numel, dtype=torch.float32, device=params[0].device)  # (N,)
-    offset = 0
-    for p in params:
-        n = p.numel()
-        if p.grad is not None:
-            out[offset : offset + n].copy_(p.grad.reshape(-1))
-        offset += n
-    return out
+    """A flat fp32 copy of the accumulated `.grad`, taken exactly as the tracker takes its
+    snapshots (so a change to how gradients are laid out reaches both)."""
+    return GradientTracker(params).flat_grad()
 
 
 def _chunks(turns: list[Turn], size: int) -> Iterator[list[Turn]]:
