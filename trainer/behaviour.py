@@ -28,14 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
 from trainer.episode import Episode
-from trainer.names import (
-    AGGREGATOR_FOLLOWS_KEY,
-    EVALUATOR_ACCEPT_CORRECT_KEY,
-    EVALUATOR_ACCEPT_WRONG_KEY,
-    ORCHESTRATOR_SUBTASKS_KEY,
-    VOTER_AGREEMENT_KEY,
-    role_key,
-)
+from trainer.names import role_key
 
 Extract = Callable[[str], "str | None"]
 
@@ -47,7 +40,7 @@ def behaviour_metrics(episodes: Sequence[Episode], extract: Extract) -> dict[str
     out.update(_voting(episodes, extract))
     workers = [len(ep.turns_of("worker")) for ep in episodes if ep.turns_of("orchestrator")]
     if workers:
-        out[ORCHESTRATOR_SUBTASKS_KEY] = sum(workers) / len(workers)
+        out["behav/orchestrator_subtasks"] = sum(workers) / len(workers)
     truncated: dict[str, list[bool]] = defaultdict(list)
     for ep in episodes:
         for turn in ep.turns:
@@ -71,9 +64,9 @@ def _evaluator_calibration(episodes: Sequence[Episode]) -> dict[str, float]:
                 accepted[correct].append((turn.score > 0.5) == correct)
     out = {}
     if accepted[True]:
-        out[EVALUATOR_ACCEPT_CORRECT_KEY] = sum(accepted[True]) / len(accepted[True])
+        out["behav/evaluator_accept_correct"] = sum(accepted[True]) / len(accepted[True])
     if accepted[False]:
-        out[EVALUATOR_ACCEPT_WRONG_KEY] = sum(accepted[False]) / len(accepted[False])
+        out["behav/evaluator_accept_wrong"] = sum(accepted[False]) / len(accepted[False])
     return out
 
 
@@ -95,7 +88,7 @@ def _voting(episodes: Sequence[Episode], extract: Extract) -> dict[str, float]:
                 follows.append(final == answer)
     out = {}
     if agree:
-        out[VOTER_AGREEMENT_KEY] = sum(agree) / len(agree)
+        out["behav/voter_agreement"] = sum(agree) / len(agree)
     if follows:
-        out[AGGREGATOR_FOLLOWS_KEY] = sum(follows) / len(follows)
+        out["behav/aggregator_follows_majority"] = sum(follows) / len(follows)
     return out

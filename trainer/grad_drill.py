@@ -144,6 +144,23 @@ def micro_batches(
     return drill.micro_batches(role, segment, size, params)
 
 
+def micro_batch_count(segment: list[Turn], size: int) -> int:
+    """How many micro-batches `micro_batches` yields for `segment`: ranks that must run the
+    same number of passes (sharded parameters) count with this, not with len(segment)."""
+    drill = _ACTIVE.get()
+    if drill is None:
+        return -(-len(segment) // size)
+    mine: dict[int, int] = defaultdict(int)
+    rest = 0
+    for turn in segment:
+        episode = drill.owner.get(id(turn))
+        if episode is None:
+            rest += 1
+        else:
+            mine[episode] += 1
+    return sum(-(-n // size) for n in mine.values()) + -(-rest // size)
+
+
 def settle(roles: Mapping[str, torch.Tensor]) -> None:
     """An optimizer step's role vectors (the tracker's, summed over ranks) are known."""
     drill = _ACTIVE.get()

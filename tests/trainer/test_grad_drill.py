@@ -15,6 +15,7 @@ import torch
 
 from tests.trainer import dist_ranks
 from tests.trainer.test_gradients_exact import PAD, build, make_turns, separate_gradient
+from trainer import grad_drill
 from trainer.config import make_config
 from trainer.distributed import SOLO, split_list
 from trainer.episode import Episode
@@ -174,3 +175,17 @@ def test_two_ranks_give_each_ranks_episodes_the_shares_of_one_process(sharing):
         assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
     for role in ("generator", "aggregator"):
         assert sum(s.get(role, 0.0) for s in both) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_micro_batch_count_is_what_the_segment_yields():
+    config = config_for("shared")
+    policies = build(config)
+    episodes = episodes_of(make_turns(config, policies))
+    segment = [t for ep in episodes for t in ep.turns if t.agent == "generator0"]
+    params = policies.parameters("shared")
+    for drill in (None, EpisodeDrill(episodes[:3])):
+        with drilling(drill):
+            for size in (1, 2, 3):
+                batches = list(grad_drill.micro_batches("generator", segment, size, params))
+                assert grad_drill.micro_batch_count(segment, size) == len(batches)
+                assert sorted(map(id, (t for b in batches for t in b))) == sorted(map(id, segment))
