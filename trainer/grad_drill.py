@@ -30,7 +30,8 @@ without the drill-down only up to float rounding.
 
 Activated for one update by `drilling(drill)` (a context variable, so the update's functions
 keep their signatures: `update.accumulate_gradients` asks `micro_batches`, `_optimizer_step`
-calls `settle` and `settle_whole`, each a no-op when no drill is active). Data parallel: the
+calls `settle` and `settle_whole`, each a no-op when no drill is active; ranks that must run
+the same number of passes count them with `micro_batch_count`). Data parallel: the
 drill runs on the rank that records (rank 0) and needs no collective of its own; the role
 totals it divides by are already summed over ranks. It needs the role vectors of an
 instrumented update (`instrument=True`, as the trainer always runs).
