@@ -38,6 +38,16 @@ Events (`kind`, per `role` where it has one):
   `entropy_ref_points` (10) logged values; a collapse is `entropy_consecutive` (5) consecutive
   logged values after those, each below `entropy_frac` (0.5) × reference; the event is at the
   first of them. No event when the reference is not positive.
+- `evaluator_accepts_wrong` (role "evaluator", key `behav/evaluator_accept_wrong`):
+  `accept_wrong_consecutive` (3) consecutive logged values above `accept_wrong_threshold`
+  (0.9) — the evaluator waves more than 90% of the wrong candidates through, so the
+  generator is rewarded for whatever it writes; the event is at the first of them.
+- `voter_collapse` (role None, key `behav/voter_agreement`): diversity collapse. The
+  reference is the median of the first `voter_ref_points` (5) logged values; when it is below
+  `voter_agreement_threshold` (0.95), `voter_consecutive` (5) consecutive logged values after
+  those at or above the threshold are a collapse, at the first of them. Voters that agreed
+  from the start (reference at the threshold already) never collapsed: no event.
+  (`behavioural_events`; both series are logged only in steps with such episodes.)
 - `zero_std_groups` (role None, key `train/frac_zero_std`): `zero_std_consecutive` (5)
   consecutive logged values above `zero_std_threshold` (0.5) — most GRPO groups give no
   learning signal; the event is at the first of them.
@@ -75,7 +85,9 @@ from analysis.series import EPS, align_by_step, as_number, as_step, clean_series
 from trainer.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
+    EVALUATOR_ACCEPT_WRONG_KEY,
     REWARD_KEY,
+    VOTER_AGREEMENT_KEY,
     ZERO_STD_KEY,
     radar_reads,
     role_key,
@@ -95,6 +107,12 @@ RADAR_DEFAULTS = {
     "entropy_consecutive": 5,
     "zero_std_threshold": 0.5,
     "zero_std_consecutive": 5,
+    # The behaviour rules (`behavioural_events`).
+    "accept_wrong_threshold": 0.9,
+    "accept_wrong_consecutive": 3,
+    "voter_agreement_threshold": 0.95,
+    "voter_ref_points": 5,
+    "voter_consecutive": 5,
 }
 
 
@@ -114,7 +132,9 @@ def radar(
     `thresholds`: the `summarize_run` keywords (min_drop, drop_frac, median_window, final_window,
     baseline_frac, k_mad, consecutive, mad_floor, capture_threshold, capture_majority) and
     the radar's own (`RADAR_DEFAULTS`: cliff_confirm, capture_min_points, entropy_ref_points,
-    entropy_frac, entropy_consecutive, zero_std_threshold, zero_std_consecutive).
+    entropy_frac, entropy_consecutive, zero_std_threshold, zero_std_consecutive, and the
+    behaviour rules' accept_wrong_threshold, accept_wrong_consecutive,
+    voter_agreement_threshold, voter_ref_points, voter_consecutive).
 
     Returns `{"events": [...], "cliff_status", "last_step", "thresholds"}`: the events (see
     the module docstring), the §6 verdict on the accuracy so far (`summarize_accuracy` with
@@ -159,6 +179,7 @@ def radar(
     share_roles = [r for r in roles if role_key(r, "grad_share") in clean]
     if sharing in (None, "shared") and len(share_roles) >= 2:
         events += _capture(clean, share_roles, running, own, cap_kw)
+    events += behavioural_events(clean, own)
     if ZERO_STD_KEY in clean:
         s, v = clean[ZERO_STD_KEY]
         first = _first_run(v > own["zero_std_threshold"] + EPS, own["zero_std_consecutive"])
@@ -229,6 +250,57 @@ def _event(kind, role, key, step, seen_at, provisional, value, limit) -> dict[st
         "value": value if math.isfinite(value) else None,
         "limit": None if limit is None else float(limit),
     }
+
+
+def behavioural_events(clean: Mapping[str, tuple[np.ndarray, np.ndarray]], own: Mapping) -> list:
+    """The two rules on behaviour metrics (module docstring): an evaluator that accepts wrong
+    answers, voters whose answers collapsed to one. `clean`: cleaned series by key; `own`: the
+    radar's thresholds. Both are causal (each depends only on the points up to `seen_at`)."""
+    for name in ("accept_wrong_consecutive", "voter_ref_points", "voter_consecutive"):
+        if int(own[name]) != own[name] or own[name] < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    for name in ("accept_wrong_threshold", "voter_agreement_threshold"):
+        if not 0 <= own[name] <= 1:
+            raise ValueError(f"{name} is a share: between 0 and 1, not {own[name]}")
+    events = []
+    if EVALUATOR_ACCEPT_WRONG_KEY in clean:
+        s, v = clean[EVALUATOR_ACCEPT_WRONG_KEY]
+        limit, length = own["accept_wrong_threshold"], own["accept_wrong_consecutive"]
+        first = _first_run(v > limit + EPS, length)
+        if first is not None:
+            events.append(
+                _event(
+                    "evaluator_accepts_wrong",
+                    "evaluator",
+                    EVALUATOR_ACCEPT_WRONG_KEY,
+                    s[first],
+                    s[first + length - 1],
+                    False,
+                    v[first],
+                    limit,
+                )
+            )
+    if VOTER_AGREEMENT_KEY in clean:
+        s, v = clean[VOTER_AGREEMENT_KEY]
+        ref_points, length = own["voter_ref_points"], own["voter_consecutive"]
+        limit = own["voter_agreement_threshold"]
+        # Agreement at the threshold from the start is the base model's habit, not a collapse.
+        if len(v) > ref_points and float(np.median(v[:ref_points])) < limit - EPS:
+            first = _first_run(v >= limit - EPS, length, start=ref_points)
+            if first is not None:
+                events.append(
+                    _event(
+                        "voter_collapse",
+                        None,
+                        VOTER_AGREEMENT_KEY,
+                        s[first],
+                        s[first + length - 1],
+                        False,
+                        v[first],
+                        limit,
+                    )
+                )
+    return events
 
 
 def _first_run(mask: np.ndarray, length: int, start: int = 0) -> int | None:

@@ -211,6 +211,12 @@ class Config:
         minimum=0,
         maximum=64,
     )
+    episodes_grad_share: bool = _f(
+        False,
+        "Record each recorded training episode's share of each role's gradient (the gradient "
+        "drill-down; costs extra micro-batches: off by default, BENCHMARKS.md)",
+        "eval",
+    )
     init_from: str = _f(
         "",
         "Branch: start from this checkpoint directory of another run (…/checkpoints/step-NNNNNN "
@@ -262,6 +268,7 @@ _LATER_FIELDS = {
     "world_size": 1,
     "episodes_per_step": 2,
     "episodes_probe": 4,
+    "episodes_grad_share": False,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -15,6 +15,9 @@ role, agent, policy, stage, prompt and completion text, token counts, mean sampl
 log-prob, reward, advantage, the role's own score and whether it was truncated. Texts are
 made safe to store and show (lone surrogates and NUL replaced) and cut at `MAX_TEXT_CHARS`.
 Token entropy is not recorded: the sampler keeps only the chosen tokens' log-probs.
+A training episode's record also has `grad_share`: {role: its share of that role's gradient at
+the step} (trainer/grad_drill.py; they sum to 1 over all the step's episodes, not only the
+recorded ones).
 """
 
 from __future__ import annotations
@@ -94,16 +97,27 @@ def probe_sample(config: Config, episodes: Sequence[Episode]) -> Sequence[Episod
 
 
 def log_episodes(
-    reporter: Any, kind: str, step: int, episodes: Sequence[Episode], decode: Decode
+    reporter: Any,
+    kind: str,
+    step: int,
+    episodes: Sequence[Episode],
+    decode: Decode,
+    *,
+    grad_shares: Sequence[dict[str, float]] | None = None,
 ) -> int:
     """Hand the records of `episodes` to the reporter; how many. A reporter written before
-    episodes existed (without `log_episodes`) is skipped, not broken."""
+    episodes existed (without `log_episodes`) is skipped, not broken. `grad_shares` (one
+    {role: share} per episode, trainer/grad_drill.py) becomes each record's `grad_share`."""
     send = getattr(reporter, "log_episodes", None)
     if send is None or not episodes:
         return 0
+    if grad_shares is not None and len(grad_shares) != len(episodes):
+        raise ValueError(f"{len(grad_shares)} gradient shares for {len(episodes)} episodes")
     records = [
         episode_record(ep, index=i, kind=kind, step=step, decode=decode)
         for i, ep in enumerate(episodes)
     ]
+    for record, shares in zip(records, grad_shares or [], strict=False):
+        record["grad_share"] = {role: _number(value) for role, value in shares.items()}
     send(step, records)
     return len(records)

@@ -27,6 +27,22 @@ ZERO_STD_KEY = "train/frac_zero_std"  # share of GRPO groups whose rewards are a
 BEST_STEP_KEY = "ckpt/best_step"
 BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 
+# Behaviour metrics (trainer/behaviour.py): what the agents did in a step's episodes. The two
+# the radar reads have names of their own; BEHAVIOUR_KEYS are those the experiment page's
+# matrix can be coloured by (every one a share or a mean count, one value a step).
+EVALUATOR_ACCEPT_CORRECT_KEY = "behav/evaluator_accept_correct"
+EVALUATOR_ACCEPT_WRONG_KEY = "behav/evaluator_accept_wrong"  # the evaluator waves wrong through
+VOTER_AGREEMENT_KEY = "behav/voter_agreement"  # all voters alike: diversity collapse at 1
+AGGREGATOR_FOLLOWS_KEY = "behav/aggregator_follows_majority"
+ORCHESTRATOR_SUBTASKS_KEY = "behav/orchestrator_subtasks"
+BEHAVIOUR_KEYS = (
+    EVALUATOR_ACCEPT_CORRECT_KEY,
+    EVALUATOR_ACCEPT_WRONG_KEY,
+    VOTER_AGREEMENT_KEY,
+    AGGREGATOR_FOLLOWS_KEY,
+    ORCHESTRATOR_SUBTASKS_KEY,
+)
+
 ROLE_PREFIX = "role/"
 AGENT_PREFIX = "agent/"
 POLICY_PREFIX = "policy/"
@@ -74,7 +90,13 @@ def roles_in(keys) -> list[str]:
 
 # The radar (analysis/radar.py) reads these whole keys and each role's RADAR_ROLE_METRICS; a
 # batch of points touching none of them cannot change its verdicts, so the write path skips it.
-RADAR_KEYS = (ACCURACY_KEY, ACCURACY_SE_KEY, ZERO_STD_KEY)
+RADAR_KEYS = (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    ZERO_STD_KEY,
+    EVALUATOR_ACCEPT_WRONG_KEY,
+    VOTER_AGREEMENT_KEY,
+)
 RADAR_ROLE_METRICS = ("grad_norm", "grad_share", "entropy")
 
 

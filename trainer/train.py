@@ -64,6 +64,7 @@ from trainer.distributed import World, params_fingerprint, split_list, split_pro
 from trainer.episode import Episode
 from trainer.episode_log import log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
+from trainer.grad_drill import EpisodeDrill, drilling
 from trainer.models import load_model, resolve_device
 from trainer.names import (
     ACCURACY_KEY,
@@ -373,9 +374,14 @@ def _train(
             ]
             metrics = compute_advantages(everyone, config)
             (tokens,) = world.sum_floats([stats.tokens], "the rollout's token count")
-        metrics.update(
-            update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id, world=world)
-        )
+        # Rank 0 records: its sample's share of each role's gradient (trainer/grad_drill.py).
+        drill = None
+        if config.episodes_grad_share and world.leader:
+            drill = EpisodeDrill(train_sample(config, episodes))
+        with drilling(drill):
+            metrics.update(
+                update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id, world=world)
+            )
         t2 = time.perf_counter()
 
         every_turn = [t for ep in everyone for t in ep.turns]
@@ -397,7 +403,14 @@ def _train(
         # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
         # from every episode, and a sample of the episodes themselves.
         metrics.update(behaviour_metrics(everyone, task.extract))  # all ranks'
-        log_episodes(reporter, "train", step, train_sample(config, episodes), codec.decode)
+        log_episodes(
+            reporter,
+            "train",
+            step,
+            train_sample(config, episodes),
+            codec.decode,
+            grad_shares=drill.shares() if drill is not None else None,
+        )
         log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0
         metrics["sys/step_seconds"] = elapsed

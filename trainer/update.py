@@ -64,6 +64,7 @@ from itertools import groupby
 
 import torch
 
+from trainer import grad_drill
 from trainer.config import Config
 from trainer.distributed import SOLO, World
 from trainer.episode import Turn
@@ -150,8 +151,9 @@ def accumulate_gradients(
     for role, agent in segments:
         segment = by_segment.get((role, agent), [])
         beta = config.kl_for(role)
-        for start in range(0, len(segment), config.micro_batch_size):
-            micro = segment[start : start + config.micro_batch_size]
+        # Plain chunks of the segment, or (trainer/grad_drill.py) the recorded episodes' first.
+        params = policies.parameters(name)
+        for micro in grad_drill.micro_batches(role, segment, config.micro_batch_size, params):
             batch = make_batch(micro, pad_id, device)
             if batch.completion_len == 0:
                 stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
@@ -258,6 +260,7 @@ def _optimizer_step(
     figures, coherence, peak = None, {}, 0
     if tracker is not None:
         figures = tracker.finish()
+        grad_drill.settle(tracker.roles)  # the episodes' shares of the role vectors
         if coherence_on:
             coherence = coherence_scales(
                 tracker.roles,
@@ -274,6 +277,8 @@ def _optimizer_step(
         del tracker  # free the vectors before the optimizer allocates its state
     elif world.active:
         world.all_sum_grads(params, f"the gradient of {name}")
+    if figures is None:
+        grad_drill.settle_whole(segments, params)
 
     grads = [p.grad for p in params if p.grad is not None]
     total = torch.nn.utils.get_total_norm(grads) if grads else None

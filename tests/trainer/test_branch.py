@@ -120,6 +120,7 @@ LATER = (
     "world_size",
     "episodes_per_step",
     "episodes_probe",
+    "episodes_grad_share",
 )
 
 

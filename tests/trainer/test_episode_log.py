@@ -26,6 +26,7 @@ def recorded(tmp_path_factory) -> tuple[ListReporter, object]:
         episodes_per_step=2,
         episodes_probe=3,
         eval_samples=2,
+        episodes_grad_share=True,
     )
     reporter = ListReporter()
     train(config, tmp_path_factory.mktemp("run"), reporter)
@@ -114,3 +115,20 @@ def test_the_cli_writes_episodes_jsonl_and_a_resume_drops_those_past_its_checkpo
     reporter.truncate_after(1)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1]
+
+
+def test_training_episodes_carry_their_share_of_each_roles_gradient(recorded):
+    # trainer/grad_drill.py: a share per role the episode's turns had; the recorded 2 of 3
+    # problems' groups are a sample, their shares a part of the 1 that all episodes sum to.
+    # A role whose whole gradient is zero at a step (every advantage 0) has no share.
+    reporter, _ = recorded
+    train_eps = [r for r in reporter.episodes if r["kind"] == "train"]
+    assert train_eps and all(set(r["grad_share"]) <= {"generator", "aggregator"} for r in train_eps)
+    assert all(isinstance(v, float) for r in train_eps for v in r["grad_share"].values())
+    assert all("grad_share" not in r for r in reporter.episodes if r["kind"] == "eval")
+
+
+def test_no_gradient_shares_unless_asked(tmp_path):
+    reporter = ListReporter()
+    train(small(steps=1, episodes_per_step=1), tmp_path, reporter)
+    assert reporter.episodes and all("grad_share" not in r for r in reporter.episodes)

@@ -7,6 +7,13 @@
 streams every matching episode, one JSON object a line. A parameter that cannot be read is a
 400 naming it. `q` is matched (case-insensitively) inside the compressed records, so it scans
 at most `MAX_SCAN` episodes: narrow with `step`, `kind` or `problem` first.
+
+`order=grad_share:<role>` (the gradient drill-down, trainer/grad_drill.py) lists the episodes
+by their share of that role's gradient at their step, largest first; episodes without one
+(evaluations, runs without `episodes_grad_share`, another workflow's roles) come last, in
+(step, kind, index) order. The share is inside the records, so it reads them: at most
+`MAX_SCAN`, as `q`. With `step=N&kind=train` it answers "which episodes carried this role's
+gradient at step N".
 """
 
 from __future__ import annotations
@@ -58,30 +65,57 @@ def _filters(request: HttpRequest) -> Filters:
     return Filters(step=step, kind=kind, correct=correct, problem=problem, q=q)
 
 
-def _matching(run_id: int, filters: Filters):
+def _order(request: HttpRequest) -> str | None:
+    """The role of `order=grad_share:<role>`, or None when there is no `order`."""
+    raw = request.GET.get("order") or None
+    if raw is None:
+        return None
+    prefix, _, role = raw.partition(":")
+    if prefix != "grad_share" or not role or len(role) > 100:
+        raise ApiError(400, "Invalid request.", {"order": "grad_share:<role>"})
+    return role
+
+
+def _matching(run_id: int, filters: Filters, reads_records: bool = False):
     rows = select(run_id, filters)
-    if filters.q is not None and rows.count() > MAX_SCAN:
+    if (filters.q is not None or reads_records) and rows.count() > MAX_SCAN:
+        name = "q" if filters.q is not None else "order"
         raise ApiError(
             400,
             "Invalid request.",
-            {"q": f"searches at most {MAX_SCAN} episodes: narrow with step, kind or problem"},
+            {name: f"reads at most {MAX_SCAN} episodes: narrow with step, kind or problem"},
         )
     return rows
+
+
+def _by_share(found: list[dict], role: str) -> list[dict]:
+    """Largest share of `role`'s gradient first; those without one after, in stored order."""
+
+    def share(record: dict) -> float | None:
+        value = (record.get("grad_share") or {}).get(role)
+        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    with_share = [r for r in found if share(r) is not None]
+    without = [r for r in found if share(r) is None]
+    return sorted(with_share, key=lambda r: -share(r)) + without
 
 
 @api_view("GET")
 def episodes(request: HttpRequest, run_id: int) -> JsonResponse:
     found = get_run_for_user(request.user, run_id)
     filters = _filters(request)
+    order = _order(request)
     page = _whole(request, "page", 1, INT_MAX) or 1
     per_page = _whole(request, "per_page", 1, MAX_PER_PAGE) or PER_PAGE
-    rows = _matching(found.id, filters)
+    rows = _matching(found.id, filters, reads_records=order is not None)
     first = (page - 1) * per_page
-    if filters.q is None:
+    if filters.q is None and order is None:
         count = rows.count()
         shown = list(records(rows[first : first + per_page]))
-    else:  # the search reads the records: count while reading, keep the page's
+    else:  # the search and the order read the records: count while reading, keep the page's
         found_all = list(records(rows, filters.q))
+        if order is not None:
+            found_all = _by_share(found_all, order)
         count, shown = len(found_all), found_all[first : first + per_page]
     return JsonResponse(
         {
@@ -98,8 +132,12 @@ def episodes(request: HttpRequest, run_id: int) -> JsonResponse:
 def episodes_jsonl(request: HttpRequest, run_id: int) -> StreamingHttpResponse:
     found = get_run_for_user(request.user, run_id)
     filters = _filters(request)
-    rows = _matching(found.id, filters)  # checked before the first byte goes out
-    lines = (json.dumps(record) + "\n" for record in records(rows, filters.q))
+    order = _order(request)
+    rows = _matching(found.id, filters, reads_records=order is not None)  # before any byte
+    found_all = records(rows, filters.q)
+    if order is not None:
+        found_all = iter(_by_share(list(found_all), order))
+    lines = (json.dumps(record) + "\n" for record in found_all)
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="run-{found.id}-episodes.jsonl"'
     return response

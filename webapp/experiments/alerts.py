@@ -68,6 +68,8 @@ KINDS = (
     "amplification",
     "capture",
     "entropy_collapse",
+    "evaluator_accepts_wrong",  # the behaviour rules (analysis.radar.behavioural_events)
+    "voter_collapse",
     "zero_std_groups",
     *NON_FINITE_KINDS.values(),
 )

@@ -6,7 +6,10 @@ Each reader yields `Scalar`s (key, step, value, wall time in ms) from one source
   tensorboardX, TensorFlow or TRL/HF's TensorBoard callback), read with the `tensorboard`
   package's own event-file loader: scalars written as `simple_value` and TF2's scalar tensors;
 - verl's `file` logger (`trainer.logger=['file']`): JSON lines `{"step": n, "data": {key: v}}`;
-- Troupe's own `metrics.jsonl` (`python -m trainer run --out DIR`): `{"step", "key", "value"}`.
+- Troupe's own `metrics.jsonl` (`python -m trainer run --out DIR`): `{"step", "key", "value"}`;
+- verl's rollout dumps (`trainer.rollout_data_dir`: `<step>.jsonl` files of `{"input",
+  "output", "score", "step", …}`): no scalars, but episodes (`webapp/tracking/verl_rollouts.py`);
+  a directory of them is one run.
 
 Non-numeric values (text, lists) are not scalars and are skipped; non-finite ones are counted
 and skipped (Troupe stores finite numbers). A source is one run: a JSONL file, or a directory
@@ -20,6 +23,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from webapp.tracking.verl_rollouts import is_rollout_dump, rollout_records
 
 EVENT_GLOB = "events.out.tfevents.*"
 
@@ -37,12 +42,12 @@ class Source:
     """One run to import: where it is, and how to read it."""
 
     path: Path
-    kind: str  # "tensorboard" or "jsonl"
+    kind: str  # "tensorboard", "jsonl" or "verl_rollouts"
     skipped: dict[str, int] = field(default_factory=dict)  # why → how many values
 
     @property
     def name(self) -> str:
-        return self.path.stem if self.kind == "jsonl" else self.path.name
+        return self.path.stem if self.path.is_file() else self.path.name
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -50,7 +55,15 @@ class Source:
     def scalars(self) -> Iterator[Scalar]:
         if self.kind == "tensorboard":
             return _tensorboard(self)
+        if self.kind == "verl_rollouts":
+            return iter(())  # episodes only: `episodes()`
         return _jsonl(self)
+
+    def episodes(self, kind: str = "train") -> Iterator[dict]:
+        """Episode records of a rollout dump (none from other sources)."""
+        if self.kind != "verl_rollouts":
+            return iter(())
+        return rollout_records(self.path, kind)
 
 
 def find_sources(path: Path) -> list[Source]:
@@ -62,11 +75,17 @@ def find_sources(path: Path) -> list[Source]:
     if path.is_file():
         if path.name.startswith("events.out.tfevents."):
             return [Source(path.parent, "tensorboard")]
-        return [Source(path, "jsonl")]
+        return [Source(path, "verl_rollouts" if is_rollout_dump(path) else "jsonl")]
     found = []
     for directory in sorted({p.parent for p in path.rglob(EVENT_GLOB)}):
         found.append(Source(directory, "tensorboard"))
-    found += [Source(p, "jsonl") for p in sorted(path.rglob("*.jsonl"))]
+    dumps = set()  # directories of rollout dumps: one run each, as verl writes one a run
+    for p in sorted(path.rglob("*.jsonl")):
+        if is_rollout_dump(p):
+            dumps.add(p.parent)
+        else:
+            found.append(Source(p, "jsonl"))
+    found += [Source(d, "verl_rollouts") for d in sorted(dumps)]
     return found
 
 

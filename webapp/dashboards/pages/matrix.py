@@ -1,6 +1,8 @@
 """The matrix view, /dash/matrix?experiment=5: one grid per sharing mode, rows workflow ×
 task, columns model, each cell coloured by its mean gain (or final gain) over seeds and
-annotated with base → peak → final and its cliffs. Clicking a cell opens its runs in the
+annotated with base → peak → final and its cliffs, or coloured by a behaviour metric's final
+or peak value (`&colour=behaviour&metric=behav/voter_agreement&at=peak`; scale in
+`webapp/dashboards/behaviour_matrix.py`). Clicking a cell opens its runs in the
 compare view; the table below lists every cell, with a CSV download.
 
 Summaries read `eval/accuracy` alone (all a cell shows) and are cached per run, so a
@@ -12,15 +14,26 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
+from trainer.names import BEHAVIOUR_KEYS, VOTER_AGREEMENT_KEY
 from webapp.dashboards import components, data, figures, state, tables
+from webapp.dashboards.behaviour_matrix import SCALE_NOTE, behaviour_matrix_figure, behaviour_name
+from webapp.experiments.behaviour_cells import AT, behaviour_cells
 from webapp.experiments.summaries import cell_summaries
 
-COLOURS = {"gain": "Gain (peak − base)", "final_gain": "Final gain (final − base)"}
+COLOURS = {
+    "gain": "Gain (peak − base)",
+    "final_gain": "Final gain (final − base)",
+    "behaviour": "A behaviour metric",
+}
+BEHAVIOURS = {key: behaviour_name(key) for key in BEHAVIOUR_KEYS}
+AT_NAMES = {"final": "final value", "peak": "peak value"}
 
 
-def layout(experiment=None, colour=None, **_ignored) -> html.Div:
+def layout(experiment=None, colour=None, metric=None, at=None, **_ignored) -> html.Div:
     experiment_id = state.parse_int(experiment)
     colour = state.parse_choice(colour, COLOURS, "gain")
+    metric = state.parse_choice(metric, BEHAVIOURS, VOTER_AGREEMENT_KEY)
+    at = state.parse_choice(at, AT, "final")
     return html.Div(
         className="panel-page",
         children=[
@@ -61,10 +74,25 @@ def layout(experiment=None, colour=None, **_ignored) -> html.Div:
                         "Colour cells by",
                         components.radio("matrix-colour", COLOURS, colour),
                     ),
+                    # Used when the colour is "a behaviour metric" (SCALE_NOTE explains it).
+                    components.control(
+                        "Behaviour metric",
+                        dcc.Dropdown(
+                            id="matrix-behaviour",
+                            value=metric,
+                            clearable=False,
+                            options=[{"label": v, "value": k} for k, v in BEHAVIOURS.items()],
+                        ),
+                        width="18rem",
+                    ),
+                    components.control(
+                        "Behaviour value", components.radio("matrix-behaviour-at", AT_NAMES, at)
+                    ),
                     components.control("Image format", components.format_switch("matrix-format")),
                 ],
             ),
             html.Div(id="matrix-status", className="status-line"),
+            html.P(SCALE_NOTE, id="matrix-behaviour-note", className="small muted"),
             components.graph_card("matrix-graph", "troupe-matrix"),
             components.section(
                 "Cells",
@@ -94,8 +122,9 @@ def experiment_options(_pathname) -> list[dict]:
     ]
 
 
-def update_matrix(experiment_id, colour, _tick):
-    """Query → analysis → figure: (figure, cells table, status line, timer disabled)."""
+def update_matrix(experiment_id, colour, _tick, metric=VOTER_AGREEMENT_KEY, at="final"):
+    """Query → analysis → figure: (figure, cells table, status line, timer disabled). With
+    `colour` "behaviour", the figure colours the cells by `metric`'s `at` value instead."""
     experiment = data.experiment(data.viewer(), state.parse_int(experiment_id))
     if experiment is None:
         message = "Choose an experiment." if experiment_id is None else "No such experiment."
@@ -103,8 +132,14 @@ def update_matrix(experiment_id, colour, _tick):
     counts = data.experiment_status_counts(experiment)
     cells = cell_summaries(experiment, gradients=False)
     live = data.counts_live(counts)
+    if colour == "behaviour":
+        metric = state.parse_choice(metric, BEHAVIOURS, VOTER_AGREEMENT_KEY)
+        at = state.parse_choice(at, AT, "final")
+        figure = behaviour_matrix_figure(behaviour_cells(experiment, metric, at), metric, at)
+    else:
+        figure = figures.matrix_figure(cells, colour)
     return (
-        figures.matrix_figure(cells, colour),
+        figure,
         components.render_table(tables.CELL_COLUMNS, tables.cell_rows(cells)),
         components.status_line(counts, live),
         not live,
@@ -137,9 +172,15 @@ def bands_href(experiment_id) -> str:
     return state.bands_url(state.parse_int(experiment_id))
 
 
-def sync_url(experiment_id, colour) -> str:
+def sync_url(experiment_id, colour, metric=None, at=None) -> str:
     """Mirror the controls into the address bar (no reload), so the view can be shared."""
-    return state.query(experiment=experiment_id, colour=None if colour == "gain" else colour)
+    behaviour = colour == "behaviour"
+    return state.query(
+        experiment=experiment_id,
+        colour=None if colour == "gain" else colour,
+        metric=metric if behaviour else None,
+        at=at if behaviour and at != "final" else None,
+    )
 
 
 def image_format(fmt):
@@ -159,6 +200,8 @@ callback(
     Input("matrix-experiment", "value"),
     Input("matrix-colour", "value"),
     Input("matrix-tick", "n_intervals"),
+    Input("matrix-behaviour", "value"),
+    Input("matrix-behaviour-at", "value"),
 )(update_matrix)
 callback(
     Output("matrix-go", "href"), Input("matrix-graph", "clickData"), prevent_initial_call=True
@@ -173,6 +216,8 @@ callback(
     Output("matrix-url", "search"),
     Input("matrix-experiment", "value"),
     Input("matrix-colour", "value"),
+    Input("matrix-behaviour", "value"),
+    Input("matrix-behaviour-at", "value"),
     prevent_initial_call=True,
 )(sync_url)
 components.connect_format_switch("matrix", image_format)

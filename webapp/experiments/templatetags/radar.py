@@ -25,6 +25,9 @@ SEVERITY = (
     "capture",
     "entropy_collapse",
     "zero_std_groups",
+    # The behaviour rules last, as experiment_radar.js ranks a kind it does not list.
+    "evaluator_accepts_wrong",
+    "voter_collapse",
 )
 
 

@@ -6,6 +6,14 @@ Importing the same source again reuses its run (found by the `troupe.source` tag
 path) and overwrites its points: nothing is duplicated. `--tag workflow=voting` (repeatable)
 sets tags on every imported run, so an imported matrix groups into cells; `--accuracy-key`
 names the key to show as `eval/accuracy`.
+
+verl's rollout dumps (`trainer.rollout_data_dir`, `webapp/tracking/verl_rollouts.py`) become
+episodes: a dump directory (or file) among the paths is a run of its own, holding only
+episodes; `--rollouts DIR` attaches a dump to the run imported from the one other path (verl's
+file-logger JSONL or event files of the same training). `--rollout-kind eval` marks them as
+evaluation episodes (verl's `trainer.validation_data_dir`). Every line is read before anything
+is written, so a bad line (named with its file and line number) imports nothing of that run's
+episodes; importing again replaces the run's episodes. A run keeps at most 20,000.
 """
 
 from __future__ import annotations
@@ -17,12 +25,15 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from trainer.config import INT_MAX
+from webapp.episodes.models import Episode
+from webapp.episodes.store import MAX_EPISODES_PER_RUN, write_episodes
 from webapp.experiments.models import Experiment
 from webapp.tracking import store
 from webapp.tracking.importers import Scalar, Source, find_sources
 from webapp.tracking.keymap import MAX_KEY_LENGTH
 from webapp.tracking.models import TrackedRun
 from webapp.tracking.protocol import MlflowError
+from webapp.tracking.verl_rollouts import rollout_records
 
 SOURCE_TAG = "troupe.source"
 CHUNK = 5000  # points a write
@@ -46,6 +57,18 @@ class Command(BaseCommand):
             "runs into matrix cells); repeatable",
         )
         parser.add_argument("--accuracy-key", help="the key to show as eval/accuracy")
+        parser.add_argument(
+            "--rollouts",
+            type=Path,
+            help="verl rollout dumps (trainer.rollout_data_dir) to attach, as episodes, to the "
+            "run imported from the one other path",
+        )
+        parser.add_argument(
+            "--rollout-kind",
+            choices=["train", "eval"],
+            default="train",
+            help="train (rollout_data_dir, the default) or eval (validation_data_dir)",
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args, **options) -> None:
@@ -65,17 +88,56 @@ class Command(BaseCommand):
             if not found:
                 raise CommandError(f"{path}: no event files or .jsonl files found")
             sources += found
+        attached = self._attached(options, sources)
         for source in sources:
+            kind = options["rollout_kind"]
             try:
+                # Every line first: a bad one fails before the run is touched.
+                records = list(source.episodes(kind)) + attached
                 run, points = self._import(user, experiment, source, tags, options)
             except (ValueError, MlflowError) as exc:
                 raise CommandError(f"{source.path}: {exc}") from None
+            kept = self._episodes(run, records)
             skipped = ", ".join(f"{n} {why}" for why, n in sorted(source.skipped.items()))
+            episodes = ""
+            if records:
+                episodes = f", {kept} episodes"
+                if kept < len(records):
+                    episodes += f" ({len(records) - kept} past the bound of {MAX_EPISODES_PER_RUN})"
             self.stdout.write(
-                f"{source.path}: run {run.id} ({run.name}), {points} points"
+                f"{source.path}: run {run.id} ({run.name}), {points} points{episodes}"
                 + (f"; skipped {skipped}" if skipped else "")
             )
         self.stdout.write(f"Experiment {experiment.id} ({experiment.name}): {len(sources)} runs.")
+
+    def _attached(self, options, sources: list[Source]) -> list[dict]:
+        """The episodes of `--rollouts`, read whole (a bad line fails before any import)."""
+        path = options["rollouts"]
+        if path is None:
+            return []
+        if len(sources) != 1 or sources[0].kind == "verl_rollouts":
+            raise CommandError(
+                f"--rollouts attaches to one run: give exactly one metrics source (verl's "
+                f"JSONL or event files), not {len(sources)} path(s)"
+            )
+        if not path.exists():
+            raise CommandError(f"--rollouts: {path} does not exist")
+        try:
+            records = list(rollout_records(path.resolve(), options["rollout_kind"]))
+        except ValueError as exc:
+            raise CommandError(f"--rollouts: {exc}") from None
+        if not records:
+            raise CommandError(f"--rollouts: {path} holds no verl rollout lines")
+        return records
+
+    @staticmethod
+    def _episodes(run, records: list[dict]) -> int:
+        """Replace the run's episodes by `records`; how many were kept (the run's bound)."""
+        if not records:
+            return 0
+        Episode.objects.filter(run=run).delete()  # importing again replaces them
+        write_episodes(run.id, records)
+        return Episode.objects.filter(run=run).count()
 
     def _experiment(self, user, options) -> Experiment:
         if options["experiment_id"] is not None:

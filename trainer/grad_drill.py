@@ -1,0 +1,180 @@
+"""Gradient drill-down: how much of each role's gradient each recorded episode of a step carried.
+
+For a recorded training episode e and a role r, with g_r the step's whole gradient of role r
+(every episode's, every rank's: what `GradientTracker.roles` holds) and g_{e,r} the part of it
+that e's turns of role r contributed,
+
+    share_{e,r} = <g_{e,r}, g_r> / ‖g_r‖².
+
+Over *all* the step's episodes these sum to 1 (Σ_e g_{e,r} = g_r); the recorded episodes are a
+sample (`episode_log.train_sample`), so theirs sum to at most about their fraction of the
+step. A share can be negative (the episode pushed against the role's net direction) or above
+1 (others cancelled part of it). An episode with a large share is one that drove that role's
+update: from a spike of `role/<r>/grad_norm` these are the episodes to read.
+
+Exact, with the same machinery as the per-role figures (trainer/gradients.py): within each
+(role, agent) segment of the update, the turns of each recorded episode run first, in
+micro-batches of their own, and the accumulated `.grad` is snapshotted after each episode's
+last micro-batch; the difference of consecutive snapshots is g_{e,r} on that policy (the loss
+is a sum of per-sequence terms over a normaliser fixed for the optimizer batch, so
+accumulation order does not change what each turn contributes). After the segments, `settle`
+takes the dot products with the role totals. Where a role spans several policies or several
+optimizer steps (`per_agent`, `mini_batches` > 1), numerators and ‖g_r‖² are summed over them,
+so the shares still sum to 1 over the step's episodes.
+
+Cost: one flat copy of the policy's gradient per recorded (episode, segment), held until the
+optimizer step's role totals are known (on the host past `SNAPSHOT_BUDGET_BYTES`), one dot
+product each, and the smaller micro-batches of the recorded turns (BENCHMARKS.md,
+"Gradient drill-down"). Micro-batches change composition, so the weights match an update
+without the drill-down only up to float rounding.
+
+Activated for one update by `drilling(drill)` (a context variable, so the update's functions
+keep their signatures: `update.accumulate_gradients` asks `micro_batches`, `_optimizer_step`
+calls `settle` and `settle_whole`, each a no-op when no drill is active; ranks that must run
+the same number of passes count them with `micro_batch_count`). Data parallel: the
+drill runs on the rank that records (rank 0) and needs no collective of its own; the role
+totals it divides by are already summed over ranks. It needs the role vectors of an
+instrumented update (`instrument=True`, as the trainer always runs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+from torch import nn
+
+from trainer.episode import Episode, Turn
+from trainer.gradients import GradientTracker, dot
+from trainer.memory import SNAPSHOT_BUDGET_BYTES
+
+
+class EpisodeDrill:
+    """The drill-down of one training step over `episodes` (the recorded sample)."""
+
+    def __init__(self, episodes: Sequence[Episode]):
+        # Turns are dataclasses (unhashable): identify them by object, as the update holds them.
+        self.owner = {id(turn): i for i, ep in enumerate(episodes) for turn in ep.turns}
+        self.count = len(episodes)
+        self._pieces: list[tuple[str, int, torch.Tensor]] = []  # (role, episode, g_{e,r} part)
+        self._held = 0  # bytes of pieces on the accelerator
+        self.numerator: dict[tuple[int, str], float] = defaultdict(float)
+        self.norm_sq: dict[str, float] = defaultdict(float)
+
+    def micro_batches(
+        self, role: str, segment: list[Turn], size: int, params: list[nn.Parameter]
+    ) -> Iterator[list[Turn]]:
+        """The segment's micro-batches: each recorded episode's turns on their own, snapshot
+        after each (when the caller asks for the next micro-batch, its backward is done)."""
+        mine: dict[int, list[Turn]] = defaultdict(list)
+        rest = []
+        for turn in segment:
+            episode = self.owner.get(id(turn))
+            (rest if episode is None else mine[episode]).append(turn)
+        if mine:
+            before = flat_grad(params)
+            for episode in sorted(mine):
+                yield from _chunks(mine[episode], size)
+                after = flat_grad(params)
+                self._keep(role, episode, after - before)
+                before = after
+            del before
+        yield from _chunks(rest, size)
+
+    def _keep(self, role: str, episode: int, piece: torch.Tensor) -> None:
+        if piece.device.type != "cpu":
+            if self._held + piece.numel() * 4 > SNAPSHOT_BUDGET_BYTES:
+                piece = piece.cpu()
+            else:
+                self._held += piece.numel() * 4
+        self._pieces.append((role, episode, piece))
+
+    def settle(self, roles: Mapping[str, torch.Tensor]) -> None:
+        """The optimizer step's role totals are known: take the dot products, free the parts."""
+        for role, vector in roles.items():
+            self.norm_sq[role] += dot(vector, vector)
+        for role, episode, piece in self._pieces:
+            if role in roles:  # an uninstrumented update has no role vectors: nothing to say
+                total = roles[role]
+                self.numerator[(episode, role)] += dot(piece.to(total.device), total)
+        self._pieces, self._held = [], 0
+
+    def shares(self) -> list[dict[str, float]]:
+        """Per recorded episode (in order), {role: share} for the roles its turns had."""
+        out: list[dict[str, float]] = [{} for _ in range(self.count)]
+        for (episode, role), value in sorted(self.numerator.items()):
+            if self.norm_sq.get(role, 0.0) > 0:
+                out[episode][role] = value / self.norm_sq[role]
+        return out
+
+
+def flat_grad(params: list[nn.Parameter]) -> torch.Tensor:
+    """A flat fp32 copy of the accumulated `.grad`, taken exactly as the tracker takes its
+    snapshots (so a change to how gradients are laid out reaches both)."""
+    return GradientTracker(params).flat_grad()
+
+
+def _chunks(turns: list[Turn], size: int) -> Iterator[list[Turn]]:
+    for start in range(0, len(turns), size):
+        yield turns[start : start + size]
+
+
+_ACTIVE: ContextVar[EpisodeDrill | None] = ContextVar("troupe_grad_drill", default=None)
+
+
+@contextmanager
+def drilling(drill: EpisodeDrill | None) -> Iterator[EpisodeDrill | None]:
+    """Make `drill` the active drill-down for the updates run inside (None: none)."""
+    token = _ACTIVE.set(drill)
+    try:
+        yield drill
+    finally:
+        _ACTIVE.reset(token)
+
+
+def micro_batches(
+    role: str, segment: list[Turn], size: int, params: list[nn.Parameter]
+) -> Iterator[list[Turn]]:
+    """The update's micro-batches of one segment: plain chunks unless a drill is active."""
+    drill = _ACTIVE.get()
+    if drill is None:
+        return _chunks(segment, size)
+    return drill.micro_batches(role, segment, size, params)
+
+
+def micro_batch_count(segment: list[Turn], size: int) -> int:
+    """How many micro-batches `micro_batches` yields for `segment`: ranks that must run the
+    same number of passes (sharded parameters) count with this, not with len(segment)."""
+    drill = _ACTIVE.get()
+    if drill is None:
+        return -(-len(segment) // size)
+    mine: dict[int, int] = defaultdict(int)
+    rest = 0
+    for turn in segment:
+        episode = drill.owner.get(id(turn))
+        if episode is None:
+            rest += 1
+        else:
+            mine[episode] += 1
+    return sum(-(-n // size) for n in mine.values()) + -(-rest // size)
+
+
+def settle(roles: Mapping[str, torch.Tensor]) -> None:
+    """An optimizer step's role vectors (the tracker's, summed over ranks) are known."""
+    drill = _ACTIVE.get()
+    if drill is not None:
+        drill.settle(roles)
+
+
+def settle_whole(segments: Sequence[tuple[str, str]], params: list[nn.Parameter]) -> None:
+    """An optimizer step with no tracker: a single segment's role owns the whole `.grad`
+    (already summed over ranks). With several segments and no tracker there are no role
+    vectors, and the parts are dropped."""
+    drill = _ACTIVE.get()
+    if drill is None:
+        return
+    roles = {segments[0][0]: flat_grad(params)} if len({r for r, _ in segments}) == 1 else {}
+    drill.settle(roles)

@@ -1,0 +1,139 @@
+"""The matrix figure coloured by a behaviour metric (`webapp.experiments.behaviour_cells`).
+
+The same grid as `figures.matrix_figure` (one heatmap per sharing mode, rows workflow × task,
+columns model, a click opens the cell's runs), but the colour is a level, not a change: a
+sequential scale from white (0) to deep blue. Shares (every `behav/…` metric but the
+orchestrator's subtask count) are drawn on a fixed 0–1 scale, so a colour means the same in
+every experiment; the subtask count, a mean number of workers, runs from 0 to the largest
+cell. Cells where no run logged the metric (its workflow has no such role) stay blank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from trainer.names import (
+    AGGREGATOR_FOLLOWS_KEY,
+    EVALUATOR_ACCEPT_CORRECT_KEY,
+    EVALUATOR_ACCEPT_WRONG_KEY,
+    ORCHESTRATOR_SUBTASKS_KEY,
+    VOTER_AGREEMENT_KEY,
+)
+from webapp.dashboards import labels
+from webapp.dashboards.figures import _layout, empty
+
+SEQUENTIAL = [[0.0, "#f7f7f7"], [0.5, "#8fc1de"], [1.0, "#1d4f8c"]]
+NAMES = {
+    EVALUATOR_ACCEPT_CORRECT_KEY: "evaluator accepts correct",
+    EVALUATOR_ACCEPT_WRONG_KEY: "evaluator accepts wrong",
+    VOTER_AGREEMENT_KEY: "voter agreement",
+    AGGREGATOR_FOLLOWS_KEY: "aggregator follows majority",
+    ORCHESTRATOR_SUBTASKS_KEY: "orchestrator subtasks",
+}
+SCALE_NOTE = (
+    "Colour: the metric's final (last logged) or peak (largest) value per run, averaged over "
+    "the cell's seeds that logged it. Shares use a fixed 0–1 scale (white 0, deep blue 1); "
+    "the orchestrator's subtask count runs from 0 to the largest cell. Blank: no run of the "
+    "cell logged it (its workflow has no such role)."
+)
+
+
+def behaviour_name(key: str) -> str:
+    return NAMES.get(key, key)
+
+
+def behaviour_matrix_figure(cells: Sequence[dict], key: str, at: str) -> go.Figure:
+    """The grid of `behaviour_cells(experiment, key, at)` rows."""
+    if not cells:
+        return empty("This experiment has no runs yet.")
+    values = [c["mean"] for c in cells if c["mean"] is not None]
+    if not values:
+        return empty(f"No run of this experiment logged {behaviour_name(key)} yet.")
+    top = max(max(values), 1.0) if key == ORCHESTRATOR_SUBTASKS_KEY else 1.0
+    sharings = labels.sharing_order({c["sharing"] for c in cells})
+    row_keys = [
+        (w, t)
+        for w in labels.workflow_order({c["workflow"] for c in cells})
+        for t in labels.task_order({c["task"] for c in cells})
+        if any(c["workflow"] == w and c["task"] == t for c in cells)
+    ]
+    models = labels.model_order({c["model"] for c in cells})
+    by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
+    fig = make_subplots(
+        rows=1,
+        cols=len(sharings),
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        subplot_titles=[labels.plot_text(labels.sharing_name(s)) for s in sharings],
+    )
+    y = [labels.plot_text(labels.cell_label(w, t)) for w, t in row_keys]
+    for col, sharing in enumerate(sharings, start=1):
+        z, text, hover, runs = [], [], [], []
+        for w, t in row_keys:
+            row = [by_cell.get((w, t, m, sharing)) for m in models]
+            z.append([c and c["mean"] for c in row])
+            text.append([_text(c) for c in row])
+            hover.append([_hover(c, key, at) for c in row])
+            runs.append([",".join(map(str, c["runs"])) if c else "" for c in row])
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=[labels.plot_text(m) for m in models],
+                y=y,
+                text=text,
+                texttemplate="%{text}",
+                hovertext=hover,
+                hovertemplate="%{hovertext}<extra></extra>",
+                customdata=runs,
+                coloraxis="coloraxis",
+                xgap=4,
+                ygap=4,
+                textfont={"size": 13},
+            ),
+            row=1,
+            col=col,
+        )
+    title = f"{behaviour_name(key)}, {at} value (mean over seeds)"
+    _layout(
+        fig,
+        height=140 + 88 * len(row_keys),
+        margin={"l": 150, "r": 30, "t": 60, "b": 50},
+        coloraxis={
+            "colorscale": SEQUENTIAL,
+            "cmin": 0.0,
+            "cmax": top,
+            "colorbar": {"title": {"text": title, "side": "right"}, "thickness": 14},
+        },
+    )
+    fig.update_yaxes(autorange="reversed", showgrid=False, ticks="")
+    fig.update_xaxes(showgrid=False, side="bottom", ticks="")
+    return fig
+
+
+def _text(cell: dict | None) -> str:
+    if cell is None:
+        return ""
+    if cell["mean"] is None:
+        return "not logged"
+    return f"<b>{labels.num(cell['mean'])}</b><br>{cell['n']}/{len(cell['runs'])} runs"
+
+
+def _hover(cell: dict | None, key: str, at: str) -> str:
+    if cell is None:
+        return "no runs in this cell"
+    name = labels.cell_label(cell["workflow"], cell["task"], cell["model"])
+    per_run = ", ".join(
+        f"#{run}: {'—' if value is None else labels.num(value, 3)}"
+        for run, value in cell["values"].items()
+    )
+    return "<br>".join(
+        [
+            f"<b>{labels.plot_text(name)}</b>",
+            labels.plot_text(labels.sharing_name(cell["sharing"])),
+            f"{behaviour_name(key)} ({key}), {at} value per run: {per_run}",
+            "<i>click to compare these runs</i>",
+        ]
+    )
