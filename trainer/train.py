@@ -43,6 +43,7 @@ import math
 import resource
 import statistics
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -211,10 +212,33 @@ def _evaluate(
     """Evaluate on the held-out problems: each rank its share, merged on every rank. This
     rank's scored episodes go to `rollouts` (rank 0's are the ones recorded)."""
     problems = split_list(eval_set, world)
-    result = evaluate(config, problems=problems, rollouts=rollouts, **env)
+    with env["policies"].gathered():  # sharded policies: all-gathered while generating
+        result = evaluate(config, problems=problems, rollouts=rollouts, **env)
     if not world.active:
         return result
     return merge_evaluations(world.gather(result, "the evaluation's results", slow=True))
+
+
+def _checkpoint_source(policies: PolicySet):
+    """What the checkpoint writers read `.state_dict()` from: the policies, or for sharded
+    policies their whole state gathered on rank 0 (a collective: every rank calls this)."""
+    if not policies.sharded:
+        return policies
+    state = policies.state_dict()
+    return types.SimpleNamespace(state_dict=lambda: state)
+
+
+def _keep_best(
+    out: Path, best: dict | None, step: int, result: dict, policies, config: Config, world: World
+) -> dict:
+    """Record the evaluation and keep the best checkpoint (rank 0 writes; sharded policies are
+    gathered by every rank first, when the evaluation beats the best); the best on every rank."""
+    improves = best is None or result["accuracy"] > best["accuracy"]
+    source = _checkpoint_source(policies) if improves else policies
+    if world.leader:
+        record_per_problem(out, step, result)
+        best = keep_best(out, best, step, result["accuracy"], source, config.hash())
+    return world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
 
 
 def _light(episodes: list[Episode]) -> list[Episode]:
@@ -296,7 +320,7 @@ def _train(
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
-    policies = PolicySet(loaded.model, config, policy_names(config))
+    policies = PolicySet(loaded.model, config, policy_names(config), world)
     eval_set = held_out(task, config.eval_problems)
     env = dict(policies=policies, codec=codec, prompts=prompts, task=task)
 
@@ -306,7 +330,7 @@ def _train(
         done = load_checkpoint(own, policies, config.hash())
     elif start is not None:  # a branch: another run's checkpoint, this run's config
         done = load_branch(start, policies, config)
-    if world.active:  # replicas must start equal: same seed, same checkpoint
+    if world.active and not policies.sharded:  # replicas start equal: same seed, checkpoint
         trainable = [p for name in policies.names for p in policies.parameters(name)]
         world.check_same("the initial weights", params_fingerprint(trainable))
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
@@ -324,10 +348,7 @@ def _train(
         result = _evaluate(config, eval_set, env, world, probe)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
         log_episodes(reporter, "eval", done, probe_sample(config, probe), codec.decode)
-        if world.leader:
-            record_per_problem(out, done, result)
-            best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
-        best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
+        best = _keep_best(out, best, done, result, policies, config, world)
         evals.append((done, result["accuracy"], result["accuracy_se"]))
         reporter.log(
             done,
@@ -351,14 +372,15 @@ def _train(
         t0 = time.perf_counter()
         problems = sample_problems(task, config.prompts_per_step, config.seed, step)
         problems = split_problems(problems, world)  # this rank's share, whole GRPO groups
-        episodes, stats = rollout(
-            problems,
-            config.group_size,
-            config=config,
-            temperature=config.temperature,
-            seed_parts=(config.seed, "train", step),
-            **env,
-        )
+        with policies.gathered():  # sharded policies: all-gathered while generating
+            episodes, stats = rollout(
+                problems,
+                config.group_size,
+                config=config,
+                temperature=config.temperature,
+                seed_parts=(config.seed, "train", step),
+                **env,
+            )
         t1 = time.perf_counter()
         metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
@@ -387,10 +409,7 @@ def _train(
         if step % config.eval_every == 0 or step == config.steps:
             result = _evaluate(config, eval_set, env, world, probe)
             metrics.update(_eval_metrics(result))
-            if world.leader:
-                record_per_problem(out, step, result)
-                best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
-            best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
+            best = _keep_best(out, best, step, result, policies, config, world)
             metrics.update(_best_metrics(best))
             evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
@@ -415,9 +434,10 @@ def _train(
             (reporter.should_stop(), early), "the stop decision", slow=True
         )
         if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
-            if world.leader:  # the replicas are equal: one copy
+            source = _checkpoint_source(policies)  # every rank: a collective when sharded
+            if world.leader:  # the replicas are equal (or gathered on rank 0): one copy
                 meta = {"best": best, "evals": evals}
-                path = save_checkpoint(out, step, policies, config.hash(), meta=meta)
+                path = save_checkpoint(out, step, source, config.hash(), meta=meta)
                 reporter.on_checkpoint(step, str(path))
             world.wait("rank 0 writing a checkpoint")
         reporter.on_progress(

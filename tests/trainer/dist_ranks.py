@@ -21,7 +21,7 @@ import torch
 
 from tests.trainer.tiny_qwen3 import tiny_qwen3
 from trainer.config import make_config
-from trainer.distributed import World, split_list
+from trainer.distributed import SOLO, World, split_list
 from trainer.episode import Turn
 from trainer.policies import PolicySet, agent_policy, policy_names
 from trainer.update import update_policies
@@ -49,9 +49,10 @@ def step_config(sharing: str, finetune: str, **values):
     return make_config(**{**base, **values})
 
 
-def build(config) -> PolicySet:
-    """Policies every rank builds identically: a seeded model, non-zero distinct adapters."""
-    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
+def build(config, world: World = SOLO) -> PolicySet:
+    """Policies every rank builds identically: a seeded model, non-zero distinct adapters
+    (fully fine-tuned ones are sharded over the ranks of `world`)."""
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config), world)
     if config.finetune == "lora":
         gen = torch.Generator().manual_seed(1)
         with torch.no_grad():
@@ -91,14 +92,25 @@ def problem_turns(config, step: int) -> list[list[Turn]]:
 
 def two_steps(world: World, config) -> dict:
     """Two updates on this rank's share of the problems: metrics of each, parameters after."""
-    policies = build(config)
+    policies = build(config, world)
     metrics = []
     for step in (1, 2):
         mine = split_list(problem_turns(config, step), world)
         turns = [t for problem in mine for t in problem]
         metrics.append(update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world))
-    params = {n: [p.detach().clone() for p in policies.parameters(n)] for n in policies.names}
-    return {"metrics": metrics, "params": params}
+    params = {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}
+    return {"metrics": metrics, "params": params, "sharded": policies.sharded}
+
+
+def _whole(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's whole value (all-gathered when sharded: every rank calls this)."""
+    return (p.full_tensor() if policies_sharded(p) else p).detach().clone()
+
+
+def policies_sharded(p: torch.Tensor) -> bool:
+    from trainer.sharding import is_sharded
+
+    return is_sharded(p)
 
 
 def _free_port() -> int:
