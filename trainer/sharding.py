@@ -131,12 +131,13 @@ def load_full_state(
         set_optimizer_state_dict,
     )
 
-    set_model_state_dict(model, weights, options=_options())
+    # Copies of the dicts: loading replaces their values by shards in place.
+    set_model_state_dict(model, dict(weights), options=_options())
     # The index → name map of the optimizer's parameters, as `full_state` wrote it.
     names = {id(p): n for n, p in model.named_parameters()}
     order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
     by_name = {
-        "state": {order[int(i)]: value for i, value in optim["state"].items()},
+        "state": {order[int(i)]: dict(value) for i, value in optim["state"].items()},
         "param_groups": [
             {**group, "params": [order[int(i)] for i in group["params"]]}
             for group in optim["param_groups"]

@@ -8,6 +8,7 @@ function the single-process reference calls with `SOLO`.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 import pickle
@@ -170,3 +171,23 @@ def launch(target, size: int, *args, timeout: float = 60, limit: float = 300) ->
             with open(Path(out) / f"rank{r}.pkl", "rb") as fh:
                 results.append(pickle.load(fh))
         return results
+
+
+def resumed(world: World, config, state: dict | None = None) -> dict:
+    """Step 1, the policies' checkpoint state, then step 2 on policies built afresh from that
+    state (or from `state`, a checkpoint written elsewhere): the state and the parameters.
+    Sharded, the state is gathered on rank 0 and every rank loads the whole state."""
+    policies = build(config, world)
+    mine = split_list(problem_turns(config, 1), world)
+    turns = [t for problem in mine for t in problem]
+    update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
+    # A copy, as a checkpoint file is: the optimizer's state dict shares live tensors (step).
+    saved = copy.deepcopy(policies.state_dict())
+    policies = build(config, world)
+    # Loaded from a copy too: the optimizer keeps the loaded `step` tensors and counts on.
+    policies.load_state_dict(copy.deepcopy(world.broadcast(state or saved, "the checkpoint")))
+    mine = split_list(problem_turns(config, 2), world)
+    turns = [t for problem in mine for t in problem]
+    update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
+    params = {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}
+    return {"state": saved, "params": params}
