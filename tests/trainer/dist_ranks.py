@@ -2,8 +2,9 @@
 
 `launch(target, size, *args)` starts `size` CPU processes on the gloo backend, as torchrun
 would (the env:// variables), each running `target(world, out_dir, *args)`; it returns each
-rank's result or the text of the error it raised. The step itself (`one_step`) is the same
-function the single-process reference calls with `SOLO`.
+rank's result or the text of the error it raised. The steps themselves (`two_steps`,
+`resumed`) are the functions the single-process reference calls with `SOLO`; the policies and
+turns come from tests/trainer/voting_setup.py.
 """
 
 from __future__ import annotations
@@ -20,47 +21,20 @@ from pathlib import Path
 
 import torch
 
-from tests.trainer.tiny_qwen3 import tiny_qwen3
-from trainer.config import make_config
-from trainer.distributed import SOLO, World, split_list
+from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn, voting_config
+from trainer.distributed import World, split_list
 from trainer.episode import Turn
-from trainer.policies import PolicySet, agent_policy, policy_names
+from trainer.sharding import is_sharded
 from trainer.update import update_policies
 
-PAD = 0
-AGENTS = [(f"generator{i}", "generator") for i in range(3)] + [("aggregator", "aggregator")]
 PROBLEMS = 3  # over 2 ranks: 2 and 1, an uneven split
 SAMPLES = 2
 
 
 def step_config(sharing: str, finetune: str, **values):
-    base = dict(
-        workflow="voting",
-        sharing=sharing,
-        finetune=finetune,
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        steps=5,
-        max_new_tokens=6,
-        micro_batch_size=3,
-        kl_beta=0.05,
+    return voting_config(
+        **{"sharing": sharing, "finetune": finetune, "micro_batch_size": 3, **values}
     )
-    return make_config(**{**base, **values})
-
-
-def build(config, world: World = SOLO) -> PolicySet:
-    """Policies every rank builds identically: a seeded model, non-zero distinct adapters
-    (fully fine-tuned ones are sharded over the ranks of `world`)."""
-    policies = PolicySet(tiny_qwen3(), config, policy_names(config), world)
-    if config.finetune == "lora":
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for name in policies.names:
-                for p in policies.parameters(name):
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return policies
 
 
 def problem_turns(config, step: int) -> list[list[Turn]]:
@@ -74,19 +48,7 @@ def problem_turns(config, step: int) -> list[list[Turn]]:
             for agent, role in AGENTS:
                 if problem == PROBLEMS - 1 and role == "aggregator":
                     continue
-                n = int(torch.randint(2, 7, (1,), generator=gen))
-                turns.append(
-                    Turn(
-                        role,
-                        agent,
-                        agent_policy(config, agent, role),
-                        0,
-                        prompt_ids=torch.randint(1, 64, (5,), generator=gen).tolist(),
-                        completion_ids=torch.randint(1, 64, (n,), generator=gen).tolist(),
-                        logprobs=(torch.randn(n, generator=gen) * 0.3 - 4.0).tolist(),
-                        advantage=float(torch.randn((), generator=gen)),
-                    )
-                )
+                turns.append(random_turn(config, agent, role, gen))
         out.append(turns)
     return out
 
@@ -105,13 +67,7 @@ def two_steps(world: World, config) -> dict:
 
 def _whole(p: torch.Tensor) -> torch.Tensor:
     """A parameter's whole value (all-gathered when sharded: every rank calls this)."""
-    return (p.full_tensor() if policies_sharded(p) else p).detach().clone()
-
-
-def policies_sharded(p: torch.Tensor) -> bool:
-    from trainer.sharding import is_sharded
-
-    return is_sharded(p)
+    return (p.full_tensor() if is_sharded(p) else p).detach().clone()
 
 
 def _free_port() -> int:

@@ -15,56 +15,24 @@ import pytest
 import torch
 from torch import nn
 
-from tests.trainer.tiny_qwen3 import tiny_qwen3
+from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn
 from trainer.config import make_config
 from trainer.episode import Turn
 from trainer.gradients import GradientTracker, coherence_scales
 from trainer.loss import grpo_loss, make_batch, token_logprobs
-from trainer.policies import PolicySet, agent_policy, policy_names
+from trainer.policies import PolicySet
 from trainer.update import batch_normalizer, update_policies
-
-PAD = 0
-AGENTS = [("generator0", "generator"), ("generator1", "generator"), ("generator2", "generator")]
-AGENTS += [("aggregator", "aggregator")]
-
-
-def build(config) -> PolicySet:
-    """A PolicySet whose LoRA adapters are non-zero and differ, so every factor gets gradient."""
-    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
-    if config.finetune == "lora":
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for name in policies.names:
-                for p in policies.parameters(name):
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return policies
 
 
 def make_turns(config, policies: PolicySet) -> list[Turn]:
     """2 problems × 2 rollouts of Voting; sampling log-probs near the model's own."""
     gen = torch.Generator().manual_seed(7)
-    turns = []
-    for _problem in range(2):
-        for _sample in range(2):
-            for agent, role in AGENTS:
-                n_prompt = int(torch.randint(3, 8, (1,), generator=gen))
-                n_completion = int(torch.randint(2, 7, (1,), generator=gen))
-                prompt = torch.randint(1, 64, (n_prompt,), generator=gen).tolist()
-                completion = torch.randint(1, 64, (n_completion,), generator=gen).tolist()
-                advantage = float(torch.randn((), generator=gen))
-                policy = agent_policy(config, agent, role)
-                turns.append(
-                    Turn(
-                        role=role,
-                        agent=agent,
-                        policy=policy,
-                        stage=0,
-                        prompt_ids=prompt,
-                        completion_ids=completion,
-                        logprobs=[0.0] * n_completion,
-                        advantage=advantage,
-                    )
-                )
+    turns = [
+        random_turn(config, agent, role, gen, prompt_len=None)
+        for _problem in range(2)
+        for _sample in range(2)
+        for agent, role in AGENTS
+    ]
     for t in turns:  # old log-probs = current ones + noise: ratios ≠ 1, some tokens clipped
         batch = make_batch([t], PAD)
         with torch.no_grad(), policies.use(t.policy) as model:
