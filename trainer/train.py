@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 from trainer.advantages import compute_advantages
-from trainer.behaviour import behaviour_metrics
+from trainer.behaviour import add_counts, behaviour_counts, from_counts
 from trainer.checkpoint import (
     check_branch,
     keep_best,
@@ -242,12 +242,13 @@ def _keep_best(
 
 
 def _light(episodes: list[Episode]) -> list[Episode]:
-    """Episodes without their prompts and log-probs: what the step's statistics and the
-    behaviour metrics (which read the completions' answers) need, small enough to gather from
-    every rank."""
+    """Episodes without their prompts, log-probs and texts: what the step's statistics need
+    (rewards, scores, lengths, malformations), small enough to gather from every rank."""
     return [
         dataclasses.replace(
-            ep, turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[]) for t in ep.turns]
+            ep,
+            answer=None,
+            turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[], text="") for t in ep.turns],
         )
         for ep in episodes
     ]
@@ -385,14 +386,15 @@ def _train(
         metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
         everyone, tokens = episodes, stats.tokens
+        # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
+        behaviour = behaviour_counts(episodes, task.extract)
         if world.active:
             # Every rank's episodes (advantages were local: groups never straddle ranks), so
-            # the step's statistics are those one process would log.
-            everyone = [
-                ep
-                for mine in world.gather(_light(episodes), "the step's episodes", slow=True)
-                for ep in mine
-            ]
+            # the step's statistics are those one process would log; the behaviour metrics
+            # need only every rank's counts, so no completion text travels.
+            parts = world.gather((_light(episodes), behaviour), "the step's episodes", slow=True)
+            everyone = [ep for mine, _ in parts for ep in mine]
+            behaviour = add_counts([counts for _, counts in parts])
             metrics = compute_advantages(everyone, config)
             (tokens,) = world.sum_floats([stats.tokens], "the rollout's token count")
         metrics.update(
@@ -415,7 +417,7 @@ def _train(
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
         # from every episode, and a sample of the episodes themselves.
-        metrics.update(behaviour_metrics(everyone, task.extract))  # all ranks'
+        metrics.update(from_counts(behaviour))  # all ranks'
         log_episodes(reporter, "train", step, train_sample(config, episodes), codec.decode)
         log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0
