@@ -297,7 +297,8 @@ def test_the_cli_on_two_ranks_logs_what_one_process_logs_once(tmp_path, finetune
 @pytest.mark.timeout(300)
 def test_the_bench_still_runs_on_a_tiny_workload():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "distributed_step.py"), "--smoke", "--json"],
+        [sys.executable, str(ROOT / "bench" / "distributed_step.py"), "--smoke", "--json"]
+        + ["--finetune", "full"],  # replicas and FSDP2
         capture_output=True,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -305,3 +306,4 @@ def test_the_bench_still_runs_on_a_tiny_workload():
     assert done.returncode == 0, done.stderr[-3000:]
     row = json.loads(done.stdout.strip().splitlines()[-1])
     assert row["one_s"] > 0 and row["two_s"] > 0 and 0 <= row["comm_share"] <= 1
+    assert row["fsdp2_s"] > 0 and row["fsdp2_held_ratio"] == 0.5  # each rank holds half
