@@ -23,8 +23,9 @@ forward passes run under `trainer/precision.py`'s autocast (bf16 on CUDA). With
 
 Over several ranks (`world`, trainer/distributed.py) LoRA policies are replicas; fully
 fine-tuned ones are sharded with FSDP2 (`sharded`, trainer/sharding.py): generation then runs
-inside `gathered()`, and `state_dict`/`load_state_dict` are collectives that gather whole
-tensors on rank 0 in the single-process layout (so a checkpoint is the same file either way).
+inside `gathered()`, and their tensors are checkpointed by `save_shards` (every rank its shards,
+`torch.distributed.checkpoint`) beside the small `state_dict`; `load_state_dict(state,
+where)` reads either layout into sharded or whole policies.
 
 Dropout is switched off everywhere, so the update's first forward pass reproduces the
 sampling log-probs (the PPO ratio starts at 1) — as TRL does with `disable_dropout`.
@@ -42,6 +43,7 @@ import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -306,7 +308,7 @@ class PolicySet:
 
     def state_dict(self) -> dict[str, Any]:
         """Adapter (LoRA) or model (full) weights, optimizer and scheduler state per policy.
-        Sharded: a collective, with the whole state on rank 0 and an empty dict elsewhere."""
+        Sharded: the state without its tensors, which `save_shards` writes."""
         if self.sharded:
             return self._sharded_state_dict()
         weights = {}
@@ -328,29 +330,35 @@ class PolicySet:
         }
 
     def _sharded_state_dict(self) -> dict[str, Any]:
-        weights, optimizers = {}, {}
-        for name in self.names:
-            weights[name], optimizers[name] = sharding.full_state(
-                self._models[name], self._optimizers[name]
-            )
-        if not self.world.leader:
-            return {}
+        """The small part of a sharded set's state; its tensors go by `save_shards`."""
         return {
             "finetune": self.finetune,
             "names": list(self.names),
-            "weights": weights,
-            "optimizers": optimizers,
+            "shards": sharding.SHARDS_DIR,  # the tensors, beside this state in the checkpoint
             "schedulers": {n: self._schedulers[n].state_dict() for n in self.names},
             "coherence": {},  # refused with sharding (trainer/config.py)
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Sharded: a collective; every rank passes the whole state (it reads the file)."""
+    def save_shards(self, where: Path) -> None:
+        """Sharded: every rank writes its shards of the weights and AdamW state into `where`'s
+        `shards/` (a collective; trainer/sharding.py)."""
+        sharding.save_shards(self._models, self._optimizers, where / sharding.SHARDS_DIR)
+
+    def load_state_dict(self, state: dict[str, Any], where: Path | None = None) -> None:
+        """`where`: the checkpoint directory, for a state whose tensors are shards beside it.
+        Sharded: a collective; every rank passes the same state (it reads the file)."""
         if state["finetune"] != self.finetune or list(state["names"]) != self.names:
             raise ValueError(
                 f"checkpoint holds {state['finetune']} policies {state['names']}, "
                 f"this set is {self.finetune} {self.names}"
             )
+        if "shards" in state:  # written by ranks of a sharded run
+            if where is None:
+                raise ValueError("a sharded checkpoint's state needs its directory to load")
+            sharding.load_shards(self._models, self._optimizers, where / state["shards"])
+            for name in self.names:
+                self._schedulers[name].load_state_dict(state["schedulers"][name])
+            return
         if self.sharded:
             for name in self.names:
                 sharding.load_full_state(

@@ -20,15 +20,19 @@ for the rest), so three 4B policies and their AdamW state spread over the ranks.
 - Exact figures: after each backward pass `.grad` holds this rank's shard of the gradient
   summed over ranks, so a segment's snapshot needs no all-reduce; the gradient tracker
   (trainer/gradients.py) keeps each rank's shard and all-reduces only its dot products.
-- Checkpoints: `full_state` gathers whole weights and AdamW state on rank 0 in the layout of a
-  single process's `state_dict` (int-keyed optimizer state), so the checkpoint format is the
-  single-process one, and `load_full_state` shards such a state on every rank.
+- Checkpoints (`torch.distributed.checkpoint`): `save_shards` has every rank write its own
+  shards of the weights and AdamW state into the checkpoint's `shards/` directory, so no rank
+  ever holds a whole policy; `load_shards` reads them back on any number of ranks, or whole
+  in one process (a 1-GPU evaluation or branch of a multi-GPU run). `load_full_state` shards a
+  single-process checkpoint (whole tensors, int-keyed AdamW state) on every rank, so a sharded
+  run can branch from a one-process run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -98,27 +102,52 @@ def _options(**kw):
     return StateDictOptions(full_state_dict=True, **kw)
 
 
-def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """Whole weights and AdamW state on rank 0's CPU (empty elsewhere); a collective. The
-    optimizer state is keyed by parameter index, as `optimizer.state_dict()` of one process."""
+SHARDS_DIR = "shards"  # in a checkpoint directory: the policies' tensors, one file per rank
+
+
+def _states(models: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer]) -> dict:
+    """Each policy's weights and AdamW state as `torch.distributed.checkpoint` reads and
+    writes them: shards (DTensors) when sharded, whole tensors in one process."""
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
         get_optimizer_state_dict,
     )
 
-    weights = get_model_state_dict(model, options=_options(cpu_offload=True))
-    by_name = get_optimizer_state_dict(model, optimizer, options=_options(cpu_offload=True))
-    if not by_name:
-        return weights, {}
-    order = [fqn for group in by_name["param_groups"] for fqn in group["params"]]
-    index = {fqn: i for i, fqn in enumerate(order)}
-    return weights, {
-        "state": {index[fqn]: value for fqn, value in by_name["state"].items()},
-        "param_groups": [
-            {**group, "params": [index[fqn] for fqn in group["params"]]}
-            for group in by_name["param_groups"]
-        ],
+    return {
+        name: {
+            "model": get_model_state_dict(m),
+            "optim": get_optimizer_state_dict(m, optimizers[name]),
+        }
+        for name, m in models.items()
     }
+
+
+def save_shards(
+    models: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer], path: Path
+) -> None:
+    """Every rank writes its shards of every policy into `path` (a collective: no rank holds
+    a whole policy, nor its AdamW state)."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(_states(models, optimizers), checkpoint_id=str(path))
+
+
+def load_shards(
+    models: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer], path: Path
+) -> None:
+    """Read what `save_shards` wrote into these policies, sharded over any number of ranks or
+    whole in one process (without a process group): the reader reshards."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    states = _states(models, optimizers)
+    dcp.load(states, checkpoint_id=str(path))
+    for name, model in models.items():
+        set_model_state_dict(model, states[name]["model"])
+        set_optimizer_state_dict(model, optimizers[name], states[name]["optim"])
 
 
 def load_full_state(

@@ -41,9 +41,9 @@ import dataclasses
 import json
 import math
 import resource
+import shutil
 import statistics
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +58,7 @@ from trainer.checkpoint import (
     load_checkpoint,
     restore_meta,
     save_checkpoint,
+    shard_staging,
 )
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
@@ -219,25 +220,34 @@ def _evaluate(
     return merge_evaluations(world.gather(result, "the evaluation's results", slow=True))
 
 
-def _checkpoint_source(policies: PolicySet):
-    """What the checkpoint writers read `.state_dict()` from: the policies, or for sharded
-    policies their whole state gathered on rank 0 (a collective: every rank calls this)."""
+def _write_shards(policies: PolicySet, out: Path, kind: str, step: int, world: World):
+    """Sharded policies: every rank writes its shards into the staging directory rank 0 made
+    for the checkpoint (trainer/checkpoint.py), returned for rank 0 to finish; else None."""
     if not policies.sharded:
-        return policies
-    state = policies.state_dict()
-    return types.SimpleNamespace(state_dict=lambda: state)
+        return None
+    staging = shard_staging(out, kind, step)
+    if world.leader:  # a staging directory a killed rank left behind is started afresh
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    world.wait("rank 0 making a checkpoint's staging directory")
+    policies.save_shards(staging)
+    world.wait("every rank writing its shards of a checkpoint")
+    return staging
 
 
 def _keep_best(
     out: Path, best: dict | None, step: int, result: dict, policies, config: Config, world: World
 ) -> dict:
-    """Record the evaluation and keep the best checkpoint (rank 0 writes; sharded policies are
-    gathered by every rank first, when the evaluation beats the best); the best on every rank."""
+    """Record the evaluation and keep the best checkpoint (rank 0 writes; the ranks of sharded
+    policies first write their shards, when the evaluation beats the best); the best on every
+    rank."""
     improves = best is None or result["accuracy"] > best["accuracy"]
-    source = _checkpoint_source(policies) if improves else policies
+    staging = _write_shards(policies, out, "best", step, world) if improves else None
     if world.leader:
         record_per_problem(out, step, result)
-        best = keep_best(out, best, step, result["accuracy"], source, config.hash())
+        best = keep_best(
+            out, best, step, result["accuracy"], policies, config.hash(), staging=staging
+        )
     return world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
 
 
@@ -436,10 +446,12 @@ def _train(
             (reporter.should_stop(), early), "the stop decision", slow=True
         )
         if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
-            source = _checkpoint_source(policies)  # every rank: a collective when sharded
-            if world.leader:  # the replicas are equal (or gathered on rank 0): one copy
+            staging = _write_shards(policies, out, "step", step, world)  # sharded: every rank
+            if world.leader:  # the replicas are equal (or wrote their shards): one copy
                 meta = {"best": best, "evals": evals}
-                path = save_checkpoint(out, step, source, config.hash(), meta=meta)
+                path = save_checkpoint(
+                    out, step, policies, config.hash(), meta=meta, staging=staging
+                )
                 reporter.on_checkpoint(step, str(path))
             world.wait("rank 0 writing a checkpoint")
         reporter.on_progress(

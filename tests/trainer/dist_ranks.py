@@ -9,7 +9,6 @@ turns come from tests/trainer/voting_setup.py.
 
 from __future__ import annotations
 
-import copy
 import multiprocessing
 import os
 import pickle
@@ -129,21 +128,24 @@ def launch(target, size: int, *args, timeout: float = 60, limit: float = 300) ->
         return results
 
 
-def resumed(world: World, config, state: dict | None = None) -> dict:
-    """Step 1, the policies' checkpoint state, then step 2 on policies built afresh from that
-    state (or from `state`, a checkpoint written elsewhere): the state and the parameters.
-    Sharded, the state is gathered on rank 0 and every rank loads the whole state."""
+def resumed(world: World, config, where: str, load_from: str | None = None) -> dict:
+    """Step 1; its checkpoint written into `where` as a run writes it (rank 0 the state file;
+    sharded, every rank its shards); step 2 on policies built afresh from the checkpoint in
+    `load_from` (default: that one). The parameters after step 2."""
     policies = build(config, world)
-    mine = split_list(problem_turns(config, 1), world)
-    turns = [t for problem in mine for t in problem]
-    update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
-    # A copy, as a checkpoint file is: the optimizer's state dict shares live tensors (step).
-    saved = copy.deepcopy(policies.state_dict())
-    policies = build(config, world)
-    # Loaded from a copy too: the optimizer keeps the loaded `step` tensors and counts on.
-    policies.load_state_dict(copy.deepcopy(world.broadcast(state or saved, "the checkpoint")))
-    mine = split_list(problem_turns(config, 2), world)
-    turns = [t for problem in mine for t in problem]
-    update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
-    params = {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}
-    return {"state": saved, "params": params}
+    for step, source in ((1, None), (2, Path(load_from or where))):
+        if source is not None:
+            policies = build(config, world)
+            state = torch.load(source / "state.pt", weights_only=False)
+            policies.load_state_dict(state, source)
+        mine = split_list(problem_turns(config, step), world)
+        turns = [t for problem in mine for t in problem]
+        update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
+        if step == 1:
+            state = policies.state_dict()
+            if policies.sharded:
+                policies.save_shards(Path(where))
+            if world.leader:
+                torch.save(state, Path(where) / "state.pt")
+            world.wait("the checkpoint")
+    return {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}

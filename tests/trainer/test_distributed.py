@@ -6,8 +6,8 @@ updates; one process runs the same two updates on all the turns. Loss, token sta
 per-role and per-agent gradient norms, shares and cosines, and the parameters must agree
 within float tolerance (the sums run in another order: exact floats are not promised), for
 each sharing mode × LoRA / full fine-tuning (sharded with FSDP2 on 2 ranks), and with the
-coherence regulariser on. A sharded checkpoint has the single-process layout and loads both
-ways. Ranks
+coherence regulariser on. Sharded checkpoints (every rank its shards) resume, load in one
+process, and a one-process checkpoint loads on 2 ranks. Ranks
 that disagree on the update plan fail with a message; a rank missing from a collective makes
 the other fail within the collective timeout instead of hanging. The CLI's `--world-size 2`
 (torchrun) logs every metric once, as one process would.
@@ -79,12 +79,21 @@ def test_two_ranks_give_the_figures_and_weights_of_one_process(two_ranks, mode):
                 torch.testing.assert_close(q, p, rtol=1e-4, atol=PARAM_ATOL)
 
 
-def _round_trips(world: World, solo_states: list[dict]) -> list[dict]:
-    return [
-        dist_ranks.resumed(world, dist_ranks.step_config(sharing, "full"), state)
-        for sharing in ("shared", "per_role")
-        for state in (None, solo_states.pop(0))
-    ]
+SHARINGS = ("shared", "per_role")
+
+
+def _round_trips(world: World, root: str) -> list[dict]:
+    """Each sharing mode: resumed from its own sharded checkpoint, and from one process's."""
+    out = []
+    for sharing in SHARINGS:
+        config = dist_ranks.step_config(sharing, "full")
+        (Path(root) / f"two-{sharing}").mkdir(exist_ok=True)
+        (Path(root) / f"again-{sharing}").mkdir(exist_ok=True)
+        own = dist_ranks.resumed(world, config, f"{root}/two-{sharing}")
+        solo = f"{root}/one-{sharing}"
+        loaded = dist_ranks.resumed(world, config, f"{root}/again-{sharing}", load_from=solo)
+        out.append({"own": own, "loaded": loaded})
+    return out
 
 
 def _assert_states_equal(have: dict, want: dict) -> None:
@@ -94,7 +103,7 @@ def _assert_states_equal(have: dict, want: dict) -> None:
         for key, value in want["weights"][name].items():
             torch.testing.assert_close(have["weights"][name][key], value, rtol=1e-4, atol=1e-5)
         h, w = have["optimizers"][name], want["optimizers"][name]
-        assert h["param_groups"] == w["param_groups"]  # int-keyed, as one process writes it
+        assert h["param_groups"] == w["param_groups"]
         assert h["state"].keys() == w["state"].keys()
         for i, moments in w["state"].items():
             for key, value in moments.items():
@@ -102,22 +111,38 @@ def _assert_states_equal(have: dict, want: dict) -> None:
         assert have["schedulers"][name] == want["schedulers"][name]
 
 
+def _read(config, where: Path):
+    policies = dist_ranks.build(config)
+    policies.load_state_dict(torch.load(where / "state.pt", weights_only=False), where)
+    return policies
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_a_sharded_checkpoint_is_a_single_process_one_and_loads_both_ways():
-    configs = [dist_ranks.step_config(s, "full") for s in ("shared", "per_role")]
-    solo = [dist_ranks.resumed(SOLO, config) for config in configs]
-    results = dist_ranks.launch(_round_trips, 2, [r["state"] for r in solo])
+def test_sharded_checkpoints_resume_and_load_in_one_process_and_back(tmp_path):
+    """2 ranks write their shards (torch.distributed.checkpoint) and resume from them; one
+    process reads that checkpoint whole; 2 ranks resume from one process's checkpoint."""
+    solo = {}
+    for sharing in SHARINGS:
+        (tmp_path / f"one-{sharing}").mkdir()
+        config = dist_ranks.step_config(sharing, "full")
+        solo[sharing] = dist_ranks.resumed(SOLO, config, str(tmp_path / f"one-{sharing}"))
+    results = dist_ranks.launch(_round_trips, 2, str(tmp_path))
     for rank, (status, value) in enumerate(results):
         assert status == "ok", f"rank {rank}: {value}"
-    leader = results[0][1]
-    assert results[1][1][0]["state"] == {}  # gathered on rank 0 only
-    for k, want in enumerate(solo):
-        own, loaded = leader[2 * k], leader[2 * k + 1]
-        _assert_states_equal(own["state"], want["state"])  # saved sharded, read by one process
-        for got in (own, loaded):  # resumed from its own state / from one process's
-            for name, params in want["params"].items():
-                for p, q in zip(params, got["params"][name]):
+    for k, sharing in enumerate(SHARINGS):
+        config = dist_ranks.step_config(sharing, "full")
+        sharded = tmp_path / f"two-{sharing}"
+        assert (sharded / "shards").is_dir()
+        assert "weights" not in torch.load(sharded / "state.pt", weights_only=False)
+        # Read by one process, the sharded checkpoint holds what one process's holds.
+        _assert_states_equal(
+            _read(config, sharded).state_dict(),
+            _read(config, tmp_path / f"one-{sharing}").state_dict(),
+        )
+        for got in (results[0][1][k]["own"], results[0][1][k]["loaded"]):
+            for name, params in solo[sharing].items():
+                for p, q in zip(params, got[name]):
                     torch.testing.assert_close(q, p, rtol=1e-4, atol=PARAM_ATOL)
 
 
@@ -280,17 +305,14 @@ def test_the_cli_on_two_ranks_logs_what_one_process_logs_once(tmp_path, finetune
         if not key[1].startswith("sys/") and key[0] <= last:
             assert two[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     assert (tmp_path / "two/checkpoints/step-000002").is_dir()
-    if finetune == "full":  # gathered on rank 0: one process reads it
-        from trainer.checkpoint import STATE_FILE
-
-        state = torch.load(
-            tmp_path / "two/checkpoints/step-000002" / STATE_FILE, weights_only=False
-        )
-        mine = torch.load(tmp_path / "one/checkpoints/step-000002" / STATE_FILE, weights_only=False)
-        for name, weights in mine["policies"]["weights"].items():
-            assert state["policies"]["weights"][name].keys() == weights.keys()
-            for key, value in weights.items():
-                assert state["policies"]["weights"][name][key].shape == value.shape
+    if finetune == "full":  # every rank wrote its shards; one process evaluates from them
+        assert (tmp_path / "two/checkpoints/step-000002/shards").is_dir()
+        command = [sys.executable, "-m", "trainer", "eval", "--problems", "3"]
+        done = subprocess.run(
+            [*command, "--checkpoint", "latest", "--out", str(tmp_path / "two")],
+            env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow
