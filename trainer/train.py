@@ -29,8 +29,12 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
 - Several processes (`world_size` > 1, launched by torchrun; trainer/distributed.py): each
   rank rolls out its share of the step's problems (a problem's rollouts on one rank) and of
   the held-out problems; the step's reward, token and evaluation statistics are those of all
-  ranks' episodes, and the update sums gradients exactly (trainer/update.py). Rank 0 alone
-  reports, writes checkpoints and decides to stop (cancel, cliff); the others follow it.
+  ranks' episodes (behaviour metrics from every rank's counts), and the update sums
+  gradients exactly (trainer/update.py). Rank 0 alone reports, writes checkpoints and
+  decides to stop (cancel, cliff); the others follow it. Fully fine-tuned policies are
+  sharded (FSDP2, trainer/sharding.py): generation and evaluation run inside
+  `policies.gathered()`, and every rank writes its shards of a checkpoint before rank 0
+  completes it.
 
 Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
 """
