@@ -15,8 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn
-from trainer.config import make_config
+from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn, voting_config
 from trainer.episode import Turn
 from trainer.gradients import GradientTracker, coherence_scales
 from trainer.loss import grpo_loss, make_batch, token_logprobs
@@ -139,21 +138,16 @@ CASES = [
 ]
 
 
+# voting_config's small Voting run with make_config's defaults where these tests rely on them.
+PLAIN = dict(max_new_tokens=8, kl_beta=0.0, steps=500, micro_batch_size=32)
+
+
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("finetune", ["lora", "full"])
 @pytest.mark.parametrize("sharing", ["shared", "per_role", "per_agent"])
 def test_snapshot_figures_equal_separate_backward_passes(sharing, finetune, case):
-    config = make_config(
-        workflow="voting",
-        sharing=sharing,
-        finetune=finetune,
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        max_new_tokens=8,
-        temperature=0.7,
-        **CASES[case],
+    config = voting_config(
+        **{**PLAIN, "sharing": sharing, "finetune": finetune, "temperature": 0.7, **CASES[case]}
     )
     policies = build(config)
     turns = make_turns(config, policies)
@@ -187,17 +181,7 @@ def test_snapshot_figures_equal_separate_backward_passes(sharing, finetune, case
 
 
 def test_instrumentation_leaves_mini_batched_updates_unchanged():
-    config = make_config(
-        workflow="voting",
-        sharing="shared",
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        max_new_tokens=8,
-        mini_batches=2,
-        micro_batch_size=3,
-    )
+    config = voting_config(**{**PLAIN, "mini_batches": 2, "micro_batch_size": 3}, sharing="shared")
     runs = []
     for instrument in (True, False):
         policies = build(config)
