@@ -329,3 +329,18 @@ def test_the_bench_still_runs_on_a_tiny_workload():
     row = json.loads(done.stdout.strip().splitlines()[-1])
     assert row["one_s"] > 0 and row["two_s"] > 0 and 0 <= row["comm_share"] <= 1
     assert row["fsdp2_s"] > 0 and row["fsdp2_held_ratio"] == 0.5  # each rank holds half
+
+
+def test_shards_a_killed_rank_left_in_staging_are_no_checkpoint(tmp_path):
+    """Ranks write their shards into a staging directory rank 0 renames only once all have
+    written: a rank killed mid-write leaves no checkpoint to resume from, only staging, which
+    the next save of that checkpoint starts afresh (trainer/train.py `_write_shards`)."""
+    from trainer.checkpoint import shard_staging
+    from trainer.checkpoint_index import list_checkpoints, resume_point
+
+    staging = shard_staging(tmp_path, "step", 4)
+    (staging / "shards").mkdir(parents=True)
+    (staging / "shards" / "__0_0.distcp").write_bytes(b"half")
+    assert staging.parent == tmp_path / "checkpoints"
+    assert shard_staging(tmp_path, "step", 4) == staging  # every rank names it alike
+    assert list_checkpoints(tmp_path) == [] and resume_point(tmp_path) is None
