@@ -73,9 +73,9 @@ def _fsdp_modules(model: nn.Module) -> list:
 
 @contextmanager
 def gathered(models: list[nn.Module]) -> Iterator[None]:
-    """Every model's parameters all-gathered for the block (a collective on entry and exit:
-    every rank enters together), so forward passes inside it (generation, evaluation) do not
-    communicate and ranks may run different numbers of them."""
+    """Every model's parameters all-gathered for the block (a collective on entry: every rank
+    enters together; leaving frees the gathered copies), so forward passes inside it
+    (generation, evaluation) do not communicate and ranks may run different numbers of them."""
     modules = [m for model in models for m in _fsdp_modules(model)]
     for m in modules:
         m.set_reshard_after_forward(False, recurse=False)
@@ -162,7 +162,7 @@ def load_full_state(
 
     # Copies of the dicts: loading replaces their values by shards in place.
     set_model_state_dict(model, dict(weights), options=_options())
-    # The index → name map of the optimizer's parameters, as `full_state` wrote it.
+    # Index → name of the optimizer's parameters, numbered as one process's state_dict does.
     names = {id(p): n for n, p in model.named_parameters()}
     order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
     by_name = {
