@@ -8,6 +8,10 @@ median update seconds over `--repeats` steps, the speed-up, and the communicatio
 time rank 0 spends inside collectives (all-reduces of segment gradients, the plan and the
 statistics; waiting for the slower rank included) over its step time.
 
+With `--finetune full` the two ranks run twice: replicas (every rank holds every policy and
+the update sums gradients by hand) and FSDP2 (trainer/sharding.py: each rank holds half of
+each policy; its row also gives the trainable bytes one rank holds).
+
 On a CPU each rank gets `--threads` threads, so the 2-rank run uses twice the cores: the
 number says what splitting the batch buys when the cores are there, and what the exact
 per-segment all-reduces cost. GPU scaling needs a node with several GPUs (one GPU cannot
@@ -39,6 +43,7 @@ from trainer.config import make_config  # noqa: E402
 from trainer.distributed import SOLO, World, split_list  # noqa: E402
 from trainer.episode import Turn  # noqa: E402
 from trainer.policies import PolicySet, agent_policy, policy_names  # noqa: E402
+from trainer.sharding import local  # noqa: E402
 from trainer.tiny import SPECS  # noqa: E402
 from trainer.update import update_policies  # noqa: E402
 
@@ -101,14 +106,18 @@ class TimedWorld(World):
             TimedWorld.comm_seconds += time.perf_counter() - started
 
 
-def measure(world: World, args) -> tuple[list[float], list[float]]:
-    """Update-step seconds and communication seconds of each repeat on this rank."""
+def measure(world: World, args, sharded: bool = False) -> tuple[list[float], list[float], int]:
+    """Update-step seconds and communication seconds of each repeat on this rank, and the
+    trainable bytes this rank holds. `sharded`: full fine-tuning under FSDP2 (else replicas)."""
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(
         Qwen3Config(vocab_size=VOCAB, max_position_embeddings=512, **SPECS[args.size])
     )
     config = _config(args)
-    policies = PolicySet(model, config, policy_names(config))
+    policies = PolicySet(model, config, policy_names(config), world if sharded else SOLO)
+    held = sum(
+        local(p).numel() * p.element_size() for n in policies.names for p in policies.parameters(n)
+    )
     problems = _problems(config, args)
     turns = [t for p in split_list(problems, world) for t in p]
     steps, comms = [], []
@@ -119,7 +128,7 @@ def measure(world: World, args) -> tuple[list[float], list[float]]:
         if repeat:
             steps.append(time.perf_counter() - started)
             comms.append(TimedWorld.comm_seconds)
-    return steps, comms
+    return steps, comms, held
 
 
 def _rank(rank: int, port: int, args, queue) -> None:
@@ -129,7 +138,10 @@ def _rank(rank: int, port: int, args, queue) -> None:
     torch.set_num_threads(args.threads)
     base = World.start(2)
     world = TimedWorld(**{k: getattr(base, k) for k in base.__dataclass_fields__})
-    queue.put((rank, measure(world, args)))
+    results = {"replicas": measure(world, args)}
+    if args.finetune == "full":
+        results["fsdp2"] = measure(world, args, sharded=True)
+    queue.put((rank, results))
     world.close()
 
 
@@ -153,7 +165,7 @@ def main() -> None:
         args.prompt_len, args.completion_len = 8, 8
 
     torch.set_num_threads(args.threads)
-    one, _ = measure(SOLO, args)
+    one, _, held_one = measure(SOLO, args)
 
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -166,13 +178,20 @@ def main() -> None:
     results = dict(queue.get() for _ in procs)
     for p in procs:
         p.join()
-    two, comm = results[0]
+    two, comm, _ = results[0]["replicas"]
 
     turns = args.problems * args.samples * len(AGENTS)
     m1, m2 = statistics.median(one), statistics.median(two)
     share = statistics.median(c / s for c, s in zip(comm, two))
+    sharded = results[0].get("fsdp2")
     if args.json:
         row = {"one_s": m1, "two_s": m2, "comm_share": share, "turns": turns}
+        if sharded:
+            row["fsdp2_s"] = statistics.median(sharded[0])
+            row["fsdp2_comm_share"] = statistics.median(
+                c / s for c, s in zip(sharded[1], sharded[0])
+            )
+            row["fsdp2_held_ratio"] = sharded[2] / held_one
         print(json.dumps({**row, "size": args.size, "smoke": args.smoke}))
         return
     print(
@@ -180,10 +199,20 @@ def main() -> None:
         f"{torch.__version__}; {args.size} {args.sharing} {args.finetune}, {turns} turns "
         f"({args.prompt_len}+{args.completion_len} tokens), {args.threads} thread(s)/process"
     )
-    print(f"{'':10}{'update s (median)':>20}{'min':>10}")
-    print(f"{'1 process':10}{m1:20.3f}{min(one):10.3f}")
-    print(f"{'2 ranks':10}{m2:20.3f}{min(two):10.3f}")
-    print(f"speed-up {m1 / m2:.2f}x; rank 0 in collectives: {share:.0%} of its step")
+    print(
+        f"{'':18}{'update s (median)':>18}{'min':>8}{'ratio':>8}{'in collectives':>16}{'held':>10}"
+    )
+    rows = [("1 process", one, None, held_one), ("2 ranks", two, comm, held_one)]
+    if sharded:
+        rows[1] = ("2 ranks, replicas", two, comm, held_one)
+        rows.append(("2 ranks, FSDP2", *sharded))
+    for label, times, comms, held in rows:
+        median = statistics.median(times)
+        collectives = statistics.median(c / t for c, t in zip(comms, times)) if comms else 0.0
+        print(
+            f"{label:18}{median:18.3f}{min(times):8.3f}{m1 / median:8.2f}x"
+            f"{collectives:15.0%}{held / 2**20:8.1f}MB"
+        )
 
 
 if __name__ == "__main__":

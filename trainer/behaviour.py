@@ -20,6 +20,10 @@ doing differently (docs/design.md §5, `behav/…` and `role/<role>/trunc_frac`)
 
 A metric is logged only in steps with episodes it is defined on (no verdicts, no
 `behav/evaluator_accept_*`). Pure Python over `trainer.episode` objects, no model.
+
+Every metric is a ratio of two sums, so `behaviour_counts` (metric -> [numerator,
+denominator]) can be summed over the ranks of a data-parallel run (`add_counts`) and turned
+into the metrics one process would log (`from_counts`) without gathering any completion text.
 """
 
 from __future__ import annotations
@@ -33,24 +37,49 @@ from trainer.names import role_key
 Extract = Callable[[str], "str | None"]
 
 
+Counts = dict[str, list[float]]  # metric -> [numerator, denominator]
+
+
 def behaviour_metrics(episodes: Sequence[Episode], extract: Extract) -> dict[str, float]:
     """Every behaviour metric the episodes define, keyed by its metric name."""
-    out: dict[str, float] = {}
-    out.update(_evaluator_calibration(episodes))
-    out.update(_voting(episodes, extract))
+    return from_counts(behaviour_counts(episodes, extract))
+
+
+def behaviour_counts(episodes: Sequence[Episode], extract: Extract) -> Counts:
+    """Each metric's numerator and denominator over `episodes` (a metric they do not define
+    is absent)."""
+    out: Counts = {}
+    for key, flags in {**_evaluator_calibration(episodes), **_voting(episodes, extract)}.items():
+        if flags:
+            out[key] = [float(sum(flags)), float(len(flags))]
     workers = [len(ep.turns_of("worker")) for ep in episodes if ep.turns_of("orchestrator")]
     if workers:
-        out["behav/orchestrator_subtasks"] = sum(workers) / len(workers)
+        out["behav/orchestrator_subtasks"] = [float(sum(workers)), float(len(workers))]
     truncated: dict[str, list[bool]] = defaultdict(list)
     for ep in episodes:
         for turn in ep.turns:
             truncated[turn.role].append(turn.truncated)
     for role, flags in sorted(truncated.items()):
-        out[role_key(role, "trunc_frac")] = sum(flags) / len(flags)
+        out[role_key(role, "trunc_frac")] = [float(sum(flags)), float(len(flags))]
     return out
 
 
-def _evaluator_calibration(episodes: Sequence[Episode]) -> dict[str, float]:
+def add_counts(parts: Sequence[Counts]) -> Counts:
+    """The counts of several ranks' episodes, summed."""
+    total: Counts = {}
+    for counts in parts:
+        for key, (num, den) in counts.items():
+            have = total.setdefault(key, [0.0, 0.0])
+            have[0] += num
+            have[1] += den
+    return total
+
+
+def from_counts(counts: Counts) -> dict[str, float]:
+    return {key: num / den for key, (num, den) in counts.items() if den}
+
+
+def _evaluator_calibration(episodes: Sequence[Episode]) -> dict[str, list[bool]]:
     accepted: dict[bool, list[bool]] = {True: [], False: []}  # candidate correct -> verdicts
     for ep in episodes:
         candidate = None
@@ -62,15 +91,13 @@ def _evaluator_calibration(episodes: Sequence[Episode]) -> dict[str, float]:
                     continue  # unscored (never so after a rollout): nothing to calibrate
                 correct = candidate.score > 0.5
                 accepted[correct].append((turn.score > 0.5) == correct)
-    out = {}
-    if accepted[True]:
-        out["behav/evaluator_accept_correct"] = sum(accepted[True]) / len(accepted[True])
-    if accepted[False]:
-        out["behav/evaluator_accept_wrong"] = sum(accepted[False]) / len(accepted[False])
-    return out
+    return {
+        "behav/evaluator_accept_correct": accepted[True],
+        "behav/evaluator_accept_wrong": accepted[False],
+    }
 
 
-def _voting(episodes: Sequence[Episode], extract: Extract) -> dict[str, float]:
+def _voting(episodes: Sequence[Episode], extract: Extract) -> dict[str, list[bool]]:
     agree: list[bool] = []
     follows: list[bool] = []
     for ep in episodes:
@@ -86,9 +113,4 @@ def _voting(episodes: Sequence[Episode], extract: Extract) -> dict[str, float]:
             if votes * 2 > len(answers):
                 final = extract(ep.answer) if ep.answer is not None else None
                 follows.append(final == answer)
-    out = {}
-    if agree:
-        out["behav/voter_agreement"] = sum(agree) / len(agree)
-    if follows:
-        out["behav/aggregator_follows_majority"] = sum(follows) / len(follows)
-    return out
+    return {"behav/voter_agreement": agree, "behav/aggregator_follows_majority": follows}

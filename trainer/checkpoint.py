@@ -19,6 +19,13 @@ drops a best saved after the checkpoint it resumes from (that future is trained 
 points best.json back at the one the checkpoint knew. Best directories no checkpoint or
 best.json names are removed, so there are at most two. `resolve_checkpoint(out, "best")`
 finds it for `python -m trainer eval --checkpoint best --out DIR`.
+
+Sharded policies (full fine-tuning over several ranks, trainer/sharding.py). Every rank writes
+its shards into `shards/` of a staging directory all ranks name alike (`shard_staging`),
+then rank 0 adds the state file and meta.json and renames the staging directory into place
+(`staging=` of `save_checkpoint`/`keep_best`): a rank killed mid-write leaves only a staging
+directory, never a half checkpoint. Loading passes the checkpoint directory to the policies,
+which read the shards on any number of ranks, or whole in one process.
 """
 
 from __future__ import annotations
@@ -59,14 +66,17 @@ def save_checkpoint(
     config_hash: str,
     keep: int = 2,
     meta: dict[str, Any] | None = None,
+    staging: Path | None = None,
 ) -> Path:
-    """Save the step's state; `meta` (the best so far, the evaluations) goes in meta.json."""
+    """Save the step's state; `meta` (the best so far, the evaluations) goes in meta.json.
+    `staging`: the directory the ranks of a sharded run wrote their shards into."""
     root = checkpoint_root(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     target = root / checkpoint_dir_name("step", step)
-    staging = root / f".tmp-step-{step:06d}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    if staging is None:
+        staging = root / f".tmp-step-{step:06d}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
     state = {
         "step": step,
         "config_hash": config_hash,
@@ -92,9 +102,15 @@ def load_checkpoint(path: str | Path, policies, config_hash: str) -> int:
             f"checkpoint {path} belongs to a run with a different config "
             f"({state['config_hash']} != {config_hash}); use a fresh output directory"
         )
-    policies.load_state_dict(state["policies"])
+    policies.load_state_dict(state["policies"], Path(path))
     torch.set_rng_state(state["torch_rng"])
     return int(state["step"])
+
+
+def shard_staging(out_dir: str | Path, kind: str, step: int) -> Path:
+    """Where the ranks of a sharded run write a checkpoint's shards before rank 0 renames it
+    (one name for every rank: no pid in it)."""
+    return checkpoint_root(out_dir) / f".tmp-{checkpoint_dir_name(kind, step)}-ranks"
 
 
 def check_branch(ref: CheckpointRef, config) -> None:
@@ -133,7 +149,7 @@ def load_branch(ref: CheckpointRef, policies, config) -> int:
         state = torch.load(ref.path / STATE_FILE, map_location="cpu", weights_only=False)
     except Exception as exc:
         raise FileNotFoundError(f"init_from: cannot read {ref.path / STATE_FILE}: {exc}") from exc
-    policies.load_state_dict(state["policies"])
+    policies.load_state_dict(state["policies"], ref.path)
     for name in policies.names:
         scheduler = policies.scheduler(name)
         scheduler.base_lrs = [config.lr for _ in scheduler.base_lrs]
@@ -165,17 +181,20 @@ def keep_best(
     accuracy: float,
     policies,
     config_hash: str,
+    staging: Path | None = None,
 ) -> dict[str, Any]:
     """After an evaluation: save the policies as the best checkpoint when `accuracy` beats
-    `best` (strictly: the first step attaining the best is kept); returns the best now."""
+    `best` (strictly: the first step attaining the best is kept); returns the best now.
+    `staging`: as for `save_checkpoint`."""
     if best is not None and not accuracy > best["accuracy"]:
         return best
     root = checkpoint_root(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     name = checkpoint_dir_name("best", step)
-    staging = root / f".tmp-{name}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    if staging is None:
+        staging = root / f".tmp-{name}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
     state = {
         "step": step,
         "accuracy": float(accuracy),

@@ -84,8 +84,9 @@ class Config:
     device: str = _f("auto", "auto picks cuda when available", "run", DEVICES)
     world_size: int = _f(
         1,
-        "Processes (one per GPU) the run trains on, data parallel: each holds every policy and "
-        "rolls out its share of a step's problems; gradients and statistics are summed exactly",
+        "Processes (one per GPU) the run trains on, data parallel: each rolls out its share of "
+        "a step's problems and holds every LoRA policy, or a shard of each fully fine-tuned "
+        "one (FSDP2); gradients and statistics are summed exactly",
         "run",
         minimum=1,
         maximum=64,
@@ -517,6 +518,20 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         errors["world_size"] = (
             f"{config.world_size} ranks but {config.prompts_per_step} problems per step: "
             "every rank needs at least one problem (lower world_size or raise prompts_per_step)"
+        )
+    if config.world_size > 1 and config.finetune == "full" and config.coherence_lambda > 0:
+        # FSDP2 shards full fine-tuning (trainer/sharding.py); the regulariser's EMA vectors
+        # would be per-rank shards that the single-process checkpoint layout cannot hold.
+        errors["coherence_lambda"] = (
+            "the coherence regulariser is not available for full fine-tuning over several "
+            "ranks (sharded with FSDP2): set coherence_lambda 0, world_size 1 or finetune lora"
+        )
+    if config.world_size > 1 and config.finetune == "full" and config.episodes_grad_share:
+        # The drill-down's snapshots would be rank 0's shards of each gradient, and its extra
+        # micro-batches would put rank 0 out of step with the others' sharded passes.
+        errors["episodes_grad_share"] = (
+            "the gradient drill-down is not available for full fine-tuning over several ranks "
+            "(sharded with FSDP2): turn it off, set world_size 1 or finetune lora"
         )
     if not errors and (problem := fit_problem(config)):
         errors["memory"] = problem  # not one field's fault: the message names what to change

@@ -33,7 +33,9 @@ vectors at all: its role and agent gradient is the whole gradient.
 Data parallel (trainer/distributed.py): the tracker gets a `reduce` that sums each segment's
 gradient over the ranks as it is taken, so the vectors are those of the whole step's batch and
 the figures are exact; every rank walks the same segments (an empty one contributes zeros), and
-`write_back(force=True)` then puts the summed gradient into `.grad` for the optimizer.
+`write_back(force=True)` then puts the summed gradient into `.grad` for the optimizer. Sharded
+policies (FSDP2, trainer/sharding.py) already hold the summed gradient's shard in `.grad`:
+each rank keeps its shard of each vector and `sum_dots` all-reduces only the dot products.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from torch import nn
 
 # One definition each, shared with the memory estimate (torch-free, trainer/memory.py).
 from trainer.memory import SNAPSHOT_BUDGET_BYTES, vectors_needed  # noqa: F401
+from trainer.sharding import local
 
 _CHUNK = 1 << 22  # elements per float64 chunk when reducing dot products
 
@@ -60,12 +63,16 @@ def dot(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(total)
 
 
-def cosine(a: torch.Tensor, b: torch.Tensor) -> float | None:
-    """Cosine of two vectors; None when either is zero (the angle is undefined)."""
-    na, nb = dot(a, a), dot(b, b)
+def cosine(
+    a: torch.Tensor, b: torch.Tensor, dots: Callable[[list[float]], list[float]] | None = None
+) -> float | None:
+    """Cosine of two vectors; None when either is zero (the angle is undefined). `dots` sums
+    the three dot products over ranks (vectors that are shards)."""
+    products = [dot(a, a), dot(b, b), dot(a, b)]
+    na, nb, ab = dots(products) if dots is not None else products
     if na <= 0 or nb <= 0:
         return None
-    return dot(a, b) / math.sqrt(na * nb)
+    return ab / math.sqrt(na * nb)
 
 
 @dataclass
@@ -102,12 +109,15 @@ class GradientTracker:
         *,
         offload: bool = False,
         reduce: Callable[[torch.Tensor], object] | None = None,
+        sum_dots: Callable[[list[float]], list[float]] | None = None,
     ):
         self.params = list(params)
         # Data parallel (trainer/distributed.py): sums each segment's gradient over ranks in
         # place, so the vectors (and every figure) are those of the whole step's batch.
         self.reduce = reduce
-        self.numel = sum(p.numel() for p in self.params)
+        # Sharded parameters: the vectors are this rank's shards; dot products are summed.
+        self.sum_dots = sum_dots
+        self.numel = sum(local(p).numel() for p in self.params)
         self.storage = torch.device("cpu") if offload else self.params[0].device
         self.roles: dict[str, torch.Tensor] = {}
         self.figures = GradientFigures()
@@ -121,11 +131,15 @@ class GradientTracker:
         out = torch.zeros(self.numel, dtype=torch.float32, device=self.params[0].device)  # (N,)
         offset = 0
         for p in self.params:
-            n = p.numel()
+            n = local(p).numel()
             if p.grad is not None:
-                out[offset : offset + n].copy_(p.grad.reshape(-1))
+                out[offset : offset + n].copy_(local(p.grad).reshape(-1))
             offset += n
         return out.to(self.storage)
+
+    def _sq(self, vector: torch.Tensor) -> float:
+        value = dot(vector, vector)
+        return self.sum_dots([value])[0] if self.sum_dots is not None else value
 
     def _note_memory(self, *extra: torch.Tensor | None) -> None:
         held = [*self.roles.values(), *self._agents.values(), self._last, *extra]
@@ -159,10 +173,10 @@ class GradientTracker:
         agents = self._agents
         names = list(agents)
         for name in names:
-            self.figures.agent_sq[name] = dot(agents[name], agents[name])
+            self.figures.agent_sq[name] = self._sq(agents[name])
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
-                c = cosine(agents[a], agents[b])
+                c = cosine(agents[a], agents[b], self.sum_dots)
                 if c is not None:
                     self.figures.cos[pair_key(a, b)] = c
         if len(names) == 1:
@@ -173,7 +187,7 @@ class GradientTracker:
                 role_vector += agents[name]
         self._note_memory(current, role_vector)
         self.roles[self._role] = role_vector
-        self.figures.role_sq[self._role] = dot(role_vector, role_vector)
+        self.figures.role_sq[self._role] = self._sq(role_vector)
         self._agents = {}
         self._role = None
 
@@ -184,7 +198,7 @@ class GradientTracker:
         names = list(self.roles)
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
-                c = cosine(self.roles[a], self.roles[b])
+                c = cosine(self.roles[a], self.roles[b], self.sum_dots)
                 if c is not None:
                     self.figures.cos[pair_key(a, b)] = c
         return self.figures
@@ -200,12 +214,12 @@ class GradientTracker:
         combined = combined.to(self.params[0].device)
         offset = 0
         for p in self.params:
-            n = p.numel()
-            piece = combined[offset : offset + n].view_as(p).to(p.dtype)
+            n = local(p).numel()
+            piece = combined[offset : offset + n].view_as(local(p)).to(p.dtype)
             if p.grad is None:
                 p.grad = piece.clone()
             else:
-                p.grad.copy_(piece)
+                local(p.grad).copy_(piece)
             offset += n
 
 

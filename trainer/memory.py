@@ -7,6 +7,9 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
 - weights: the frozen base in the load dtype (bf16 on CUDA) under LoRA; under full
   fine-tuning one fp32 master copy per policy, plus a bf16 KL reference when a KL is on, plus
   on CUDA the bf16 copy of the trained weights that autocast caches during a forward pass.
+  Full fine-tuning over several ranks is sharded (FSDP2, trainer/sharding.py): the master
+  copies, gradients, AdamW moments and snapshots are divided by `world_size`, nothing is
+  cached by autocast, and the rollout holds every policy all-gathered in the compute dtype.
 - optimizer: AdamW's two fp32 moments per policy, and fp32 gradients of one policy (policies
   are updated one after another and their gradients freed) — LoRA adapters or whole models.
 - snapshots: the per-role gradient vectors of trainer/gradients.py (fp32, one policy's
@@ -214,6 +217,8 @@ def rollout_estimate(
     update = update or estimate(config, shape, on_cuda=on_cuda)
     trainable = update.optimizer // (len(policy_names(config)) * 8 + 4)
     resident = update.weights + len(policy_names(config)) * trainable * 8
+    if shards(config) > 1:  # generation runs on every policy all-gathered (sharding.gathered)
+        resident += len(policy_names(config)) * parameter_count(shape) * compute
     per_token = kv_bytes_per_token(shape, compute)
     vocab, h, mlp = shape["vocab_size"], shape["hidden_size"], shape["intermediate_size"]
     best: RolloutEstimate | None = None
@@ -272,10 +277,11 @@ def estimate(
         trainable = lora_parameter_count(shape, config.lora_r, config.lora_targets)
         weights = n * load + len(policies) * trainable * 4
     else:
-        trainable = n
+        ranks = shards(config)
+        trainable = -(-n // ranks)  # this rank's shard of each policy
         kl = config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
-        cast_cache = n * 2 if on_cuda else 0
-        weights = len(policies) * n * 4 + (n * load if kl else 0) + cast_cache
+        cast_cache = n * 2 if on_cuda and ranks == 1 else 0
+        weights = len(policies) * trainable * 4 + (n * load if kl else 0) + cast_cache
     optimizer = len(policies) * trainable * 8 + trainable * 4
 
     snapshots, snapshots_on_device = 0, False
@@ -309,6 +315,12 @@ def estimate(
     logits = LOGIT_COPIES * config.micro_batch_size * (completion + 1) * shape["vocab_size"]
     logits *= compute
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
+
+
+def shards(config: Any) -> int:
+    """Over how many ranks each policy is sharded: full fine-tuning on several ranks (FSDP2)."""
+    world = getattr(config, "world_size", 1)
+    return world if config.finetune == "full" and world > 1 else 1
 
 
 def gpu_bytes() -> float:

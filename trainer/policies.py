@@ -21,6 +21,12 @@ forward passes run under `trainer/precision.py`'s autocast (bf16 on CUDA). With
 `config.checkpointing` the model recomputes each layer's activations in the backward pass
 (transformers' gradient checkpointing, non-reentrant), only in train mode.
 
+Over several ranks (`world`, trainer/distributed.py) LoRA policies are replicas; fully
+fine-tuned ones are sharded with FSDP2 (`sharded`, trainer/sharding.py): generation then runs
+inside `gathered()`, and their tensors are checkpointed by `save_shards` (every rank its shards,
+`torch.distributed.checkpoint`) beside the small `state_dict`; `load_state_dict(state,
+where)` reads either layout into sharded or whole policies.
+
 Dropout is switched off everywhere, so the update's first forward pass reproduces the
 sampling log-probs (the PPO ratio starts at 1) — as TRL does with `disable_dropout`.
 
@@ -37,12 +43,15 @@ import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from trainer import sharding
 from trainer.config import Config
+from trainer.distributed import SOLO, World
 from trainer.precision import PARAM_DTYPE, autocast
 from trainer.routing import agent_policy, policy_names, role_of, workflow_agents  # noqa: F401
 
@@ -91,7 +100,9 @@ def _to_param_dtype(params: list[nn.Parameter]) -> None:
 class PolicySet:
     """One base model, N trainable policies (LoRA adapters or full copies), their optimizers."""
 
-    def __init__(self, base_model: nn.Module, config: Config, names: list[str]):
+    def __init__(
+        self, base_model: nn.Module, config: Config, names: list[str], world: World = SOLO
+    ):
         if not names:
             raise ValueError("a PolicySet needs at least one policy name")
         if len(set(names)) != len(names):
@@ -99,6 +110,10 @@ class PolicySet:
         self.config = config
         self.names = list(names)
         self.finetune = config.finetune
+        # Full fine-tuning over several ranks: each rank holds a shard of each policy.
+        self.sharded = self.finetune == "full" and world.active
+        self.world = world
+        self._gathered = False
         # EMA of each role's gradient per policy, for the coherence regulariser (gradients.py).
         self.coherence: dict[tuple[str, str], torch.Tensor] = {}
         _disable_dropout(base_model)
@@ -184,6 +199,10 @@ class PolicySet:
         self._models = {self.names[0]: base_model}
         for name in self.names[1:]:
             self._models[name] = copy.deepcopy(base_model)
+        if self.sharded:
+            device = str(next(base_model.parameters()).device)
+            for model in self._models.values():
+                sharding.shard_model(model, device)
         self._params = {
             name: [p for p in model.parameters() if p.requires_grad]
             for name, model in self._models.items()
@@ -203,6 +222,10 @@ class PolicySet:
         matters for modules such as gradient checkpointing), False for generation.
         """
         self._check(name)
+        if self.sharded and not train and not self._gathered:
+            # A sharded forward pass is a collective: ranks generating different numbers of
+            # tokens would wait on each other for ever.
+            raise RuntimeError("sharded policies generate only inside PolicySet.gathered()")
         if self.finetune == "lora":
             # Activates the adapter and makes it, and only it, require grad.
             self.model.set_adapter(name)
@@ -216,6 +239,20 @@ class PolicySet:
                 yield model
         finally:
             model.train(was_training)
+
+    @contextmanager
+    def gathered(self) -> Iterator[None]:
+        """Generation and evaluation: sharded policies all-gathered for the block (every rank
+        enters together); nothing to do for replicas."""
+        if not self.sharded:
+            yield
+            return
+        with sharding.gathered(list(self._models.values())), torch.no_grad():
+            self._gathered = True
+            try:
+                yield
+            finally:
+                self._gathered = False
 
     @contextmanager
     def reference(self) -> Iterator[nn.Module]:
@@ -252,6 +289,11 @@ class PolicySet:
     def trainable_parameter_count(self) -> int:
         return sum(p.numel() for name in self.names for p in self._params[name])
 
+    def zero_backward(self, name: str) -> None:
+        """A sharded policy's pass with zero gradient (trainer/sharding.py: lock-step)."""
+        with self.use(name, train=True) as model:
+            sharding.zero_backward(model, self.device)
+
     @property
     def device(self) -> torch.device:
         return self._params[self.names[0]][0].device
@@ -265,7 +307,10 @@ class PolicySet:
         return {n: p for n, p in model.named_parameters() if id(p) in wanted}
 
     def state_dict(self) -> dict[str, Any]:
-        """Adapter (LoRA) or model (full) weights, optimizer and scheduler state per policy."""
+        """Adapter (LoRA) or model (full) weights, optimizer and scheduler state per policy.
+        Sharded: the state without its tensors, which `save_shards` writes."""
+        if self.sharded:
+            return self._sharded_state_dict()
         weights = {}
         for name in self.names:
             if self.finetune == "lora":
@@ -284,12 +329,46 @@ class PolicySet:
             },
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def _sharded_state_dict(self) -> dict[str, Any]:
+        """The small part of a sharded set's state; its tensors go by `save_shards`."""
+        return {
+            "finetune": self.finetune,
+            "names": list(self.names),
+            "shards": sharding.SHARDS_DIR,  # the tensors, beside this state in the checkpoint
+            "schedulers": {n: self._schedulers[n].state_dict() for n in self.names},
+            "coherence": {},  # refused with sharding (trainer/config.py)
+        }
+
+    def save_shards(self, where: Path) -> None:
+        """Sharded: every rank writes its shards of the weights and AdamW state into `where`'s
+        `shards/` (a collective; trainer/sharding.py)."""
+        sharding.save_shards(self._models, self._optimizers, where / sharding.SHARDS_DIR)
+
+    def load_state_dict(self, state: dict[str, Any], where: Path | None = None) -> None:
+        """`where`: the checkpoint directory, for a state whose tensors are shards beside it.
+        Sharded: a collective; every rank passes the same state (it reads the file)."""
         if state["finetune"] != self.finetune or list(state["names"]) != self.names:
             raise ValueError(
                 f"checkpoint holds {state['finetune']} policies {state['names']}, "
                 f"this set is {self.finetune} {self.names}"
             )
+        if "shards" in state:  # written by ranks of a sharded run
+            if where is None:
+                raise ValueError("a sharded checkpoint's state needs its directory to load")
+            sharding.load_shards(self._models, self._optimizers, where / state["shards"])
+            for name in self.names:
+                self._schedulers[name].load_state_dict(state["schedulers"][name])
+            return
+        if self.sharded:
+            for name in self.names:
+                sharding.load_full_state(
+                    self._models[name],
+                    self._optimizers[name],
+                    state["weights"][name],
+                    state["optimizers"][name],
+                )
+                self._schedulers[name].load_state_dict(state["schedulers"][name])
+            return
         with torch.no_grad():
             for name in self.names:
                 if self.finetune == "lora":

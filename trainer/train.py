@@ -29,8 +29,12 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
 - Several processes (`world_size` > 1, launched by torchrun; trainer/distributed.py): each
   rank rolls out its share of the step's problems (a problem's rollouts on one rank) and of
   the held-out problems; the step's reward, token and evaluation statistics are those of all
-  ranks' episodes, and the update sums gradients exactly (trainer/update.py). Rank 0 alone
-  reports, writes checkpoints and decides to stop (cancel, cliff); the others follow it.
+  ranks' episodes (behaviour metrics from every rank's counts), and the update sums
+  gradients exactly (trainer/update.py). Rank 0 alone reports, writes checkpoints and
+  decides to stop (cancel, cliff); the others follow it. Fully fine-tuned policies are
+  sharded (FSDP2, trainer/sharding.py): generation and evaluation run inside
+  `policies.gathered()`, and every rank writes its shards of a checkpoint before rank 0
+  completes it.
 
 Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/demo`.
 """
@@ -41,6 +45,7 @@ import dataclasses
 import json
 import math
 import resource
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -49,7 +54,7 @@ from pathlib import Path
 import torch
 
 from trainer.advantages import compute_advantages
-from trainer.behaviour import behaviour_metrics
+from trainer.behaviour import add_counts, behaviour_counts, from_counts
 from trainer.checkpoint import (
     check_branch,
     keep_best,
@@ -57,6 +62,7 @@ from trainer.checkpoint import (
     load_checkpoint,
     restore_meta,
     save_checkpoint,
+    shard_staging,
 )
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
@@ -212,19 +218,52 @@ def _evaluate(
     """Evaluate on the held-out problems: each rank its share, merged on every rank. This
     rank's scored episodes go to `rollouts` (rank 0's are the ones recorded)."""
     problems = split_list(eval_set, world)
-    result = evaluate(config, problems=problems, rollouts=rollouts, **env)
+    with env["policies"].gathered():  # sharded policies: all-gathered while generating
+        result = evaluate(config, problems=problems, rollouts=rollouts, **env)
     if not world.active:
         return result
     return merge_evaluations(world.gather(result, "the evaluation's results", slow=True))
 
 
+def _write_shards(policies: PolicySet, out: Path, kind: str, step: int, world: World):
+    """Sharded policies: every rank writes its shards into the staging directory rank 0 made
+    for the checkpoint (trainer/checkpoint.py), returned for rank 0 to finish; else None."""
+    if not policies.sharded:
+        return None
+    staging = shard_staging(out, kind, step)
+    if world.leader:  # a staging directory a killed rank left behind is started afresh
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    world.wait("rank 0 making a checkpoint's staging directory")
+    policies.save_shards(staging)
+    world.wait("every rank writing its shards of a checkpoint")
+    return staging
+
+
+def _keep_best(
+    out: Path, best: dict | None, step: int, result: dict, policies, config: Config, world: World
+) -> dict:
+    """Record the evaluation and keep the best checkpoint (rank 0 writes; the ranks of sharded
+    policies first write their shards, when the evaluation beats the best); the best on every
+    rank."""
+    improves = best is None or result["accuracy"] > best["accuracy"]
+    staging = _write_shards(policies, out, "best", step, world) if improves else None
+    if world.leader:
+        record_per_problem(out, step, result)
+        best = keep_best(
+            out, best, step, result["accuracy"], policies, config.hash(), staging=staging
+        )
+    return world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
+
+
 def _light(episodes: list[Episode]) -> list[Episode]:
-    """Episodes without their prompts and log-probs: what the step's statistics and the
-    behaviour metrics (which read the completions' answers) need, small enough to gather from
-    every rank."""
+    """Episodes without their prompts, log-probs and texts: what the step's statistics need
+    (rewards, scores, lengths, malformations), small enough to gather from every rank."""
     return [
         dataclasses.replace(
-            ep, turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[]) for t in ep.turns]
+            ep,
+            answer=None,
+            turns=[dataclasses.replace(t, prompt_ids=[], logprobs=[], text="") for t in ep.turns],
         )
         for ep in episodes
     ]
@@ -297,7 +336,7 @@ def _train(
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
-    policies = PolicySet(loaded.model, config, policy_names(config))
+    policies = PolicySet(loaded.model, config, policy_names(config), world)
     eval_set = held_out(task, config.eval_problems)
     env = dict(policies=policies, codec=codec, prompts=prompts, task=task)
 
@@ -307,7 +346,7 @@ def _train(
         done = load_checkpoint(own, policies, config.hash())
     elif start is not None:  # a branch: another run's checkpoint, this run's config
         done = load_branch(start, policies, config)
-    if world.active:  # replicas must start equal: same seed, same checkpoint
+    if world.active and not policies.sharded:  # replicas start equal: same seed, checkpoint
         trainable = [p for name in policies.names for p in policies.parameters(name)]
         world.check_same("the initial weights", params_fingerprint(trainable))
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
@@ -325,10 +364,7 @@ def _train(
         result = _evaluate(config, eval_set, env, world, probe)
         torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
         log_episodes(reporter, "eval", done, probe_sample(config, probe), codec.decode)
-        if world.leader:
-            record_per_problem(out, done, result)
-            best = keep_best(out, best, done, result["accuracy"], policies, config.hash())
-        best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
+        best = _keep_best(out, best, done, result, policies, config, world)
         evals.append((done, result["accuracy"], result["accuracy_se"]))
         reporter.log(
             done,
@@ -352,26 +388,28 @@ def _train(
         t0 = time.perf_counter()
         problems = sample_problems(task, config.prompts_per_step, config.seed, step)
         problems = split_problems(problems, world)  # this rank's share, whole GRPO groups
-        episodes, stats = rollout(
-            problems,
-            config.group_size,
-            config=config,
-            temperature=config.temperature,
-            seed_parts=(config.seed, "train", step),
-            **env,
-        )
+        with policies.gathered():  # sharded policies: all-gathered while generating
+            episodes, stats = rollout(
+                problems,
+                config.group_size,
+                config=config,
+                temperature=config.temperature,
+                seed_parts=(config.seed, "train", step),
+                **env,
+            )
         t1 = time.perf_counter()
         metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
         everyone, tokens = episodes, stats.tokens
+        # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
+        behaviour = behaviour_counts(episodes, task.extract)
         if world.active:
             # Every rank's episodes (advantages were local: groups never straddle ranks), so
-            # the step's statistics are those one process would log.
-            everyone = [
-                ep
-                for mine in world.gather(_light(episodes), "the step's episodes", slow=True)
-                for ep in mine
-            ]
+            # the step's statistics are those one process would log; the behaviour metrics
+            # need only every rank's counts, so no completion text travels.
+            parts = world.gather((_light(episodes), behaviour), "the step's episodes", slow=True)
+            everyone = [ep for mine, _ in parts for ep in mine]
+            behaviour = add_counts([counts for _, counts in parts])
             metrics = compute_advantages(everyone, config)
             (tokens,) = world.sum_floats([stats.tokens], "the rollout's token count")
         # Rank 0 records: its sample's share of each role's gradient (trainer/grad_drill.py).
@@ -393,16 +431,13 @@ def _train(
         if step % config.eval_every == 0 or step == config.steps:
             result = _evaluate(config, eval_set, env, world, probe)
             metrics.update(_eval_metrics(result))
-            if world.leader:
-                record_per_problem(out, step, result)
-                best = keep_best(out, best, step, result["accuracy"], policies, config.hash())
-            best = world.broadcast(best, "rank 0 keeping the best checkpoint", slow=True)
+            best = _keep_best(out, best, step, result, policies, config, world)
             metrics.update(_best_metrics(best))
             evals.append((step, result["accuracy"], result["accuracy_se"]))
             metrics["sys/eval_seconds"] = time.perf_counter() - t2
         # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
         # from every episode, and a sample of the episodes themselves.
-        metrics.update(behaviour_metrics(everyone, task.extract))  # all ranks'
+        metrics.update(from_counts(behaviour))  # all ranks'
         log_episodes(
             reporter,
             "train",
@@ -428,9 +463,12 @@ def _train(
             (reporter.should_stop(), early), "the stop decision", slow=True
         )
         if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
-            if world.leader:  # the replicas are equal: one copy
+            staging = _write_shards(policies, out, "step", step, world)  # sharded: every rank
+            if world.leader:  # the replicas are equal (or wrote their shards): one copy
                 meta = {"best": best, "evals": evals}
-                path = save_checkpoint(out, step, policies, config.hash(), meta=meta)
+                path = save_checkpoint(
+                    out, step, policies, config.hash(), meta=meta, staging=staging
+                )
                 reporter.on_checkpoint(step, str(path))
             world.wait("rank 0 writing a checkpoint")
         reporter.on_progress(

@@ -31,6 +31,10 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   compared across ranks, a difference fails with a message), the normaliser counts and the
   statistics are summed over ranks, and so is the gradient (segment by segment when tracked,
   else in one flat all-reduce), so the weights, the loss and every figure are one process's.
+  Fully fine-tuned policies are sharded instead (FSDP2, trainer/sharding.py): FSDP2 reduces
+  each backward pass's gradient, the loss is scaled by the rank count so the reduction is a
+  sum, every rank runs each segment's largest micro-batch count (padding with zero-gradient
+  passes) and the tracker all-reduces only dot products of its gradient shards.
 - Then clipping of each policy's gradient to `grad_clip` (0 = off) and AdamW. A non-finite
   gradient skips that policy's optimizer step (`policy/<p>/skipped` = 1) instead of writing
   NaN into the weights.
@@ -78,6 +82,7 @@ from trainer.gradients import (
 from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
 from trainer.names import GRAD_COS_PREFIX, agent_key, policy_key, role_key
 from trainer.policies import PolicySet
+from trainer.sharding import local
 
 Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
 
@@ -129,6 +134,8 @@ def accumulate_gradients(
     normalizer: float | None = None,
     on_segment: Callable[[str, str], None] | None = None,
     segments: list[tuple[str, str]] | None = None,
+    micro_counts: dict[tuple[str, str], int] | None = None,
+    loss_scale: float = 1.0,
 ) -> Stats:
     """Forward and backward `turns` on policy `name`, adding their gradient to `.grad`.
 
@@ -153,10 +160,18 @@ def accumulate_gradients(
         beta = config.kl_for(role)
         # Plain chunks of the segment, or (trainer/grad_drill.py) the recorded episodes' first.
         params = policies.parameters(name)
-        for micro in grad_drill.micro_batches(role, segment, config.micro_batch_size, params):
+        size = config.micro_batch_size
+        if micro_counts is not None:  # sharded: every rank runs as many passes (lock-step)
+            for _ in range(
+                micro_counts[(role, agent)] - grad_drill.micro_batch_count(segment, size)
+            ):
+                policies.zero_backward(name)
+        for micro in grad_drill.micro_batches(role, segment, size, params):
             batch = make_batch(micro, pad_id, device)
             if batch.completion_len == 0:
                 stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
+                if micro_counts is not None:
+                    policies.zero_backward(name)
                 continue
             ref_logps = None
             # KL to the base model is measured even when it is not penalised (beta 0): with
@@ -194,7 +209,8 @@ def accumulate_gradients(
                     kl_beta=torch.full((len(micro),), beta, device=device) if measure_kl else None,
                     entropies=entropies,
                 )
-                loss.backward()
+                # Sharded, FSDP2 averages the ranks' gradients: scaled, the average is the sum.
+                (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             for key, value in micro_stats.items():
                 stats[role][key] += value
             if ref_logps is not None:
@@ -232,19 +248,24 @@ def _optimizer_step(
     # One segment needs no snapshots: its role and agent gradient is the whole gradient.
     tracker = None
     if (track and len(segments) > 1) or coherence_on:
-        numel = sum(p.numel() for p in params)
+        numel = sum(local(p).numel() for p in params)
         needed = vectors_needed(len(roles), max_agents) * numel * 4
         offload = config.grad_snapshots == "host" or needed > SNAPSHOT_BUDGET_BYTES
-        reduce = None
-        if world.active:
+        reduce = sum_dots = None
+        if policies.sharded:  # .grad holds the summed gradient's shard: sum dot products
+            sum_dots = lambda v: world.sum_floats(v, f"dot products of {name}")  # noqa: E731
+        elif world.active:
             reduce = lambda v: world.all_sum_(v, f"the gradient of a segment of {name}")  # noqa: E731
-        tracker = GradientTracker(params, offload=offload, reduce=reduce)
+        tracker = GradientTracker(params, offload=offload, reduce=reduce, sum_dots=sum_dots)
 
     # The normaliser of the whole optimizer batch: every rank's turns and tokens.
     seqs, tokens = world.sum_floats(
         [len(turns), sum(len(t.completion_ids) for t in turns)], f"the batch size of {name}"
     )
     normalizer = loss_normalizer(config.loss_agg, int(seqs), int(tokens), config.max_new_tokens)
+    micro_counts = None
+    if policies.sharded:
+        micro_counts = _micro_counts(turns, segments, config, world, name)
     stats = accumulate_gradients(
         policies,
         name,
@@ -254,6 +275,8 @@ def _optimizer_step(
         normalizer=normalizer,
         on_segment=tracker.end_segment if tracker is not None else None,
         segments=segments,
+        micro_counts=micro_counts,
+        loss_scale=float(world.size) if policies.sharded else 1.0,
     )
     stats = world.sum_stats(stats, f"the statistics of {name}")
 
@@ -272,20 +295,23 @@ def _optimizer_step(
         # Data parallel, .grad holds this rank's gradient and the role vectors every rank's:
         # write them back even when every scale is 1.
         scales = {role: scale for role, (scale, _) in coherence.items()}
-        tracker.write_back(scales, force=world.active)
+        tracker.write_back(scales, force=world.active and not policies.sharded)
         peak = tracker.peak_bytes
         del tracker  # free the vectors before the optimizer allocates its state
-    elif world.active:
+    elif world.active and not policies.sharded:
         world.all_sum_grads(params, f"the gradient of {name}")
     if figures is None:
         grad_drill.settle_whole(segments, params)
 
     grads = [p.grad for p in params if p.grad is not None]
-    total = torch.nn.utils.get_total_norm(grads) if grads else None
-    norm = float(total) if total is not None else 0.0
+    if policies.sharded:
+        total, norm = _sharded_clip(grads, config.grad_clip, world, name)
+    else:
+        total = torch.nn.utils.get_total_norm(grads) if grads else None
+        norm = float(total) if total is not None else 0.0
     skipped = not math.isfinite(norm)
     if not skipped:
-        if config.grad_clip > 0 and total is not None:
+        if config.grad_clip > 0 and total is not None and not policies.sharded:
             torch.nn.utils.clip_grads_with_norm_(params, config.grad_clip, total)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -307,6 +333,37 @@ def _optimizer_step(
         "roles": roles,
         "peak_bytes": peak,
     }
+
+
+def _micro_counts(
+    turns: list[Turn], segments: list[tuple[str, str]], config: Config, world: World, name: str
+) -> dict[tuple[str, str], int]:
+    """Each segment's largest micro-batch count over the ranks (sharded policies run that many
+    forward and backward passes on every rank)."""
+    mine = defaultdict(int)
+    for turn in turns:
+        mine[(turn.role, turn.agent)] += 1
+    counts = [-(-mine[s] // config.micro_batch_size) for s in segments]
+    everyone = world.gather(counts, f"the micro-batch counts of {name}")
+    return {s: max(c[i] for c in everyone) for i, s in enumerate(segments)}
+
+
+def _sharded_clip(
+    grads: list[torch.Tensor], clip: float, world: World, name: str
+) -> tuple[torch.Tensor | None, float]:
+    """The norm of a sharded gradient (squares summed over ranks), and clipping to `clip` as
+    `clip_grads_with_norm_` does (every rank scales its shard by the same factor)."""
+    if not grads:
+        return None, 0.0
+    squares = float(sum(local(g).double().pow(2).sum() for g in grads))
+    (squares,) = world.sum_floats([squares], f"the gradient norm of {name}")
+    norm = math.sqrt(squares) if math.isfinite(squares) else math.nan
+    total = torch.tensor(norm, dtype=torch.float32)
+    if clip > 0 and math.isfinite(norm):
+        coef = torch.clamp(clip / (total + 1e-6), max=1.0)
+        for g in grads:
+            local(g).mul_(coef.to(local(g).device))
+    return total, norm
 
 
 def update_policies(

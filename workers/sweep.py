@@ -7,7 +7,8 @@ on whichever worker takes it, with no extra process to deploy (no Celery beat) a
 for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
 conditional UPDATE, so a stale run is queued again exactly once.
 `python manage.py sweep_runs` runs one sweep by hand. A sweep also settles the live radar's
-alerts of runs that finished (`webapp.experiments.alerts.settle_finished_runs`).
+alerts of runs that finished (`webapp.experiments.alerts.settle_finished_runs`), and records
+how many GPUs this worker gives a run (`webapp.experiments.worker_gpus.advertise`).
 
 The thread only uses the database (no torch). The worker forks a pool process after every
 task (`worker_max_tasks_per_child=1`), and a fork copies whatever a thread holds at that
@@ -29,6 +30,7 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 _sweeping = threading.Lock()
+_name = ""  # this worker's Celery node name, once it is ready
 
 
 def sweep_once() -> list[int]:
@@ -37,10 +39,14 @@ def sweep_once() -> list[int]:
 
     from webapp.experiments.alerts import settle_finished_runs
     from webapp.experiments.queueing import requeue_stale_runs
+    from webapp.experiments.worker_gpus import advertise
+    from workers.ranks import worker_gpus
     from workers.reporter import drop_connection
 
     with _sweeping:
         try:
+            if _name:  # this worker's GPUs, for the form's refusal (webapp/.../worker_gpus.py)
+                advertise(_name, worker_gpus())
             requeued = requeue_stale_runs()
             settle_finished_runs()  # the live radar's last word on runs that ended
         except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
@@ -64,6 +70,8 @@ def _sweep_forever() -> None:
 
 @worker_ready.connect
 def start_sweeping(sender=None, **kwargs) -> None:
+    global _name
+    _name = getattr(sender, "hostname", "") or ""
     # No fork in the middle of a sweep (see the module's docstring).
     os.register_at_fork(
         before=_sweeping.acquire,

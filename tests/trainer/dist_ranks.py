@@ -2,8 +2,9 @@
 
 `launch(target, size, *args)` starts `size` CPU processes on the gloo backend, as torchrun
 would (the env:// variables), each running `target(world, out_dir, *args)`; it returns each
-rank's result or the text of the error it raised. The step itself (`one_step`) is the same
-function the single-process reference calls with `SOLO`.
+rank's result or the text of the error it raised. The steps themselves (`two_steps`,
+`resumed`) are the functions the single-process reference calls with `SOLO`; the policies and
+turns come from tests/trainer/voting_setup.py.
 """
 
 from __future__ import annotations
@@ -19,46 +20,20 @@ from pathlib import Path
 
 import torch
 
-from tests.trainer.tiny_qwen3 import tiny_qwen3
-from trainer.config import make_config
+from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn, voting_config
 from trainer.distributed import World, split_list
 from trainer.episode import Turn
-from trainer.policies import PolicySet, agent_policy, policy_names
+from trainer.sharding import is_sharded
 from trainer.update import update_policies
 
-PAD = 0
-AGENTS = [(f"generator{i}", "generator") for i in range(3)] + [("aggregator", "aggregator")]
 PROBLEMS = 3  # over 2 ranks: 2 and 1, an uneven split
 SAMPLES = 2
 
 
 def step_config(sharing: str, finetune: str, **values):
-    base = dict(
-        workflow="voting",
-        sharing=sharing,
-        finetune=finetune,
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        steps=5,
-        max_new_tokens=6,
-        micro_batch_size=3,
-        kl_beta=0.05,
+    return voting_config(
+        **{"sharing": sharing, "finetune": finetune, "micro_batch_size": 3, **values}
     )
-    return make_config(**{**base, **values})
-
-
-def build(config) -> PolicySet:
-    """Policies every rank builds identically: a seeded model, non-zero distinct adapters."""
-    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
-    if config.finetune == "lora":
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for name in policies.names:
-                for p in policies.parameters(name):
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return policies
 
 
 def problem_turns(config, step: int) -> list[list[Turn]]:
@@ -72,33 +47,26 @@ def problem_turns(config, step: int) -> list[list[Turn]]:
             for agent, role in AGENTS:
                 if problem == PROBLEMS - 1 and role == "aggregator":
                     continue
-                n = int(torch.randint(2, 7, (1,), generator=gen))
-                turns.append(
-                    Turn(
-                        role,
-                        agent,
-                        agent_policy(config, agent, role),
-                        0,
-                        prompt_ids=torch.randint(1, 64, (5,), generator=gen).tolist(),
-                        completion_ids=torch.randint(1, 64, (n,), generator=gen).tolist(),
-                        logprobs=(torch.randn(n, generator=gen) * 0.3 - 4.0).tolist(),
-                        advantage=float(torch.randn((), generator=gen)),
-                    )
-                )
+                turns.append(random_turn(config, agent, role, gen))
         out.append(turns)
     return out
 
 
 def two_steps(world: World, config) -> dict:
     """Two updates on this rank's share of the problems: metrics of each, parameters after."""
-    policies = build(config)
+    policies = build(config, world)
     metrics = []
     for step in (1, 2):
         mine = split_list(problem_turns(config, step), world)
         turns = [t for problem in mine for t in problem]
         metrics.append(update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world))
-    params = {n: [p.detach().clone() for p in policies.parameters(n)] for n in policies.names}
-    return {"metrics": metrics, "params": params}
+    params = {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}
+    return {"metrics": metrics, "params": params, "sharded": policies.sharded}
+
+
+def _whole(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's whole value (all-gathered when sharded: every rank calls this)."""
+    return (p.full_tensor() if is_sharded(p) else p).detach().clone()
 
 
 def _free_port() -> int:
@@ -158,3 +126,26 @@ def launch(target, size: int, *args, timeout: float = 60, limit: float = 300) ->
             with open(Path(out) / f"rank{r}.pkl", "rb") as fh:
                 results.append(pickle.load(fh))
         return results
+
+
+def resumed(world: World, config, where: str, load_from: str | None = None) -> dict:
+    """Step 1; its checkpoint written into `where` as a run writes it (rank 0 the state file;
+    sharded, every rank its shards); step 2 on policies built afresh from the checkpoint in
+    `load_from` (default: that one). The parameters after step 2."""
+    policies = build(config, world)
+    for step, source in ((1, None), (2, Path(load_from or where))):
+        if source is not None:
+            policies = build(config, world)
+            state = torch.load(source / "state.pt", weights_only=False)
+            policies.load_state_dict(state, source)
+        mine = split_list(problem_turns(config, step), world)
+        turns = [t for problem in mine for t in problem]
+        update_policies(policies, turns, config, tokenizer_pad_id=PAD, world=world)
+        if step == 1:
+            state = policies.state_dict()
+            if policies.sharded:
+                policies.save_shards(Path(where))
+            if world.leader:
+                torch.save(state, Path(where) / "state.pt")
+            world.wait("the checkpoint")
+    return {n: [_whole(p) for p in policies.parameters(n)] for n in policies.names}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.behaviour import behaviour_metrics
+from trainer.behaviour import add_counts, behaviour_counts, behaviour_metrics, from_counts
 from trainer.episode import Episode, Turn
 from trainer.tasks.math import extract_boxed
 
@@ -91,3 +91,19 @@ def test_orchestrator_subtasks_and_truncation_are_per_role_means():
     assert metrics["role/orchestrator/trunc_frac"] == pytest.approx(1 / 3)
     assert metrics["role/worker/trunc_frac"] == pytest.approx(2 / 5)
     assert metrics["role/synthesizer/trunc_frac"] == 0.0
+
+
+def test_counts_summed_over_ranks_give_the_metrics_of_all_episodes():
+    episodes = [
+        voting(["4", "4", "4"], "\\boxed{4}"),
+        eval_opt((False, True), (True, True)),
+        voting(["4", "4", "5"], "\\boxed{5}"),
+        eval_opt((True, False)),
+        voting(["7", "7", "3"], "\\boxed{7}"),
+    ]
+    # Two ranks, uneven, one without any evaluator episode: as a data-parallel step splits.
+    parts = [behaviour_counts(episodes[:4], extract_boxed), behaviour_counts([], extract_boxed)]
+    parts.append(behaviour_counts(episodes[4:], extract_boxed))
+    merged = from_counts(add_counts(parts))
+    assert merged == pytest.approx(behaviour_metrics(episodes, extract_boxed))
+    assert set(merged) == set(behaviour_metrics(episodes, extract_boxed))

@@ -15,56 +15,23 @@ import pytest
 import torch
 from torch import nn
 
-from tests.trainer.tiny_qwen3 import tiny_qwen3
-from trainer.config import make_config
+from tests.trainer.voting_setup import AGENTS, PAD, build, random_turn, voting_config
 from trainer.episode import Turn
 from trainer.gradients import GradientTracker, coherence_scales
 from trainer.loss import grpo_loss, make_batch, token_logprobs
-from trainer.policies import PolicySet, agent_policy, policy_names
+from trainer.policies import PolicySet
 from trainer.update import batch_normalizer, update_policies
-
-PAD = 0
-AGENTS = [("generator0", "generator"), ("generator1", "generator"), ("generator2", "generator")]
-AGENTS += [("aggregator", "aggregator")]
-
-
-def build(config) -> PolicySet:
-    """A PolicySet whose LoRA adapters are non-zero and differ, so every factor gets gradient."""
-    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
-    if config.finetune == "lora":
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for name in policies.names:
-                for p in policies.parameters(name):
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return policies
 
 
 def make_turns(config, policies: PolicySet) -> list[Turn]:
     """2 problems × 2 rollouts of Voting; sampling log-probs near the model's own."""
     gen = torch.Generator().manual_seed(7)
-    turns = []
-    for _problem in range(2):
-        for _sample in range(2):
-            for agent, role in AGENTS:
-                n_prompt = int(torch.randint(3, 8, (1,), generator=gen))
-                n_completion = int(torch.randint(2, 7, (1,), generator=gen))
-                prompt = torch.randint(1, 64, (n_prompt,), generator=gen).tolist()
-                completion = torch.randint(1, 64, (n_completion,), generator=gen).tolist()
-                advantage = float(torch.randn((), generator=gen))
-                policy = agent_policy(config, agent, role)
-                turns.append(
-                    Turn(
-                        role=role,
-                        agent=agent,
-                        policy=policy,
-                        stage=0,
-                        prompt_ids=prompt,
-                        completion_ids=completion,
-                        logprobs=[0.0] * n_completion,
-                        advantage=advantage,
-                    )
-                )
+    turns = [
+        random_turn(config, agent, role, gen, prompt_len=None)
+        for _problem in range(2)
+        for _sample in range(2)
+        for agent, role in AGENTS
+    ]
     for t in turns:  # old log-probs = current ones + noise: ratios ≠ 1, some tokens clipped
         batch = make_batch([t], PAD)
         with torch.no_grad(), policies.use(t.policy) as model:
@@ -171,21 +138,16 @@ CASES = [
 ]
 
 
+# voting_config's small Voting run with make_config's defaults where these tests rely on them.
+PLAIN = dict(max_new_tokens=8, kl_beta=0.0, steps=500, micro_batch_size=32)
+
+
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("finetune", ["lora", "full"])
 @pytest.mark.parametrize("sharing", ["shared", "per_role", "per_agent"])
 def test_snapshot_figures_equal_separate_backward_passes(sharing, finetune, case):
-    config = make_config(
-        workflow="voting",
-        sharing=sharing,
-        finetune=finetune,
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        max_new_tokens=8,
-        temperature=0.7,
-        **CASES[case],
+    config = voting_config(
+        **{**PLAIN, "sharing": sharing, "finetune": finetune, "temperature": 0.7, **CASES[case]}
     )
     policies = build(config)
     turns = make_turns(config, policies)
@@ -219,17 +181,7 @@ def test_snapshot_figures_equal_separate_backward_passes(sharing, finetune, case
 
 
 def test_instrumentation_leaves_mini_batched_updates_unchanged():
-    config = make_config(
-        workflow="voting",
-        sharing="shared",
-        lora_r=4,
-        lora_alpha=8,
-        lr=1e-2,
-        warmup_steps=0,
-        max_new_tokens=8,
-        mini_batches=2,
-        micro_batch_size=3,
-    )
+    config = voting_config(**{**PLAIN, "mini_batches": 2, "micro_batch_size": 3}, sharing="shared")
     runs = []
     for instrument in (True, False):
         policies = build(config)

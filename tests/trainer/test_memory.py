@@ -66,6 +66,27 @@ def test_every_paper_lora_cell_fits_one_h200_and_4b_full_per_role_does_not():
     assert "GiB" in message and "finetune=lora" in message and "micro_batch_size" in message
 
 
+def test_sharded_full_fine_tuning_divides_the_policies_memory_over_the_ranks():
+    """FSDP2 (trainer/sharding.py): 4B per_role full fine-tuning fits on 4 sharded H200s."""
+    from trainer.memory import model_shape, rollout_estimate
+
+    with pytest.raises(ConfigError):
+        make_config("paper", **BIG, world_size=2)
+    four = make_config("paper", **BIG, world_size=4)  # no ConfigError
+    one = make_config("paper", **{**BIG, "model": "Qwen/Qwen3-0.6B"})
+    sharded = make_config("paper", **{**BIG, "model": "Qwen/Qwen3-0.6B"}, world_size=4)
+    shape = model_shape(one.model)
+    whole, quarter = estimate(one, shape), estimate(sharded, shape)
+    assert quarter.optimizer == pytest.approx(whole.optimizer / 4, rel=1e-6)
+    assert quarter.activations == whole.activations  # per micro-batch, not sharded
+    # Generation runs on every policy all-gathered in bf16: counted in the rollout.
+    gathered = 3 * parameter_count(shape) * 2
+    resident_whole = rollout_estimate(one, shape).weights
+    resident_quarter = rollout_estimate(sharded, shape).weights
+    assert resident_quarter >= gathered and resident_quarter < resident_whole
+    assert four.world_size == 4
+
+
 def test_a_smaller_gpu_refuses_what_a_bigger_one_takes():
     config = make_config("paper", workflow="voting")
     assert fit_problem(config) is None

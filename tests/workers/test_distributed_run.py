@@ -1,7 +1,9 @@
 """A run with world_size 2 trained by a real worker (CPU, gloo): the pool process is rank 0 and
 reports once, rank 1 is its child; a worker killed with -9 leaves no orphan rank and its run
-resumes on another worker with every point stored once; a worker with too few GPUs refuses
-the run with a message naming both numbers."""
+resumes on another worker with every point stored once, and so does a run whose rank 1 is
+killed, replicated (LoRA) or sharded (full fine-tuning, FSDP2); a worker advertises its GPUs
+for the form's check; a worker with too few GPUs refuses the run with a message naming both
+numbers."""
 
 import os
 import signal
@@ -13,7 +15,7 @@ from django.conf import settings
 
 from tests.helpers import database_url, service_env, start_worker
 from tests.runs import FAST_SWEEP, SMALL, points_of, run_in, steps_of, wait_for
-from webapp.experiments.models import Run, RunLog
+from webapp.experiments.models import Run, RunLog, WorkerSeen
 from webapp.experiments.queueing import create_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -60,7 +62,9 @@ def assert_complete(run: Run, steps: int) -> None:
 
 def test_a_two_rank_run_trains_through_the_worker_and_reports_once(alice):
     run = queue(alice, **TWO)
-    with start_worker(env_with(gpus=2)):
+    with start_worker(env_with(gpus=2)) as worker:
+        seen = wait_for(lambda: WorkerSeen.objects.filter(name=worker.name).first(), what="it")
+        assert seen.gpus == 2  # what the form's check reads (webapp/experiments/worker_gpus.py)
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), timeout=600, what="the run")
         assert not rank_processes(run.id)
     assert done.status == Run.SUCCEEDED, (done.error_type, done.error_message)
@@ -92,8 +96,9 @@ def test_a_killed_worker_leaves_no_rank_behind_and_its_run_resumes(alice):
     assert_complete(done, 6)
 
 
-def test_a_killed_rank_1_sends_the_run_back_to_the_queue_and_it_resumes(alice):
-    run = queue(alice, **{**TWO, "steps": 6, "checkpoint_every": 2})
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_a_killed_rank_1_sends_the_run_back_to_the_queue_and_it_resumes(alice, finetune):
+    run = queue(alice, **{**TWO, "steps": 6, "checkpoint_every": 2, "finetune": finetune})
     with start_worker(env_with(gpus=2)):
         wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
                  timeout=600, what="a checkpoint")  # fmt: skip

@@ -102,7 +102,10 @@ def experiments(request: HttpRequest) -> JsonResponse:
     except ConfigError as exc:
         raise ApiError(400, "Invalid experiment.", _config_errors(exc, config, matrix)) from None
     runs = list(experiment.runs.all())
-    return JsonResponse(experiment_json(experiment, runs), status=201)
+    answer = experiment_json(experiment, runs)
+    if experiment.warnings:  # e.g. no worker has reported its GPUs yet
+        answer["warnings"] = experiment.warnings
+    return JsonResponse(answer, status=201)
 
 
 def _count(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:

@@ -30,6 +30,7 @@ from trainer.config import (
 )
 from trainer.names import CELL_AXES, MATRIX_AXES
 from webapp.experiments.queueing import check_models
+from webapp.experiments.worker_gpus import check_gpus
 
 AXES = CELL_AXES  # the matrix axes ticked as boxes; seeds are typed as a list
 AXIS_CHOICES = {
@@ -194,6 +195,7 @@ class ExperimentForm(forms.Form):
         try:
             configs = expand_matrix(values, matrix, preset or None)
             check_models(configs)
+            check_gpus(configs)  # beside world_size; create_experiment checks it again
         except ConfigError as exc:
             for key, message in exc.errors.items():
                 self.add_error(self._field_for(key), message)

@@ -242,3 +242,15 @@ class Alert(models.Model):
     def __str__(self) -> str:
         role = f" {self.role}" if self.role else ""
         return f"{self.kind}{role} @{self.step} (run {self.run_id})"
+
+
+class WorkerSeen(models.Model):
+    """A worker's last word on how many GPUs it can give one run (webapp/experiments/
+    worker_gpus.py): written by the worker at start-up and with every stale-run sweep."""
+
+    name = models.CharField(max_length=200, unique=True)  # Celery's node name, name@host
+    gpus = models.PositiveIntegerField()  # TROUPE_WORKER_GPUS
+    seen = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.gpus} GPU(s)"

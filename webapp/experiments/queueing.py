@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.experiments.worker_gpus import check_gpus
 from webapp.tracking.name_claims import claim_name
 
 log = logging.getLogger(__name__)
@@ -99,9 +100,11 @@ def create_experiment(
     matrix: dict[str, list] | None = None,
 ) -> Experiment:
     """Store the experiment and its runs and queue them; ConfigError (naming the fields, or
-    `matrix.<axis>`) before anything is stored when the spec is invalid."""
+    `matrix.<axis>`) before anything is stored when the spec is invalid, or when no live
+    worker has the GPUs a run needs. `experiment.warnings` lists what to tell the user."""
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
     check_models(configs)
+    warnings = check_gpus(configs)  # ConfigError when no live worker has the GPUs
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -114,6 +117,7 @@ def create_experiment(
         claim_name(experiment)  # one experiment per name for MLflow clients too
         runs = Run.objects.bulk_create([new_run(experiment, c) for c in configs])
         transaction.on_commit(lambda: send_runs(runs))
+    experiment.warnings = warnings  # for the form's message and the API's answer
     return experiment
 
 

@@ -76,6 +76,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
             )
             count = experiment.runs.count()
             messages.success(request, f"Queued {count} run{'s' if count != 1 else ''}.")
+            for warning in experiment.warnings:
+                messages.warning(request, warning)
             return redirect("experiment_detail", experiment.id)
     else:
         form = ExperimentForm(initial=_initial(request))
