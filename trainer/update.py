@@ -191,6 +191,7 @@ def accumulate_gradients(
                     ref_logps=ref_logps,
                     kl_beta=torch.full((len(micro),), beta, device=device) if measure_kl else None,
                     entropies=entropies,
+                    is_weights=batch.is_weights,  # None unless another engine sampled
                 )
                 loss.backward()
             for key, value in micro_stats.items():
