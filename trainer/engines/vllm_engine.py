@@ -123,7 +123,7 @@ class Driver:
         return b"".join(tail).decode(errors="replace").rstrip()
 
     def _fail(self, what: str) -> EngineError:
-        self.close()
+        self.close(polite=False)  # it failed or hangs: no shutdown request to wait on
         return EngineError(
             f"vLLM engine ({self.label}) {what}; its log ({self.log_path}) ends:\n{self.log_tail()}"
         )
@@ -157,10 +157,10 @@ class Driver:
         self.send(message)
         return self.receive(timeout, message["op"])
 
-    def close(self) -> None:
-        """Ask it to stop, then end its whole process group; idempotent."""
+    def close(self, polite: bool = True) -> None:
+        """Ask it to stop (`polite`), then end its whole process group; idempotent."""
         process = self.process
-        if process.poll() is None:
+        if polite and process.poll() is None:
             try:
                 process.stdin.write(b'{"op": "shutdown"}\n')
                 process.stdin.flush()
@@ -172,6 +172,8 @@ class Driver:
         except (ProcessLookupError, PermissionError):
             pass
         process.wait()
+        if self._log.closed:
+            return
         for stream in (process.stdin, process.stdout):
             try:
                 stream.close()
