@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -45,3 +46,36 @@ def tiny_m_dir(out: Path, seed: int = 0) -> Path:
     )
     Qwen3ForCausalLM(config).save_pretrained(out)
     return out
+
+
+def tiny_m_chat_dir(out: Path) -> Path:
+    """A local model directory a run can name: the random tiny-m above with the shipped tiny
+    tokenizer and a plain chat template (a local directory is prompted through one)."""
+    import shutil
+
+    from trainer.tiny_weights import SHIPPED
+
+    tiny_m_dir(out)
+    (shipped,) = sorted(SHIPPED.glob("tiny-s-*"))
+    shutil.copy(shipped / "tokenizer.json", out / "tokenizer.json")
+    settings = json.loads((shipped / "tokenizer_config.json").read_text())
+    settings["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+    (out / "tokenizer_config.json").write_text(json.dumps(settings))
+    return out
+
+
+def engine_processes(folder: Path) -> list[int]:
+    """The pids of vLLM engine processes working in `folder` (their cwd is the log folder)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (
+                os.readlink(proc / "cwd") == str(folder)
+                and b"vllm_driver" in (proc / "cmdline").read_bytes()
+            ):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
