@@ -205,3 +205,16 @@ def test_full_weights_reload_refreshes_the_tied_output_layer(model_dir, tmp_path
         assert process.poll() is not None
         with pytest.raises(ProcessLookupError):
             os.killpg(process.pid, 0)
+
+
+def test_a_seeded_batch_larger_than_one_prefill_chunk_samples(lora_setup):
+    """128 seeded rows of 50-token prompts (6,400 prompt tokens: more than the CPU build's
+    default 4,096 a step, so one prompt would be split) — a chunked prefill broke seeded
+    sampling on the CPU build ("CPU Generator does not use offset")."""
+    config, policies, engine = lora_setup
+    generator = torch.Generator().manual_seed(5)
+    prompts = [[1, *torch.randint(3, 320, (49,), generator=generator).tolist()] for _ in range(64)]
+    jobs = [(n, prompts, list(range(64)), [4] * 64) for n in policies.names]
+    out = engine.generate_many(jobs, temperature=TEMPERATURE, eos_ids=EOS, pad_id=PAD)
+    assert [len(rows) for rows in out] == [64] * len(policies.names)
+    assert all(1 <= len(s.completion_ids) <= 4 for rows in out for s in rows)

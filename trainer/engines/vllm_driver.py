@@ -86,6 +86,13 @@ def main() -> None:
         max_model_len=settings["max_model_len"],
         enable_prefix_caching=False,
     )
+    if settings.get("whole_prefills"):
+        # The CPU build cannot rewind a seeded request's generator after a partial (chunked)
+        # prefill ("CPU Generator does not use offset"): prefill each prompt whole instead.
+        kwargs.update(
+            enable_chunked_prefill=False,
+            max_num_batched_tokens=max(settings["max_model_len"], 8192),
+        )
     if settings.get("gpu_memory_utilization"):
         kwargs["gpu_memory_utilization"] = settings["gpu_memory_utilization"]
     lora_ids: dict[str, int] = {}

@@ -235,7 +235,9 @@ class VllmEngine:
             # fp32 on the CPU (as the trainer); bf16 on a GPU, as real models are loaded there
             "dtype": "float32" if self.device == "cpu" else "bfloat16",
         }
-        if self.device != "cpu":
+        if self.device == "cpu":
+            settings["whole_prefills"] = True  # seeded sampling breaks on chunked prefills
+        else:
             settings["gpu_memory_utilization"] = float(
                 os.environ.get("TROUPE_VLLM_GPU_MEMORY") or 0.3
             )
