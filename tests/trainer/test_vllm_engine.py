@@ -6,7 +6,8 @@ attention serves it; tiny-s's 24 it does not), tied embeddings as every tiny mod
   within 1e-5, for every adapter of a mixed batch — which also proves each row ran under its
   own adapter — and greedy outputs equal the exact sampler's;
 - after an update (adapters, or the full weights with the tied embedding changed) the engine
-  follows the new weights: a stale adapter or output layer would fail the same comparisons.
+  follows the new weights: a stale adapter, output layer or prefix cache (a prompt longer
+  than a KV block) would fail the same comparisons.
 
 Marked `vllm`: they need the vLLM venv (`make vllm-venv`) and skip without it, except under
 TROUPE_REQUIRE_SERVICES=1 (CI), where a missing venv fails.
@@ -31,7 +32,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 EOS = [2]
 PAD = 0
-PROMPTS = [[1, 17, 45, 9, 88], [1, 200, 3], [1, 5, 6, 7, 8, 9, 10, 11], [1, 150]]
+# The last is longer than a KV-cache block (128 tokens on the CPU): a prefix cached before an
+# update must not be served after it.
+PROMPTS = [[1, 17, 45, 9, 88], [1, 200, 3], [1, 5, 6, 7, 8, 9, 10, 11], [1, *range(3, 142)]]
 TEMPERATURE = 0.7
 TOLERANCE = 1e-5
 

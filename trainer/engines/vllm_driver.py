@@ -78,13 +78,16 @@ def main() -> None:
         model=settings["model"],
         dtype=settings.get("dtype", "float32"),
         seed=settings.get("seed", 0),
-        enforce_eager=True,
+        # CUDA graphs on a GPU; the CPU build runs eager (no compile at start-up)
+        enforce_eager=settings.get("enforce_eager", False),
         skip_tokenizer_init=True,  # token ids in and out; Troupe's tokenizer stays the truth
         # log-probs of the distribution actually sampled from (after temperature), which is
         # what the trainer's own log-probs are and what the IS ratio compares against
         logprobs_mode="processed_logprobs",
         max_model_len=settings["max_model_len"],
-        enable_prefix_caching=False,
+        # A GRPO group shares its prompt: cached prefixes are computed once. The cache is
+        # emptied after every weight sync, or it would serve the old weights' keys/values.
+        enable_prefix_caching=True,
     )
     if settings.get("whole_prefills"):
         # The CPU build cannot rewind a seeded request's generator after a partial (chunked)
@@ -131,10 +134,12 @@ def main() -> None:
                 # In place: re-sending an adapter id with a new path would keep the old
                 # weights (the id is already loaded); load_inplace replaces them.
                 llm.llm_engine.add_lora(lora_request(name, load_inplace=True))
+                llm.reset_prefix_cache()
                 send({"ok": True})
             elif op == "reload_weights":
                 llm.collective_rpc("reload_weights", kwargs={"weights_path": request["path"]})
                 refreshed = llm.collective_rpc(_redispatch_embeddings)
+                llm.reset_prefix_cache()
                 send({"ok": True, "refreshed": refreshed})
             elif op == "generate":
                 rows = request["requests"]

@@ -11,6 +11,7 @@ stdin/stdout: token ids in, token ids and per-token log-probs out.
 - Full fine-tuning: one engine per policy (each a whole model); after an update the policy's
   weights are written and the engine reloads them in place (`reload_weights`), re-dispatching
   the CPU build's tied output layer (see the driver).
+- Prefix caching is on (a GRPO group shares its prompt) and emptied after every weight sync.
 
 Every wait has a timeout (`TROUPE_VLLM_START_TIMEOUT`, `TROUPE_VLLM_TIMEOUT` seconds) and
 watches the process: a crash or a hang raises `EngineError` with the engine's last log lines.
@@ -237,6 +238,7 @@ class VllmEngine:
         }
         if self.device == "cpu":
             settings["whole_prefills"] = True  # seeded sampling breaks on chunked prefills
+            settings["enforce_eager"] = True
         else:
             settings["gpu_memory_utilization"] = float(
                 os.environ.get("TROUPE_VLLM_GPU_MEMORY") or 0.3
