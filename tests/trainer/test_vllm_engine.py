@@ -184,23 +184,25 @@ def test_lora_engine_follows_an_update_in_place(lora_setup):
 
 
 def test_full_weights_reload_refreshes_the_tied_output_layer(model_dir, tmp_path):
-    config = _config(model_dir, finetune="full", sharing="shared")
+    # per_role: one engine per policy, both asked at once
+    config = _config(model_dir, finetune="full")
     policies = _policies(model_dir, config)
-    (name,) = policies.names
+    first, second = policies.names
     engine = VllmEngine.start(config, policies, str(model_dir), log_dir=tmp_path)
     processes = [d.process for d in engine.drivers.values()]
+    assert len(set(processes)) == 2
     try:
-        model = policies._models[name]
+        model = policies._models[first]
         assert model.lm_head.weight is model.model.embed_tokens.weight  # tied
-        _check_matches(engine, policies, [name])
+        _check_matches(engine, policies, [first, second])
         # Only the (tied) embedding changes: a stale repacked output layer in vLLM would
         # still compute the old logits, and the log-probs would not match.
-        _perturb(policies, name, seed=3, scale=0.1, only="embed_tokens")
-        engine.policies_changed([name])
-        _check_matches(engine, policies, [name])
-        _perturb(policies, name, seed=4, scale=0.02)  # and every weight
-        engine.policies_changed([name])
-        _check_matches(engine, policies, [name])
+        _perturb(policies, first, seed=3, scale=0.1, only="embed_tokens")
+        engine.policies_changed([first])
+        _check_matches(engine, policies, [first, second])
+        _perturb(policies, second, seed=4, scale=0.02)  # and every weight of the other
+        engine.policies_changed([second])
+        _check_matches(engine, policies, [first, second])
     finally:
         engine.close()
     assert engine.drivers == {}
