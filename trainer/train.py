@@ -325,6 +325,8 @@ def _train(
     engine = make_engine(config, policies, loaded.path, reporter.on_status, log_dir=out)
     closing.callback(engine.close)
     env["engine"] = engine
+    if engine.recomputes_logprobs:
+        reporter.line(f"vLLM rollout engine started in {engine.startup_seconds:.1f} s")
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
     # branch starts with none: its curve and its best begin at the branch point).
     # (It prunes best checkpoints from after the one resumed from: rank 0's job.)

@@ -55,6 +55,7 @@ def test_a_vllm_run_logs_the_gap_checkpoints_and_resumes_after_a_cancel(tmp_path
     assert 0 <= gap[0] < 1e-4  # fp32 on the CPU: vLLM's log-probs are the trainer's
     assert first.series("sys/engine_startup_seconds")[1][0] > 0
     assert [step for step, _ in first.checkpoints] == [1]
+    assert any(line.startswith("vLLM rollout engine started in") for line in first.lines)
 
     second = ListReporter()
     assert train(config, out, second)["status"] == "succeeded"
