@@ -93,3 +93,12 @@ def test_the_engine_field_is_validated_and_hashed_only_when_set():
     assert make_config("cpu-demo", rollout_engine="hf").hash() == base.hash()
     assert make_config("cpu-demo", rollout_engine="vllm").hash() != base.hash()
     assert make_config("cpu-demo", is_cap=2.0).hash() != base.hash()
+
+
+def test_a_python_that_cannot_run_names_the_make_target(tmp_path, monkeypatch):
+    broken = tmp_path / "python"
+    broken.write_text("not a program")
+    broken.chmod(0o644)  # not executable
+    monkeypatch.setenv("TROUPE_VLLM_PYTHON", str(broken))
+    with pytest.raises(EngineError, match="could not run the vLLM venv's Python.*make vllm-venv"):
+        _start(tmp_path, _model(tmp_path))

@@ -96,17 +96,25 @@ class Driver:
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on the CPU build
         env.pop("PYTHONPATH", None)  # Troupe's packages must not shadow the vLLM venv's
-        self.process = subprocess.Popen(
-            # -P: the driver's folder must not be on sys.path (this module would shadow vllm)
-            [str(vllm_python()), "-P", str(DRIVER), json.dumps(settings)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            env=env,
-            cwd=str(log_path.parent),
-            preexec_fn=_die_with_parent,
-            start_new_session=True,  # its own process group: close() ends all of it
-        )
+        python = vllm_python()
+        try:
+            self.process = subprocess.Popen(
+                # -P: the driver's folder must not be on sys.path (this module would shadow vllm)
+                [str(python), "-P", str(DRIVER), json.dumps(settings)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=env,
+                cwd=str(log_path.parent),
+                preexec_fn=_die_with_parent,
+                start_new_session=True,  # its own process group: close() ends all of it
+            )
+        except OSError as exc:
+            self._log.close()
+            raise EngineError(
+                f"could not run the vLLM venv's Python {python} ({exc}): rebuild it with "
+                "`make vllm-venv` (or point TROUPE_VLLM_PYTHON at a working one)"
+            ) from exc
         self._replies: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -256,10 +264,8 @@ class VllmEngine:
             driver = Driver(settings, self.log_dir / "engine.log", "all policies")
             self.drivers = {name: driver for name in self.policies.names}
         else:  # started together, so their start-ups overlap
-            self.drivers = {
-                name: Driver(settings, self.log_dir / f"engine-{name}.log", name)
-                for name in self.policies.names
-            }
+            for name in self.policies.names:  # one by one: close() ends those already started
+                self.drivers[name] = Driver(settings, self.log_dir / f"engine-{name}.log", name)
         for driver in self._distinct():
             driver.receive(timeout, "start-up")
 
