@@ -102,3 +102,14 @@ def test_a_python_that_cannot_run_names_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("TROUPE_VLLM_PYTHON", str(broken))
     with pytest.raises(EngineError, match="could not run the vLLM venv's Python.*make vllm-venv"):
         _start(tmp_path, _model(tmp_path))
+
+
+def test_a_dead_trainers_weight_folder_is_swept_at_the_next_start(tmp_path):
+    from trainer.engines.vllm_engine import _sweep_orphans
+
+    dead = tmp_path / "troupe-vllm-999999999-abc"  # no such pid
+    alive = tmp_path / f"troupe-vllm-{os.getpid()}-def"
+    for folder in (dead, alive):
+        (folder / "v1").mkdir(parents=True)
+    _sweep_orphans(tmp_path)
+    assert not dead.exists() and alive.exists()

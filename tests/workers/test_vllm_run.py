@@ -8,6 +8,7 @@ the run resumes on another worker with a new engine and every point stored once.
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -89,6 +90,20 @@ def test_a_killed_worker_takes_its_engine_along_and_the_run_resumes(alice):
     assert steps_of(run.id, "train/rollout_logp_gap") == [1, 2, 3, 4]
     assert steps_of(run.id, "sys/engine_startup_seconds")  # each attempt's first step
     assert (settings.DATA_DIR / "runs" / str(run.id) / "checkpoints" / "step-000004").is_dir()
+    assert _orphan_weight_folders() == []  # the killed trainer's, swept by the resume
+
+
+def _orphan_weight_folders() -> list[str]:
+    """/dev/shm folders of vLLM weights whose trainer process is gone."""
+    orphans = []
+    for folder in Path("/dev/shm").glob("troupe-vllm-*-*"):
+        try:
+            os.kill(int(folder.name.split("-")[2]), 0)
+        except ProcessLookupError:
+            orphans.append(folder.name)
+        except (ValueError, PermissionError):
+            continue
+    return orphans
 
 
 def test_a_cancelled_vllm_run_leaves_no_process(alice, client):

@@ -83,6 +83,21 @@ def check_servable(model_path: str, device: str) -> None:
         )
 
 
+def _sweep_orphans(root: Path) -> None:
+    """Remove the weight folders of trainers that died without closing their engine (a
+    worker killed with -9): in /dev/shm they would hold memory until the machine restarts."""
+    for folder in root.glob("troupe-vllm-*-*"):
+        try:
+            pid = int(folder.name.split("-")[2])
+            os.kill(pid, 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            continue  # another user's live process
+
+
 class Driver:
     """One vLLM process (`vllm_driver.py`) and the JSON-lines conversation with it."""
 
@@ -217,7 +232,9 @@ class VllmEngine:
         check_servable(model_path, device)
         vllm_python()  # a missing venv fails here, before a process is started
         shm = Path("/dev/shm")
-        workdir = Path(tempfile.mkdtemp(prefix="troupe-vllm-", dir=shm if shm.is_dir() else None))
+        root = shm if shm.is_dir() else Path(tempfile.gettempdir())
+        _sweep_orphans(root)
+        workdir = Path(tempfile.mkdtemp(prefix=f"troupe-vllm-{os.getpid()}-", dir=root))
         engine = cls(config, policies, model_path, device, workdir)
         engine.log_dir = Path(log_dir) if log_dir else workdir
         started = time.perf_counter()
