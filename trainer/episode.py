@@ -25,6 +25,9 @@ class Turn:
     reward: float = 0.0  # reward credited to this turn (broadcast or per-role)
     advantage: float = 0.0  # GRPO advantage, filled by the trainer
     truncated: bool = False  # hit max_new_tokens without an end-of-sequence token
+    # Another engine sampled it (rollout_engine vllm): `logprobs` are then the trainer's own,
+    # recomputed, and these the per-token truncated importance weights min(π_old/π_engine, cap)
+    is_weights: list[float] | None = None
 
 
 @dataclass

@@ -52,6 +52,7 @@ def evaluate(
     problems: list[Problem],
     batch_size: int = 256,
     rollouts: list | None = None,
+    engine=None,
 ) -> dict:
     """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
     "roles": {role: accuracy}, "role_counts": {role: judged turns}}; `per_problem` is each
@@ -75,6 +76,7 @@ def evaluate(
             task=task,
             temperature=config.eval_temperature,
             seed_parts=(config.seed, "eval"),
+            engine=engine,
         )
         episodes += chunk
         tokens += stats.tokens

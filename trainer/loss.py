@@ -19,6 +19,11 @@ Gradient accumulation over any split into micro-batches — and over the role/ag
 `trainer/gradients.py` — then gives exactly the full-batch gradient, and each segment's share
 of it is well defined.
 
+Rollouts sampled by another engine (`rollout_engine: vllm`): `old_logps` are the trainer's
+own recomputed log-probs, and the policy-gradient term of each token is multiplied by its
+truncated importance weight min(π_old / π_engine, cap) (TRL's `vllm_importance_sampling_
+correction`, token_truncate), before the KL term is added, as TRL does.
+
 Batch layout: prompts left-padded, completions right-padded, so every completion starts at the
 same column and only the last T+1 positions need logits (`logits_to_keep`). Position ids are
 derived from the attention mask, so a padded row computes the same numbers as the bare row.
@@ -43,6 +48,7 @@ class Batch:
     completion_mask: torch.Tensor  # (B, T) 1 on real completion tokens
     old_logps: torch.Tensor  # (B, T) sampling log-probs (0 on padding)
     advantages: torch.Tensor  # (B,)
+    is_weights: torch.Tensor | None = None  # (B, T) truncated IS weights (1 on padding)
 
     @property
     def completion_len(self) -> int:
@@ -64,12 +70,23 @@ def make_batch(turns: list[Turn], pad_id: int, device: torch.device | str = "cpu
     completion_ids = pad(completions, padding_value=pad_id, padding_side="right")  # (B, T)
     completion_mask = pad([torch.ones_like(c) for c in completions], 0, padding_side="right")
     old = pad([torch.tensor(t.logprobs, dtype=torch.float32) for t in turns], 0.0, "right")
+    is_weights = None
+    if any(t.is_weights is not None for t in turns):
+        rows = [
+            torch.tensor(
+                t.is_weights if t.is_weights is not None else [1.0] * len(t.completion_ids),
+                dtype=torch.float32,
+            )
+            for t in turns
+        ]
+        is_weights = pad(rows, 1.0, "right").to(device)
     return Batch(
         input_ids=torch.cat([prompt_ids, completion_ids], dim=1).to(device),
         attention_mask=torch.cat([prompt_mask, completion_mask], dim=1).to(device),
         completion_mask=completion_mask.to(device),
         old_logps=old.to(device),
         advantages=torch.tensor([t.advantage for t in turns], dtype=torch.float32).to(device),
+        is_weights=is_weights,
     )
 
 
@@ -143,6 +160,7 @@ def grpo_loss(
     ref_logps: torch.Tensor | None = None,  # (B, T) reference policy, needed when kl_beta > 0
     kl_beta: torch.Tensor | None = None,  # (B,) per-sequence KL coefficient
     entropies: torch.Tensor | None = None,  # (B, T) for the statistics only
+    is_weights: torch.Tensor | None = None,  # (B, T) truncated IS weights (another engine)
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss = Σ_seq contribution / normalizer; stats are detached SUMS (divide by the counts).
 
@@ -155,6 +173,8 @@ def grpo_loss(
     ratio = torch.exp(logps - old_logps)  # (B, T)
     clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # (B, T)
     pg = -torch.min(ratio * adv, clipped_ratio * adv)  # (B, T)
+    if is_weights is not None:
+        pg = pg * is_weights.to(pg.dtype)
     per_token = pg
     kl = None
     if ref_logps is not None:

@@ -24,6 +24,11 @@ ACCURACY_SE_KEY = "eval/accuracy_se"  # its standard error, problems as the unit
 REWARD_KEY = "train/reward"
 REWARD_STD_KEY = "train/reward_std"
 ZERO_STD_KEY = "train/frac_zero_std"  # share of GRPO groups whose rewards are all equal
+# rollout_engine vllm: |logπ_trainer − logπ_engine| per sampled token, mean and max of a step
+ROLLOUT_LOGP_GAP_KEY = "train/rollout_logp_gap"
+ROLLOUT_LOGP_GAP_MAX_KEY = "train/rollout_logp_gap_max"
+ENGINE_STARTUP_KEY = "sys/engine_startup_seconds"  # the rollout engine's start-up (vllm)
+ENGINE_SYNC_KEY = "sys/engine_sync_seconds"  # writing + reloading the updated weights (vllm)
 BEST_STEP_KEY = "ckpt/best_step"
 BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 

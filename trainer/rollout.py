@@ -7,6 +7,8 @@ voters = 192 sequences at once), or in calls of at most `rollout_batch` sequence
 episode is scored with one batched verifier call, and per-role scores (a voter's own answer,
 an evaluator's verdict) are attached to turns.
 
+Generation goes through a rollout engine (`trainer/engines`): by default the exact sampler
+on `policies` (`hf`); a trainer that started another one (`vllm`) passes it as `engine`.
 `batched=False` generates one request at a time; it exists only so `bench/rollout.py` can
 measure what batching buys.
 """
@@ -22,9 +24,10 @@ from dataclasses import dataclass, field
 import torch
 
 from trainer.config import Config
+from trainer.engines.hf import HFEngine
 from trainer.episode import Episode, Turn
 from trainer.routing import agent_policy
-from trainer.sampling import generate, row_seed
+from trainer.sampling import row_seed
 from trainer.tasks.base import Problem, Task
 from trainer.workflows import Context, Outcome, Request, runner
 from trainer.workflows.prompts import ChatPrompts, TinyPrompts
@@ -98,8 +101,12 @@ def rollout(
     temperature: float,
     seed_parts: tuple = (),
     batched: bool = True,
+    engine=None,
 ) -> tuple[list[Episode], RolloutStats]:
-    """Roll out `samples` episodes per problem; returns them scored, with stats."""
+    """Roll out `samples` episodes per problem; returns them scored, with stats. `engine`
+    generates (None: the exact sampler on `policies`, `rollout_batch` rows a call)."""
+    if engine is None or not batched:
+        engine = HFEngine(policies, (config.rollout_batch or 0) if batched else 1)
     ctx = Context(config=config, prompts=prompts, task_name=task.name)
     run = runner(config.workflow)
     episodes = [Episode(problem_id=p.id, sample=s) for p in problems for s in range(samples)]
@@ -118,11 +125,10 @@ def rollout(
             episodes,
             stage,
             config,
-            policies,
+            engine,
             codec,
             temperature,
             seed_parts,
-            batched,
             stats,
         )
         advanced: dict[int, list[Request]] = {}
@@ -145,12 +151,13 @@ def rollout(
 
 
 def _generate_stage(
-    pending, episodes, stage, config, policies, codec, temperature, seed_parts, batched, stats
+    pending, episodes, stage, config, engine, codec, temperature, seed_parts, stats
 ) -> None:
     by_policy: dict[str, list[tuple[int, Request]]] = defaultdict(list)
     for i, requests in pending.items():
         for request in requests:
             by_policy[agent_policy(config, request.agent, request.role)].append((i, request))
+    jobs = []
     for policy, items in by_policy.items():
         prompt_ids = [codec.encode(r.prompt) for _, r in items]
         seeds = [
@@ -158,29 +165,17 @@ def _generate_stage(
             for i, r in items
         ]
         budgets = [r.max_new_tokens for _, r in items]
-        started = time.perf_counter()
-        with policies.use(policy) as model:
-            # Rows are independent (per-row seeds, left padding, own budgets): a chunk of
-            # `rollout_batch` rows samples what the whole call would, with a smaller KV cache.
-            size = (config.rollout_batch or len(items)) if batched else 1
-            chunks = [
-                (prompt_ids[k : k + size], seeds[k : k + size], budgets[k : k + size])
-                for k in range(0, len(items), size)
-            ]
-            results = []
-            for ids, sd, bd in chunks:
-                results += generate(
-                    model,
-                    ids,
-                    seeds=sd,
-                    max_new_tokens=bd,
-                    temperature=temperature,
-                    eos_ids=codec.eos_ids,
-                    pad_id=codec.pad_id,
-                )
-                stats.generate_calls += 1
-        stats.seconds_generate += time.perf_counter() - started
-        for (i, request), sample in zip(items, results):
+        jobs.append((policy, prompt_ids, seeds, budgets))
+    started = time.perf_counter()
+    calls = engine.calls
+    # Every policy's rows at once: an engine that serves several adapters batches them.
+    results = engine.generate_many(
+        jobs, temperature=temperature, eos_ids=codec.eos_ids, pad_id=codec.pad_id
+    )
+    stats.generate_calls += engine.calls - calls
+    stats.seconds_generate += time.perf_counter() - started
+    for (policy, items), samples in zip(by_policy.items(), results):
+        for (i, request), sample in zip(items, samples):
             request.text = codec.decode(sample.completion_ids)
             request.turn = Turn(
                 role=request.role,

@@ -41,6 +41,7 @@ Run it: `python -m trainer run --preset cpu-demo --workflow voting --out runs/de
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -67,6 +68,8 @@ from trainer.checkpoint import (
 from trainer.checkpoint_index import is_own, resume_point
 from trainer.config import Config, ConfigError, config_from_dict, fit_problem
 from trainer.distributed import World, params_fingerprint, split_list, split_problems
+from trainer.engines import make_engine
+from trainer.engines.old_logprobs import recompute_old_logprobs
 from trainer.episode import Episode
 from trainer.episode_log import log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
@@ -77,6 +80,8 @@ from trainer.names import (
     ACCURACY_SE_KEY,
     BEST_ACCURACY_KEY,
     BEST_STEP_KEY,
+    ENGINE_STARTUP_KEY,
+    ENGINE_SYNC_KEY,
     REWARD_KEY,
     role_accuracy_key,
 )
@@ -282,16 +287,23 @@ def train(
     launcher's process group (and leaving it at the end). Only rank 0's `reporter` is used.
     """
     device = resolve_device(config.device)
-    if world is not None:
-        return _train(config, out_dir, reporter, world, device)
-    world = World.start(config.world_size, device)
-    result = _train(config, out_dir, reporter, world, device)
+    # What a run starts beside itself (a vLLM engine) is stopped however the run ends.
+    with contextlib.ExitStack() as closing:
+        if world is not None:
+            return _train(config, out_dir, reporter, world, device, closing)
+        world = World.start(config.world_size, device)
+        result = _train(config, out_dir, reporter, world, device, closing)
     world.close()
     return result
 
 
 def _train(
-    config: Config, out_dir: str | Path, reporter: Reporter | None, world: World, device: str
+    config: Config,
+    out_dir: str | Path,
+    reporter: Reporter | None,
+    world: World,
+    device: str,
+    closing: contextlib.ExitStack,
 ) -> dict:
     # Rank 0 alone talks to the user and the database: metrics once, checkpoints once.
     reporter = (reporter or NullReporter()) if world.leader else NullReporter()
@@ -349,6 +361,12 @@ def _train(
     if world.active and not policies.sharded:  # replicas start equal: same seed, checkpoint
         trainable = [p for name in policies.names for p in policies.parameters(name)]
         world.check_same("the initial weights", params_fingerprint(trainable))
+    # The rollout engine starts from the policies as loaded (a checkpoint's, on resume).
+    engine = make_engine(config, policies, loaded.path, reporter.on_status, log_dir=out)
+    closing.callback(engine.close)
+    env["engine"] = engine
+    if engine.recomputes_logprobs:
+        reporter.line(f"vLLM rollout engine started in {engine.startup_seconds:.1f} s")
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
     # branch starts with none: its curve and its best begin at the branch point).
     # (It prunes best checkpoints from after the one resumed from: rank 0's job.)
@@ -383,6 +401,8 @@ def _train(
         "sys/param_dtype": dtype_bits(PARAM_DTYPE),
         "sys/compute_dtype": dtype_bits(compute_dtype(device)),
     }
+    if engine.recomputes_logprobs:
+        precision[ENGINE_STARTUP_KEY] = engine.startup_seconds
 
     for step in range(done + 1, config.steps + 1):
         t0 = time.perf_counter()
@@ -400,6 +420,13 @@ def _train(
         t1 = time.perf_counter()
         metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
         turns = [turn for ep in episodes for turn in ep.turns]
+        # Another engine's log-probs are not the trainer's: recompute π_old, weigh by IS.
+        gaps = (
+            recompute_old_logprobs(policies, turns, config, codec.pad_id)
+            if engine.recomputes_logprobs
+            else {}
+        )
+        metrics.update(gaps)
         everyone, tokens = episodes, stats.tokens
         # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
         behaviour = behaviour_counts(episodes, task.extract)
@@ -420,6 +447,9 @@ def _train(
             metrics.update(
                 update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id, world=world)
             )
+        engine.policies_changed(list(policies.names))  # vllm: reload the updated weights
+        if engine.recomputes_logprobs:
+            metrics[ENGINE_SYNC_KEY] = engine.sync_seconds
         t2 = time.perf_counter()
 
         every_turn = [t for ep in everyone for t in ep.turns]

@@ -208,6 +208,7 @@ def accumulate_gradients(
                     ref_logps=ref_logps,
                     kl_beta=torch.full((len(micro),), beta, device=device) if measure_kl else None,
                     entropies=entropies,
+                    is_weights=batch.is_weights,  # None unless another engine sampled
                 )
                 # Sharded, FSDP2 averages the ranks' gradients: scaled, the average is the sum.
                 (loss * loss_scale if loss_scale != 1.0 else loss).backward()
