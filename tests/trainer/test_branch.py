@@ -121,6 +121,8 @@ LATER = (
     "episodes_per_step",
     "episodes_probe",
     "episodes_grad_share",
+    "rollout_engine",
+    "is_cap",
 )
 
 
