@@ -1,6 +1,7 @@
 """A live Troupe for tests that drive it from outside: `gunicorn webapp.wsgi` on a free port,
 on the test database (the test must use `transactional_db`, so its rows are committed where
-the server sees them). Used by the MLflow client tests and the MLflow browser tests."""
+the server sees them), its static files collected first. Used by the MLflow client tests and
+the MLflow browser tests."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management import call_command
 
 from tests.helpers import ROOT, database_url, free_port, service_env
 
@@ -26,6 +28,9 @@ def live_troupe(
     """Start the server, wait until it answers, yield its base URL, stop it. `database` (a
     DATABASE_URL) replaces the test database; the access log lands in `log_dir/gunicorn.log`
     beside the server's own lines."""
+    # The server serves its scripts and styles from the collected static files, as
+    # `scripts/run.py` deploys them; a fresh clone has none until they are collected.
+    call_command("collectstatic", interactive=False, verbosity=0)
     port = free_port()
     env = service_env(
         DATABASE_URL=database or database_url(settings.DATABASES["default"]),

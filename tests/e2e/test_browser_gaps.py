@@ -2,8 +2,8 @@
 system's Chromium through Playwright) against gunicorn on the test database: the run page's
 sparkline breaks there with a red × titled "NaN/inf at step N", its script draws the × of a
 NaN logged while the page is open, and the panel's compare view carries a marker trace with
-the same hover text. (The scripts are served from collected static files: `scripts/run.py`
-or `manage.py collectstatic`.)"""
+the same hover text. (The scripts are served from collected static files, which
+`tests/live_server.py` collects.)"""
 
 import math
 
