@@ -64,10 +64,11 @@ def main() -> None:
 
     # Only the training steps' calls are timed: the step-0 evaluation's are not in a step.
     log_episodes = train_module.log_episodes
-    train_module.log_episodes = lambda reporter, kind, *a: (
-        timed("record", log_episodes)(reporter, kind, *a) if kind == "train" else 0
+    train_module.log_episodes = lambda reporter, kind, *a, **kw: (
+        timed("record", log_episodes)(reporter, kind, *a, **kw) if kind == "train" else 0
     )
-    train_module.behaviour_metrics = timed("behaviour", train_module.behaviour_metrics)
+    train_module.behaviour_counts = timed("behaviour", train_module.behaviour_counts)
+    train_module.from_counts = timed("behaviour", train_module.from_counts)
     reporter = ListReporter()
     with tempfile.TemporaryDirectory() as out:
         train_module.train(config, out, reporter)
