@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from trainer.names import (
     AGGREGATOR_FOLLOWS_KEY,
@@ -23,7 +22,7 @@ from trainer.names import (
     VOTER_AGREEMENT_KEY,
 )
 from webapp.dashboards import labels
-from webapp.dashboards.figures import _layout, empty
+from webapp.dashboards.figures import cell_grid, empty
 
 SEQUENTIAL = [[0.0, "#f7f7f7"], [0.5, "#8fc1de"], [1.0, "#1d4f8c"]]
 NAMES = {
@@ -53,64 +52,14 @@ def behaviour_matrix_figure(cells: Sequence[dict], key: str, at: str) -> go.Figu
     if not values:
         return empty(f"No run of this experiment logged {behaviour_name(key)} yet.")
     top = max(max(values), 1.0) if key == ORCHESTRATOR_SUBTASKS_KEY else 1.0
-    sharings = labels.sharing_order({c["sharing"] for c in cells})
-    row_keys = [
-        (w, t)
-        for w in labels.workflow_order({c["workflow"] for c in cells})
-        for t in labels.task_order({c["task"] for c in cells})
-        if any(c["workflow"] == w and c["task"] == t for c in cells)
-    ]
-    models = labels.model_order({c["model"] for c in cells})
-    by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
-    fig = make_subplots(
-        rows=1,
-        cols=len(sharings),
-        shared_yaxes=True,
-        horizontal_spacing=0.03,
-        subplot_titles=[labels.plot_text(labels.sharing_name(s)) for s in sharings],
+    return cell_grid(
+        cells,
+        value=lambda c: c["mean"],
+        text=_text,
+        hover=lambda c, _sharing: _hover(c, key, at),
+        scale={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": top},
+        title=f"{behaviour_name(key)}, {at} value (mean over seeds)",
     )
-    y = [labels.plot_text(labels.cell_label(w, t)) for w, t in row_keys]
-    for col, sharing in enumerate(sharings, start=1):
-        z, text, hover, runs = [], [], [], []
-        for w, t in row_keys:
-            row = [by_cell.get((w, t, m, sharing)) for m in models]
-            z.append([c and c["mean"] for c in row])
-            text.append([_text(c) for c in row])
-            hover.append([_hover(c, key, at) for c in row])
-            runs.append([",".join(map(str, c["runs"])) if c else "" for c in row])
-        fig.add_trace(
-            go.Heatmap(
-                z=z,
-                x=[labels.plot_text(m) for m in models],
-                y=y,
-                text=text,
-                texttemplate="%{text}",
-                hovertext=hover,
-                hovertemplate="%{hovertext}<extra></extra>",
-                customdata=runs,
-                coloraxis="coloraxis",
-                xgap=4,
-                ygap=4,
-                textfont={"size": 13},
-            ),
-            row=1,
-            col=col,
-        )
-    title = f"{behaviour_name(key)}, {at} value (mean over seeds)"
-    _layout(
-        fig,
-        height=140 + 88 * len(row_keys),
-        margin={"l": 150, "r": 30, "t": 60, "b": 50},
-        coloraxis={
-            "colorscale": SEQUENTIAL,
-            "cmin": 0.0,
-            "cmax": top,
-            "colorbar": {"title": {"text": title, "side": "right"}, "thickness": 14},
-        },
-    )
-    fig.update_yaxes(autorange="reversed", showgrid=False, ticks="")
-    fig.update_xaxes(showgrid=False, side="bottom", ticks="")
-    return fig
 
 
 def _text(cell: dict | None) -> str:

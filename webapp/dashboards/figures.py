@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -141,6 +141,34 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
     if not cells:
         return empty("This experiment has no runs yet.")
     field = "final_gain" if colour_by == "final_gain" else "gain"
+    values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
+    if not values:  # a heatmap of nothing but gaps draws NaN paths in the browser
+        return empty("No evaluations yet: each cell fills in once its runs have evaluated.")
+    span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
+    title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
+    return cell_grid(
+        cells,
+        value=lambda c: c[f"{field}_mean"],
+        text=lambda c: _cell_text(c, field),
+        hover=_cell_hover,
+        scale={"colorscale": DIVERGING, "cmin": -span, "cmax": span},
+        title=title,
+    )
+
+
+def cell_grid(
+    cells: Sequence[dict],
+    *,
+    value: Callable[[dict], float | None],
+    text: Callable[[dict | None], str],
+    hover: Callable[[dict | None, str], str],
+    scale: dict,
+    title: str,
+) -> go.Figure:
+    """The experiment's matrix grid: one heatmap per sharing mode, rows workflow × task,
+    columns model. `value`, `text` and `hover(cell, sharing)` read a cell (None where the grid
+    has no runs); `scale` is the colour axis (colorscale, cmin, cmax); `customdata` carries
+    each cell's run ids, so a click opens them."""
     sharings = labels.sharing_order({c["sharing"] for c in cells})
     row_keys = [
         (w, t)
@@ -150,11 +178,6 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
     ]
     models = labels.model_order({c["model"] for c in cells})
     by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
-    values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
-    if not values:  # a heatmap of nothing but gaps draws NaN paths in the browser
-        return empty("No evaluations yet: each cell fills in once its runs have evaluated.")
-    span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
-
     fig = make_subplots(
         rows=1,
         cols=len(sharings),
@@ -164,21 +187,21 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
     )
     y = [labels.plot_text(labels.cell_label(w, t)) for w, t in row_keys]
     for col, sharing in enumerate(sharings, start=1):
-        z, text, hover, runs = [], [], [], []
+        z, texts, hovers, runs = [], [], [], []
         for w, t in row_keys:
-            cells_row = [by_cell.get((w, t, m, sharing)) for m in models]
-            z.append([c and c[f"{field}_mean"] for c in cells_row])
-            text.append([_cell_text(c, field) for c in cells_row])
-            hover.append([_cell_hover(c, sharing) for c in cells_row])
-            runs.append([",".join(map(str, c["runs"])) if c else "" for c in cells_row])
+            row = [by_cell.get((w, t, m, sharing)) for m in models]
+            z.append([c and value(c) for c in row])
+            texts.append([text(c) for c in row])
+            hovers.append([hover(c, sharing) for c in row])
+            runs.append([",".join(map(str, c["runs"])) if c else "" for c in row])
         fig.add_trace(
             go.Heatmap(
                 z=z,
                 x=[labels.plot_text(m) for m in models],
                 y=y,
-                text=text,
+                text=texts,
                 texttemplate="%{text}",
-                hovertext=hover,
+                hovertext=hovers,
                 hovertemplate="%{hovertext}<extra></extra>",
                 customdata=runs,
                 coloraxis="coloraxis",
@@ -189,15 +212,12 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
             row=1,
             col=col,
         )
-    title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
     _layout(
         fig,
         height=140 + 88 * len(row_keys),
         margin={"l": 150, "r": 30, "t": 60, "b": 50},
         coloraxis={
-            "colorscale": DIVERGING,
-            "cmin": -span,
-            "cmax": span,
+            **scale,
             "colorbar": {"title": {"text": title, "side": "right"}, "thickness": 14},
         },
     )
