@@ -31,7 +31,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             dest=row["name"],
             default=None,
             metavar=row["type"].upper().split()[0],
-            help=f"{row['help']}{allowed}; default {row['default']!r}",
+            # argparse %-formats help text: a literal % in a field's help must be doubled.
+            help=f"{row['help']}{allowed}; default {row['default']!r}".replace("%", "%%"),
         )
 
 

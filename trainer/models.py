@@ -50,6 +50,10 @@ def load_model(
     """The model and tokenizer for `name`, on `device`, in eval mode. A tiny model comes
     shipped (`trainer/tiny_weights.py`); one whose recipe changed and that is not built yet
     is warm-started first, calling `progress(steps done, steps)` as it goes."""
+    from trainer.versions import problems
+
+    if found := problems():
+        raise ModelUnavailable("; ".join(found))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if name in TINY_MODELS:

@@ -9,19 +9,42 @@ makes a resumed run sample exactly what an uninterrupted one would have.
 Sampling is Gumbel-max with counter-based noise: the noise for (row seed, position, token)
 is a pure integer hash, so it is identical on every device and batch layout. Temperature 0
 is greedy decoding.
+
+Why the decode loop looks the way it does (speed on a GPU, same tokens everywhere):
+
+- The KV cache is static (transformers' `StaticCache`, prompt width + the longest budget) and
+  the attention mask is a preallocated (B, cache length) boolean that each step updates in
+  place, so every decode step has the same shapes and reads and writes the same buffers.
+- The loop's state (the step index, the last tokens, positions, budgets, `done`) lives in
+  device tensors and the step never asks the host anything: `done` is looked at once every
+  `CHECK_EVERY` steps (one host sync), and rows that finished in between keep writing padding,
+  exactly as if the loop had stopped for them.
+- On CUDA one decode step (forward + sampling) is captured once per call as a CUDA graph and
+  replayed: a 0.6B model's step is hundreds of small kernels whose launches, not the GPU's
+  arithmetic, bound an eager loop. `trainer/fused_sampling.py` draws the noise and picks the
+  token in one Triton kernel there (checked against the plain code below before first use).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+log = logging.getLogger(__name__)
 
 _MASK64 = (1 << 64) - 1
 _C1 = 0x9E3779B97F4A7C15
 _C2 = 0xBF58476D1CE4E5B9
 _C3 = 0x94D049BB133111EB
+
+# Decode steps between two looks at whether every row is done, by device type. On a GPU each
+# look is a host sync that costs more than a step (and a CUDA graph replays steps only between
+# looks); a finished batch runs at most CHECK_EVERY - 1 idle steps. On the CPU a look is free.
+CHECK_EVERY = {"cuda": 16, "cpu": 1}
 
 
 def _signed(x: int) -> int:
@@ -30,11 +53,13 @@ def _signed(x: int) -> int:
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
-    """splitmix64 finaliser on int64 tensors (wrapping arithmetic; logical shifts by masking)."""
+    """splitmix64 finaliser on int64 tensors (wrapping arithmetic; logical shifts by masking).
+    The constants are Python scalars, not tensors: a tensor made here would be a host-to-device
+    copy, which a CUDA graph cannot hold."""
     x = x ^ ((x >> 30) & ((1 << 34) - 1))
-    x = x * torch.tensor(_signed(_C2), dtype=torch.int64, device=x.device)
+    x = x * _signed(_C2)
     x = x ^ ((x >> 27) & ((1 << 37) - 1))
-    x = x * torch.tensor(_signed(_C3), dtype=torch.int64, device=x.device)
+    x = x * _signed(_C3)
     x = x ^ ((x >> 31) & ((1 << 33) - 1))
     return x
 
@@ -52,16 +77,37 @@ def row_seed(*parts: int | str) -> int:
     return h & ((1 << 63) - 1)
 
 
-def gumbel_noise(seeds: torch.Tensor, position: int, vocab: int, device) -> torch.Tensor:
-    """Gumbel(0, 1) noise of shape (B, V) that depends only on (seed, position, token id)."""
+def gumbel_noise(
+    seeds: torch.Tensor, position: int | torch.Tensor, vocab: int, device
+) -> torch.Tensor:
+    """Gumbel(0, 1) noise of shape (B, V) that depends only on (seed, position, token id).
+    `position` is an int, or a one-element int64 tensor on `device` (the graph-captured loop's
+    step counter); both give the same bits."""
     tokens = torch.arange(vocab, device=device, dtype=torch.int64)  # (V,)
-    golden = torch.tensor(_signed(_C1), dtype=torch.int64, device=device)
-    offset = _signed((position + 1) * _C2)
-    x = seeds[:, None] * golden + offset + tokens[None, :]  # (B, V)
+    if isinstance(position, torch.Tensor):
+        offset = (position.view(1, 1) + 1) * _signed(_C2)  # wraps mod 2**64, as _signed does
+    else:
+        offset = _signed((position + 1) * _C2)
+    x = seeds[:, None] * _signed(_C1) + offset + tokens[None, :]  # (B, V)
     x = _mix(_mix(x))
     u = ((x >> 11) & ((1 << 53) - 1)).to(torch.float64) / float(1 << 53)  # [0, 1)
     u = u.clamp(1e-12, 1 - 1e-12)
     return (-torch.log(-torch.log(u))).to(torch.float32)
+
+
+def pick_tokens(
+    logits: torch.Tensor, seeds: torch.Tensor, position: int | torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sampled token of each row and its log-prob under the sampling distribution.
+
+    logits: (B, V) float32. Gumbel-max at `temperature` (> 0), argmax at 0."""
+    if temperature <= 0:
+        choice = logits.argmax(-1)
+        return choice, torch.log_softmax(logits, -1).gather(-1, choice[:, None])[:, 0]
+    scaled = logits / temperature
+    noise = gumbel_noise(seeds, position, logits.shape[-1], logits.device)
+    choice = (scaled + noise).argmax(-1)  # (B,)
+    return choice, torch.log_softmax(scaled, -1).gather(-1, choice[:, None])[:, 0]
 
 
 @dataclass
@@ -70,6 +116,107 @@ class Sample:
     completion_ids: list[int]
     logprobs: list[float]  # log-prob of each completion token under the sampling distribution
     truncated: bool  # stopped by the token budget, not by an end token
+
+
+class _Decode:
+    """One generate call's buffers and its decode step, which updates them in place.
+
+    Fixed shapes, device tensors only and no host reads, so that on CUDA the step can be
+    captured once as a graph and replayed. Step t (t ≥ 1) feeds token t-1 (padding for a row
+    that was already done) at cache column `width + t - 1` and samples token t."""
+
+    def __init__(self, model, cache, logits, *, seeds, budgets, eos, pad_id, width, steps,
+                 temperature, mask, positions, pick):  # fmt: skip
+        batch, device = logits.shape[0], logits.device
+        self.model, self.cache, self.logits = model, cache, logits
+        self.seeds, self.budgets, self.eos, self.pad_id = seeds, budgets, eos, pad_id
+        self.temperature, self.pick = temperature, pick
+        self.mask = mask  # (B, L) bool: which cache columns each row attends to
+        self.positions = positions  # (B, 1) position id of the token fed next
+        self.t = torch.zeros(1, dtype=torch.long, device=device)  # index of the next sample
+        self.column = torch.full((1,), width - 1, dtype=torch.long, device=device)
+        self.tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)
+        self.logps = torch.zeros((batch, steps), dtype=torch.float32, device=device)
+        self.done = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.ended = torch.zeros(batch, dtype=torch.bool, device=device)  # by an end token
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        self.fed = torch.full((batch, 1), pad_id, dtype=torch.long, device=device)
+        self.fed_active = torch.zeros((batch, 1), dtype=torch.bool, device=device)
+        self.masks = {kind: self.mask[:, None, None, :] for kind in _layer_kinds(model)}
+
+    def sample(self) -> None:
+        """Sample token t from `logits` into the buffers; advance t."""
+        choice, logp = self.pick(self.logits, self.seeds, self.t, self.temperature)
+        active = ~self.done
+        chosen = torch.where(active, choice, torch.full_like(choice, self.pad_id))
+        self.tokens.index_copy_(1, self.t, chosen[:, None])
+        self.logps.index_copy_(
+            1, self.t, torch.where(active, logp, torch.zeros_like(logp))[:, None]
+        )
+        self.lengths += active.long()
+        is_eos = (choice[:, None] == self.eos[None, :]).any(-1) & active
+        self.ended |= is_eos
+        self.done |= is_eos | (self.lengths >= self.budgets)
+        self.fed.copy_(chosen[:, None])
+        self.fed_active.copy_(active[:, None])
+        self.t += 1
+
+    def step(self) -> None:
+        """Feed the last sampled token, then sample the next one."""
+        self.column += 1
+        # The fed token is context only for rows that were active when they sampled it.
+        self.mask.index_copy_(1, self.column, self.fed_active)
+        out = self.model(
+            input_ids=self.fed,
+            attention_mask=self.masks,
+            position_ids=self.positions,
+            cache=self.cache,
+            use_cache=True,
+        )
+        self.logits.copy_(out.logits[:, -1, :])
+        self.positions += 1
+        self.sample()
+
+
+def _layer_kinds(model) -> set[str]:
+    kinds = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+    if kinds != {"full_attention"}:
+        raise ValueError(f"the exact sampler supports full-attention models only, not {kinds}")
+    return kinds
+
+
+def _prefill_mask(attention: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, 1, P, L) boolean mask of the prompt pass over the (B, L) cache columns `attention`
+    allows: causal within the prompt, no padding columns, and a padding row attends to itself
+    alone (a row with nothing to attend to would give the cache NaN keys and values, which a
+    zero attention weight times NaN would spread)."""
+    rows = torch.arange(width, device=attention.device)[:, None]  # (P, 1)
+    cols = torch.arange(attention.shape[1], device=attention.device)[None, :]  # (1, L)
+    causal = (cols <= rows)[None, None] & attention[:, None, None, :]
+    return causal | (cols == rows)[None, None]
+
+
+def _finished(done: torch.Tensor) -> bool:
+    """Whether every row is done: the loop's only host sync, every CHECK_EVERY steps."""
+    return bool(done.all())
+
+
+def _captured(step: Callable[[], None]) -> Callable[[], None]:
+    """Run `step` once (for real: CUDA warm-up on a side stream), capture it as a CUDA graph and
+    return the graph's replay. The step's buffers are updated in place by every replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+# Whether decode steps are captured as CUDA graphs on a GPU (tests switch it off to compare).
+USE_CUDA_GRAPHS = True
 
 
 @torch.no_grad()
@@ -83,80 +230,86 @@ def generate(
     eos_ids: set[int] | list[int],
     pad_id: int,
 ) -> list[Sample]:
-    """Left-padded batched decoding with a KV cache; returns one Sample per prompt."""
+    """Left-padded batched decoding with a static KV cache; returns one Sample per prompt."""
+    from transformers import StaticCache
+
     if not prompts:
         return []
     device = next(model.parameters()).device
     batch = len(prompts)
     budgets = [max_new_tokens] * batch if isinstance(max_new_tokens, int) else list(max_new_tokens)
     width = max(len(p) for p in prompts)
-    input_ids = torch.full((batch, width), pad_id, dtype=torch.long, device=device)  # (B, P)
-    attention = torch.zeros((batch, width), dtype=torch.long, device=device)  # (B, P)
+    steps = max(budgets)
+    length = width + steps  # the cache: prompt columns, then one column per decode step
+    input_ids = torch.full((batch, width), pad_id, dtype=torch.long)  # (B, P)
+    attention = torch.zeros((batch, length), dtype=torch.bool)  # (B, L)
     for i, p in enumerate(prompts):
         input_ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        attention[i, width - len(p) :] = 1
-    seed_t = torch.tensor(seeds, dtype=torch.int64, device=device)  # (B,)
-    budget_t = torch.tensor(budgets, device=device)  # (B,)
-    eos_t = torch.tensor(sorted(set(eos_ids)), device=device)
-    steps = max(budgets)
+        attention[i, width - len(p) : width] = True
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    position_ids = (attention[:, :width].long().cumsum(-1) - 1).clamp(min=0)  # (B, P)
 
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P)
+    cache = StaticCache(config=model.config, max_cache_len=length)
+    prefill = _prefill_mask(attention, width)
     # Only the last position's logits: all P of them would be B × P × vocab (trainer/memory.py).
     out = model(
         input_ids=input_ids,
-        attention_mask=attention,
+        attention_mask={kind: prefill for kind in _layer_kinds(model)},
         position_ids=position_ids,
+        cache=cache,
         use_cache=True,
         logits_to_keep=1,
     )
-    cache = out.cache
-    logits = out.logits[:, -1, :].float()  # (B, V)
-    next_pos = position_ids[:, -1] + 1  # (B,)
-
-    tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)  # (B, N)
-    logps = torch.zeros((batch, steps), dtype=torch.float32, device=device)  # (B, N)
-    done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
-    ended = torch.zeros(batch, dtype=torch.bool, device=device)  # stopped by an end token
-    lengths = torch.zeros(batch, dtype=torch.long, device=device)
-    for t in range(steps):
-        vocab = logits.shape[-1]
-        if temperature > 0:
-            scaled = logits / temperature
-            choice = (scaled + gumbel_noise(seed_t, t, vocab, device)).argmax(-1)  # (B,)
-            logp = torch.log_softmax(scaled, -1).gather(-1, choice[:, None])[:, 0]
-        else:
-            choice = logits.argmax(-1)
-            logp = torch.log_softmax(logits, -1).gather(-1, choice[:, None])[:, 0]
-        active = ~done
-        tokens[:, t] = torch.where(active, choice, torch.full_like(choice, pad_id))
-        logps[:, t] = torch.where(active, logp, torch.zeros_like(logp))
-        lengths += active.long()
-        is_eos = torch.isin(choice, eos_t) & active
-        ended |= is_eos
-        done |= is_eos | (lengths >= budget_t)
-        if bool(done.all()):
+    del prefill
+    logits = out.logits[:, -1, :].float()  # (B, V): the decode step's fixed logits buffer
+    on_gpu = device.type == "cuda"
+    decode = _Decode(
+        model, cache, logits,
+        seeds=torch.tensor(seeds, dtype=torch.int64, device=device),
+        budgets=torch.tensor(budgets, dtype=torch.long, device=device),
+        eos=torch.tensor(sorted(set(eos_ids)) or [-1], dtype=torch.long, device=device),
+        pad_id=pad_id, width=width, steps=steps, temperature=temperature,
+        mask=attention, positions=position_ids[:, -1:] + 1,
+        pick=_fast_pick() if on_gpu else pick_tokens,
+    )  # fmt: skip
+    decode.sample()
+    step = decode.step
+    every = CHECK_EVERY.get(device.type, 1)
+    for t in range(1, steps):
+        if t % every == 0 and _finished(decode.done):
             break
-        attention = torch.cat([attention, active.long()[:, None]], dim=1)
-        out = model(
-            input_ids=tokens[:, t : t + 1],
-            attention_mask=attention,
-            position_ids=next_pos[:, None],
-            cache=cache,
-            use_cache=True,
-        )
-        cache = out.cache
-        logits = out.logits[:, -1, :].float()
-        next_pos = next_pos + 1
+        if t == 1 and on_gpu and USE_CUDA_GRAPHS:
+            step = _captured(decode.step)  # runs step 1 itself
+            continue
+        step()
+    return _samples(prompts, decode)
 
-    samples = []
-    for i in range(batch):
-        n = int(lengths[i])
-        samples.append(
-            Sample(
-                prompt_ids=list(prompts[i]),
-                completion_ids=tokens[i, :n].tolist(),
-                logprobs=logps[i, :n].tolist(),
-                truncated=not bool(ended[i]),
-            )
+
+def _samples(prompts: list[list[int]], decode: _Decode) -> list[Sample]:
+    """One copy to the host of everything the call produced, then one Sample per row."""
+    lengths = decode.lengths.tolist()
+    tokens, logps = decode.tokens.tolist(), decode.logps.tolist()
+    ended = decode.ended.tolist()
+    return [
+        Sample(
+            prompt_ids=list(prompt),
+            completion_ids=tokens[i][: lengths[i]],
+            logprobs=logps[i][: lengths[i]],
+            truncated=not ended[i],
         )
-    return samples
+        for i, prompt in enumerate(prompts)
+    ]
+
+
+_FAST_PICK: Callable | None = None
+
+
+def _fast_pick() -> Callable:
+    """The fused Triton token picker when it is available and agrees with `pick_tokens` on this
+    GPU, else `pick_tokens` (decided once per process)."""
+    global _FAST_PICK
+    if _FAST_PICK is None:
+        from trainer.fused_sampling import checked_picker
+
+        _FAST_PICK = checked_picker(pick_tokens)
+    return _FAST_PICK
