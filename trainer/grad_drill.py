@@ -23,8 +23,8 @@ optimizer steps (`per_agent`, `mini_batches` > 1), numerators and ‖g_r‖² ar
 so the shares still sum to 1 over the step's episodes.
 
 Cost: one flat copy of the policy's gradient per recorded (episode, segment), held until the
-optimizer step's role totals are known (on the host past `SNAPSHOT_BUDGET_BYTES`), one dot
-product each, and the smaller micro-batches of the recorded turns (BENCHMARKS.md,
+optimizer step's role totals are known (on the host past `snapshot_budget_bytes()`),
+one dot product each, and the smaller micro-batches of the recorded turns (BENCHMARKS.md,
 "Gradient drill-down"). Micro-batches change composition, so the weights match an update
 without the drill-down only up to float rounding.
 
@@ -49,7 +49,7 @@ from torch import nn
 
 from trainer.episode import Episode, Turn
 from trainer.gradients import GradientTracker, dot
-from trainer.memory import SNAPSHOT_BUDGET_BYTES
+from trainer.memory import snapshot_budget_bytes
 
 
 class EpisodeDrill:
@@ -86,7 +86,7 @@ class EpisodeDrill:
 
     def _keep(self, role: str, episode: int, piece: torch.Tensor) -> None:
         if piece.device.type != "cpu":
-            if self._held + piece.numel() * 4 > SNAPSHOT_BUDGET_BYTES:
+            if self._held + piece.numel() * 4 > snapshot_budget_bytes():
                 piece = piece.cpu()
             else:
                 self._held += piece.numel() * 4

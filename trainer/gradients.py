@@ -21,12 +21,12 @@ for its agent-pair cosines) and one accumulated vector per finished role (needed
 cosines and the coherence regulariser) — at most (2 + max agents of a role + roles) vectors,
 e.g. 7 for Voting with 3 voters under `shared` (6 measured, bench/grad_overhead.py). Vectors are
 freed before the optimizer step. To keep this bounded, the update moves the vectors to host
-memory (`offload=True`) when they would exceed `SNAPSHOT_BUDGET_BYTES` on the accelerator, or
-always with `grad_snapshots=host`; the dot products are then computed on the CPU, slower but
-exact. The limit: full fine-tuning of a 4B model under Voting/shared would need ≈110 GB even
-on the host — run such a configuration with `instrument=False` (and no coherence
-regulariser), or with LoRA. The coherence EMA adds
-one persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
+memory (`offload=True`) when they would exceed `snapshot_budget_bytes()` (a quarter of the
+GPU) on the accelerator, or always with `grad_snapshots=host`; the dot products are then
+computed on the CPU, slower but exact. The limit: full fine-tuning of a 4B model under
+Voting/shared would need ≈110 GB even on the host — run such a configuration with
+`instrument=False` (and no coherence regulariser), or with LoRA. The coherence EMA adds one
+persistent vector per (policy, role), only when `coherence_lambda` > 0. A policy whose
 batch is a single segment (one role, one agent: every policy under `per_agent`) needs no
 vectors at all: its role and agent gradient is the whole gradient.
 
@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 # One definition each, shared with the memory estimate (torch-free, trainer/memory.py).
-from trainer.memory import SNAPSHOT_BUDGET_BYTES, vectors_needed  # noqa: F401
+from trainer.memory import snapshot_budget_bytes, vectors_needed  # noqa: F401
 from trainer.sharding import local
 
 _CHUNK = 1 << 22  # elements per float64 chunk when reducing dot products

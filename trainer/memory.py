@@ -25,9 +25,10 @@ the two phases. One generation call (trainer/sampling.py) decodes every sequence
 is asked for in one stage — a stage's whole group, e.g. 64 problems × 8 samples × 3 voters =
 1,536 sequences — or at most `rollout_batch` of them. Its peak is the larger of:
 
-- prefill: the KV cache of the prompts, the last position's logits (the sampler asks for
-  that one only, `logits_to_keep=1`) and the forward's transient activations
-  (PREFILL_PER_TOKEN elements per token: the MLP's intermediates dominate);
+- prefill: the static KV cache (allocated whole, prompt + new tokens, by the prompt pass),
+  the last position's logits (the sampler asks for that one only, `logits_to_keep=1`), the
+  forward's transient activations (PREFILL_PER_TOKEN elements per token: the MLP's
+  intermediates dominate) and the prompt pass's boolean mask (prompt × cache columns);
 - the last decode step: the KV cache, 2 × layers × kv_heads × head_dim × bytes per token, of
   sequences × (prompt + new tokens), and the last position's logits with the sampler's
   temporaries (DECODE_BYTES_PER_LOGIT per sequence and vocab entry: an fp32 copy, the
@@ -92,7 +93,10 @@ LOGIT_COPIES = 3
 PREFILL_PER_TOKEN = (4, 3)  # prefill's transient elements per token: × hidden, × mlp
 DECODE_BYTES_PER_LOGIT = 40  # fp32 logits, Gumbel noise (int64, float64 steps), log-softmax
 EVAL_SEQUENCES = 256  # trainer/evaluate.py's batch_size: episodes of one evaluation rollout
-SNAPSHOT_BUDGET_BYTES = 8 * 2**30  # trainer/gradients.py moves vectors beyond this to the host
+# trainer/gradients.py moves the gradient vectors to the host beyond this share of the GPU.
+# (A fixed 8 GiB sent full fine-tuning of 0.6B under Voting/per_role — 6 vectors of 2.4 GB —
+# through host copies and CPU dot products on a 141 GiB H200: a tenth of LoRA's update speed.)
+SNAPSHOT_SHARE = 0.25
 DEFAULT_GPU_GB = 141.0  # H200; a worker's own GPU overrides it (TROUPE_GPU_MEMORY_GB too)
 HEADROOM = 0.9  # allocator fragmentation, CUDA context, kernels' workspaces
 
@@ -223,11 +227,14 @@ def rollout_estimate(
     vocab, h, mlp = shape["vocab_size"], shape["hidden_size"], shape["intermediate_size"]
     best: RolloutEstimate | None = None
     for n, prompt, new in calls or generation_calls(config):
+        # The static cache holds every column from the prompt pass on; the prompt pass's
+        # mask is (n, prompt, prompt + new) booleans, which attention may widen to floats.
         prefill = RolloutEstimate(
             resident,
-            n * prompt * per_token,
+            n * (prompt + new) * per_token,
             n * vocab * (compute + 4),
-            n * prompt * (PREFILL_PER_TOKEN[0] * h + PREFILL_PER_TOKEN[1] * mlp) * compute,
+            n * prompt * (PREFILL_PER_TOKEN[0] * h + PREFILL_PER_TOKEN[1] * mlp) * compute
+            + n * prompt * (prompt + new) * (1 + compute),
             n,
         )
         decode = RolloutEstimate(
@@ -298,7 +305,7 @@ def estimate(
             continue
         most = max(agents_of[(policy, r)] for r in roles)
         size = vectors_needed(len(roles), most) * trainable * 4
-        on_device = config.grad_snapshots == "device" and size <= SNAPSHOT_BUDGET_BYTES
+        on_device = config.grad_snapshots == "device" and size <= snapshot_budget_bytes()
         snapshots = max(snapshots, size if on_device else trainable * 4)
         snapshots_on_device = snapshots_on_device or on_device
 
@@ -326,6 +333,11 @@ def shards(config: Any) -> int:
 def gpu_bytes() -> float:
     """The GPU memory a config is checked against before a worker has one to ask."""
     return float(os.environ.get("TROUPE_GPU_MEMORY_GB", DEFAULT_GPU_GB)) * 2**30
+
+
+def snapshot_budget_bytes() -> float:
+    """The most bytes of gradient vectors trainer/gradients.py keeps on the accelerator."""
+    return SNAPSHOT_SHARE * gpu_bytes()
 
 
 def fit_problem(config: Any, capacity: float | None = None) -> str | None:

@@ -73,13 +73,13 @@ from trainer.config import Config
 from trainer.distributed import SOLO, World
 from trainer.episode import Turn
 from trainer.gradients import (
-    SNAPSHOT_BUDGET_BYTES,
     GradientFigures,
     GradientTracker,
     coherence_scales,
     vectors_needed,
 )
 from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
+from trainer.memory import snapshot_budget_bytes
 from trainer.names import GRAD_COS_PREFIX, agent_key, policy_key, role_key
 from trainer.policies import PolicySet
 from trainer.sharding import local
@@ -251,7 +251,7 @@ def _optimizer_step(
     if (track and len(segments) > 1) or coherence_on:
         numel = sum(local(p).numel() for p in params)
         needed = vectors_needed(len(roles), max_agents) * numel * 4
-        offload = config.grad_snapshots == "host" or needed > SNAPSHOT_BUDGET_BYTES
+        offload = config.grad_snapshots == "host" or needed > snapshot_budget_bytes()
         reduce = sum_dots = None
         if policies.sharded:  # .grad holds the summed gradient's shard: sum dot products
             sum_dots = lambda v: world.sum_floats(v, f"dot products of {name}")  # noqa: E731
