@@ -13,8 +13,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.timeout(600)
 def test_the_gpu_check_runs_on_the_cpu_and_every_policy_moves():
-    args = ["--device", "cpu", "--steps", "1", "--prompts", "2", "--group", "2"]
-    args += ["--new-tokens", "4", "--micro-batch", "4"]
+    args = ["--device", "cpu", "--steps", "1", "--new-tokens", "4", "--micro-batch", "4"]
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "gpu_check.py"), *args],
         cwd=ROOT,
@@ -23,8 +22,8 @@ def test_the_gpu_check_runs_on_the_cpu_and_every_policy_moves():
         timeout=590,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("tiny ")]
-    cases = {tuple(r[1:4]) for r in rows}
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("tiny:")]
+    cases = {tuple(r[0].split(":")[1:4]) for r in rows}
     assert cases == {
         (f, s, w)
         for f in ("lora", "full")
@@ -32,3 +31,17 @@ def test_the_gpu_check_runs_on_the_cpu_and_every_policy_moves():
         for w in ("single", "voting")
     }
     assert all(r[-2:] == ["yes", "yes"] for r in rows)  # parameters moved, loss finite
+    sampler = [line for line in done.stdout.splitlines() if line.startswith("sampler ")]
+    assert len(sampler) == 1 and "'same_tokens': '8/8'" in sampler[0]
+
+
+def test_a_malformed_case_is_named():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--device", "cpu",
+         "--cases", "tiny:lora:shared"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "case 'tiny:lora:shared': expected shape:finetune:sharing:workflow:PROMPTSxGROUP" in (
+        done.stderr
+    )

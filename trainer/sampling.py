@@ -203,15 +203,23 @@ def _finished(done: torch.Tensor) -> bool:
 
 def _captured(step: Callable[[], None]) -> Callable[[], None]:
     """Run `step` once (for real: CUDA warm-up on a side stream), capture it as a CUDA graph and
-    return the graph's replay. The step's buffers are updated in place by every replay."""
+    return the graph's replay, which updates the step's buffers in place. A step that cannot
+    be captured (a model whose forward reads the host) is returned as it is, with a warning
+    once per process: slower, the same samples."""
+    global USE_CUDA_GRAPHS
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         step()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    try:
+        with torch.cuda.graph(graph):
+            step()
+    except RuntimeError as exc:  # nothing ran: a failed capture launches no kernel
+        USE_CUDA_GRAPHS = False
+        log.warning("sampling: decode steps run without CUDA graphs (capture failed: %s)", exc)
+        return step
     return graph.replay
 
 
