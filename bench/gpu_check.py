@@ -169,8 +169,8 @@ class Case:
 
 
 # The targets: 0.6B rollouts at 128 sequences, 4B at 64; updates at ≥ 8,192 tokens a
-# micro-batch (64 sequences of ~130 tokens); full fine-tuning of both sizes; the per-role
-# voting case whose peak the estimate once missed.
+# micro-batch (up to 128 sequences of ~115 tokens: one micro-batch a step); full fine-tuning
+# of both sizes; the per-role voting case whose peak the estimate once missed.
 DEFAULT_CASES = [
     "qwen3-0.6b:lora:shared:single:16x8",
     "qwen3-0.6b:full:shared:single:16x8",
@@ -197,6 +197,7 @@ def _peak(device: str) -> int:
 
 
 def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> dict:
+    _peak_reset(args.device)
     from trainer.advantages import compute_advantages
     from trainer.config import ConfigError, make_config
     from trainer.memory import estimate, model_shape, rollout_estimate
@@ -236,11 +237,11 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     prompts = make_prompts(config, tokenizer, "tiny")
     before = {n: [p.detach().clone() for p in policies.parameters(n)] for n in policies.names}
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
-    peak = 0
-    for step in range(args.steps + 1):
+    peaks = {"rollout": 0, "update": 0}
+    extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
+    for step in range(args.steps + 1 + extra):
         _sync(args.device)
-        if step == 1:
-            _peak_reset(args.device)  # the first step pays for kernels and allocator warm-up
+        _peak_reset(args.device)
         t0 = time.perf_counter()
         problems = task.sample("train", case.prompts, seed=step)
         episodes, stats = rollout(
@@ -262,17 +263,20 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
             turn.advantage = 1.0 if i % 2 else -1.0
         _sync(args.device)
         t1 = time.perf_counter()
-        profiling = profile_to is not None and step == args.steps
+        rollout_peak = _peak(args.device)
+        _peak_reset(args.device)
+        profiling = step == args.steps + 1
         with _profiled(profile_to, args.device, str(case)) if profiling else nullcontext():
             metrics = update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id)
             _sync(args.device)
         t2 = time.perf_counter()
-        peak = max(peak, _peak(args.device))
+        losses.append(metrics.get("train/loss", math.nan))
+        if step == 0 or profiling:
+            continue  # the first step pays for kernels and allocator warm-up
+        peaks["rollout"] = max(peaks["rollout"], rollout_peak)
+        peaks["update"] = max(peaks["update"], _peak(args.device))
         longest = max(longest, max((len(t.prompt_ids), len(t.completion_ids)) for t in turns))
         calls += _generation_calls(episodes)
-        losses.append(metrics.get("train/loss", math.nan))
-        if step == 0:
-            continue
         tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
         step_s.append(t2 - t0)
         rollout_tps.append(stats.tokens / (t1 - t0))
@@ -285,19 +289,27 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     update_need = estimate(config, shape, on_cuda=on_cuda, sequence=longest)
     rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls,
                                     update=update_need)  # fmt: skip
-    need = max(update_need.total, rollout_need.total)
     tps = statistics.median(update_tps)
-    tokens_per_micro_batch = args.micro_batch * sum(longest)
+    gib = 2**30
     row.update(
         status="ok",
         params=n_params,
         step_s=statistics.median(step_s),
         rollout_tps=statistics.median(rollout_tps),
         update_tps=tps,
-        micro_batch_tokens=tokens_per_micro_batch,
+        micro_batch_tokens=args.micro_batch * sum(longest),
         mfu=6 * n_params * tps / 1e12 / ceiling,
-        peak_gib=peak / 2**30 if on_cuda else None,
-        est_gib=need / 2**30,
+        checkpointing=config.checkpointing,
+        peak_gib=max(peaks.values()) / gib if on_cuda else None,
+        est_gib=max(update_need.total, rollout_need.total) / gib,
+        rollout_peak_gib=peaks["rollout"] / gib,
+        rollout_est_gib=rollout_need.total / gib,
+        update_peak_gib=peaks["update"] / gib,
+        update_est_gib=update_need.total / gib,
+        update_parts=update_need.parts(),
+        rollout_parts=rollout_need.parts(),
+        longest=longest,
+        calls=sorted(set(calls)),
         moved=moved,
         finite=all(math.isfinite(x) for x in losses),
     )
@@ -409,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--cases", help="comma-separated shape:finetune:sharing:workflow:PxG")
     parser.add_argument("--new-tokens", type=int, default=96)
-    parser.add_argument("--micro-batch", type=int, default=64)
+    parser.add_argument("--micro-batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")

@@ -32,6 +32,13 @@ without that forward. `--threads` sets torch's intra-op threads for both sides (
 
     .venv/bin/python bench/trl_step.py --steps 12 --warmup 2 --threads 1
     .venv/bin/python bench/trl_step.py --smoke        # seconds: checks that it still runs
+
+On a GPU (`--device cuda --shape qwen3-0.6b`): a random-weight Qwen3-0.6B-shaped model in
+bf16 on both sides (LoRA adapters fp32, bf16 autocast: TRL's `bf16=True`, Troupe's
+trainer/precision.py), the study's batch of 16 prompts × 8 generations and 96 new tokens,
+one micro-batch on both sides, no vLLM (TRL generates with `model.generate`):
+
+    python bench/trl_step.py --device cuda --shape qwen3-0.6b --steps 7 --warmup 2
 """
 
 from __future__ import annotations
@@ -80,21 +87,36 @@ def build_tokenizer(problems_per_task: int):
     return train_tokenizer(texts, 320)
 
 
-def random_model(tokenizer):
-    """A random-init tiny-s Qwen3; the same seed gives both sides the same weights."""
+def random_model(tokenizer, shape: str = "tiny-s", device: str = "cpu"):
+    """A random-init Qwen3 of `shape` (tiny-s, or the published Qwen3-0.6B shape, bf16 on
+    cuda); the same seed gives both sides the same weights."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from trainer.memory import model_shape
+
+    spec = dict(SPECS["tiny-s"]) if shape == "tiny-s" else dict(model_shape(SHAPES[shape]))
+    spec["vocab_size"] = max(spec.get("vocab_size", 0), len(tokenizer))
+    spec.pop("max_position_embeddings", None)
     torch.manual_seed(SEED)
     config = Qwen3Config(
-        vocab_size=len(tokenizer),
         max_position_embeddings=512,
-        tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        **SPECS["tiny-s"],
+        **{**spec, "tie_word_embeddings": True},
     )
-    return Qwen3ForCausalLM(config)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    with torch.device(device):
+        return Qwen3ForCausalLM._from_config(config, dtype=dtype)
+
+
+SHAPES = {"qwen3-0.6b": "Qwen/Qwen3-0.6B"}
+
+
+def _sync() -> None:
+    """Wait for the GPU's queued work, so a timer stops when the step's work is done."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 class _ZeroLogits(torch.nn.Module):
@@ -105,7 +127,9 @@ class _ZeroLogits(torch.nn.Module):
         self.vocab = vocab
 
     def forward(self, input_ids, logits_to_keep, **_kwargs):
-        logits = torch.zeros(input_ids.shape[0], logits_to_keep, self.vocab)
+        logits = torch.zeros(
+            input_ids.shape[0], logits_to_keep, self.vocab, device=input_ids.device
+        )
         return SimpleNamespace(logits=logits)
 
 
@@ -118,11 +142,12 @@ class TroupeSide:
     the KL does not enter the gradient, so the shadow trains exactly as the real set does).
     """
 
-    def __init__(self, config: Config, tokenizer, task):
+    def __init__(self, config: Config, tokenizer, task, shape: str = "tiny-s"):
         self.config = config
-        self.policies = PolicySet(random_model(tokenizer), config, ["shared"])
-        self.shadow = PolicySet(random_model(tokenizer), config, ["shared"])
-        stub = _ZeroLogits(len(tokenizer))
+        model = random_model(tokenizer, shape, config.device)
+        self.policies = PolicySet(model, config, ["shared"])
+        self.shadow = PolicySet(random_model(tokenizer, shape, config.device), config, ["shared"])
+        stub = _ZeroLogits(model.config.vocab_size)
         self.shadow.reference = lambda: contextlib.nullcontext(stub)
         self.codec = Codec(tokenizer, add_bos=True)
         self.prompts = TinyPrompts(config.task)
@@ -134,6 +159,7 @@ class TroupeSide:
 
     def step(self, step: int) -> None:
         c = self.config
+        _sync()
         t0 = time.perf_counter()
         problems = sample_problems(self.task, c.prompts_per_step, c.seed, step)
         episodes, stats = rollout(
@@ -161,11 +187,14 @@ class TroupeSide:
         ][:: 1 if step % 2 else -1]:
             started = time.perf_counter()
             update_policies(policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
+            _sync()
             times.append(time.perf_counter() - started)
         self.tokens.append(stats.tokens)
 
 
-def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callback):
+def trl_trainer(
+    config: Config, tokenizer, dataset, out: str, steps: int, callback, shape: str = "tiny-s"
+):
     """TRL's GRPOTrainer set up as Troupe's step above (see the module docstring)."""
     from peft import LoraConfig
     from transformers import PrinterCallback
@@ -199,8 +228,8 @@ def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callba
         max_grad_norm=config.grad_clip,
         disable_dropout=True,
         gradient_checkpointing=False,
-        bf16=False,
-        use_cpu=True,
+        bf16=config.device == "cuda",
+        use_cpu=config.device == "cpu",
         shuffle_dataset=False,  # step k trains on the same prompts as Troupe's step k
         report_to=[],
         logging_strategy="no",  # nothing to report to; keeps stdout clean for --json
@@ -217,7 +246,7 @@ def trl_trainer(config: Config, tokenizer, dataset, out: str, steps: int, callba
         task_type="CAUSAL_LM",
     )
     trainer = TimedGRPOTrainer(
-        model=random_model(tokenizer),
+        model=random_model(tokenizer, shape, config.device),
         reward_funcs=digit_reward,
         args=args,
         train_dataset=dataset,
@@ -242,9 +271,11 @@ def make_callback(troupe: TroupeSide):
             self._started = 0.0
 
         def on_step_begin(self, args, state, control, **kwargs):
+            _sync()
             self._started = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
+            _sync()
             self.whole.append(time.perf_counter() - self._started)
             troupe.step(state.global_step)
 
@@ -284,6 +315,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--smoke", action="store_true", help="2 steps of 2×4, 8 tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--shape", choices=("tiny-s", *SHAPES), default="tiny-s")
     args = parser.parse_args()
     if args.smoke:
         args.steps, args.warmup, args.prompts, args.generations = 2, 0, 2, 4
@@ -312,10 +345,12 @@ def main() -> None:
         kl_beta=0.0,
         temperature=0.7,
         seed=SEED,
+        device=args.device,
+        grad_checkpointing="off",  # as TRL's side
     )
     tokenizer = build_tokenizer(60 if args.smoke else 300)
     task = load_task("math", "synthetic", seed=0)
-    troupe = TroupeSide(config, tokenizer, task)
+    troupe = TroupeSide(config, tokenizer, task, args.shape)
     # TRL reads the prompts in order (no shuffling): step k's 8 prompts are Troupe's step k's.
     solve = TinyPrompts("math").solve
     rows = [
@@ -326,7 +361,13 @@ def main() -> None:
     callback = make_callback(troupe)
     with tempfile.TemporaryDirectory() as out:
         trainer = trl_trainer(
-            config, tokenizer, Dataset.from_dict({"prompt": rows}), out, args.steps, callback
+            config,
+            tokenizer,
+            Dataset.from_dict({"prompt": rows}),
+            out,
+            args.steps,
+            callback,
+            args.shape,
         )
         trainer.train()
 
@@ -360,7 +401,9 @@ def main() -> None:
     }
     row = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"{torch.get_num_threads()} torch threads",
+        f"{torch.get_num_threads()} torch threads"
+        + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""),
+        "shape": args.shape,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "batch": f"{args.prompts} prompts x {args.generations} generations, "
         f"<= {args.max_new_tokens} new tokens",

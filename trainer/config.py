@@ -112,7 +112,7 @@ class Config:
     grad_checkpointing: str = _f(
         "auto",
         "Recompute activations in the backward pass (less memory, ~30% more update time); "
-        "auto: on for real models, off for the tiny ones",
+        "auto: on where a real model's update would not fit the GPU without it",
         "finetune",
         GRAD_CHECKPOINTING,
     )
@@ -266,9 +266,14 @@ class Config:
 
     @property
     def checkpointing(self) -> bool:
-        """Whether gradient checkpointing is on (`auto`: for real models, not tiny ones)."""
+        """Whether gradient checkpointing is on. `auto`: for a real model whose update would not
+        fit on the GPU without it (recomputing every layer costs a third more compute and
+        kernels, which no run should pay where memory does not ask for it); never for tiny
+        ones."""
         if self.grad_checkpointing == "auto":
-            return self.model not in TINY_MODELS
+            from trainer.memory import needs_checkpointing
+
+            return self.model not in TINY_MODELS and needs_checkpointing(self)
         return self.grad_checkpointing == "on"
 
 

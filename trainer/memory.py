@@ -274,8 +274,10 @@ def estimate(
     *,
     on_cuda: bool = True,
     sequence: tuple[int, int] | None = None,
+    checkpointing: bool | None = None,
 ) -> MemoryEstimate:
-    """Peak bytes of one training step's update on the accelerator (module docstring)."""
+    """Peak bytes of one training step's update on the accelerator (module docstring);
+    `checkpointing` overrides the config's gradient checkpointing."""
     compute = 2 if on_cuda else 4  # bytes per activation element (bf16 autocast / fp32)
     load = 2 if on_cuda else 4  # bytes per frozen weight
     n = parameter_count(shape)
@@ -315,13 +317,22 @@ def estimate(
     q = shape["num_attention_heads"] * (shape.get("head_dim") or h // shape["num_attention_heads"])
     mlp = shape["intermediate_size"]
     per_layer = int(ACT_PER_LAYER[0] * h + ACT_PER_LAYER[1] * q + ACT_PER_LAYER[2] * mlp)
-    if config.checkpointing:
+    if config.checkpointing if checkpointing is None else checkpointing:
         activations = tokens * (layers * h + per_layer) * compute
     else:
         activations = tokens * layers * per_layer * compute
     logits = LOGIT_COPIES * config.micro_batch_size * (completion + 1) * shape["vocab_size"]
     logits *= compute
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
+
+
+def needs_checkpointing(config: Any) -> bool:
+    """`grad_checkpointing=auto`: whether the update would not fit on the GPU without it (a model
+    of unknown shape: assume it would not)."""
+    shape = model_shape(config.model)
+    if shape is None:
+        return True
+    return estimate(config, shape, checkpointing=False).total > gpu_bytes() * HEADROOM
 
 
 def shards(config: Any) -> int:

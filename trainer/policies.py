@@ -85,6 +85,18 @@ def _disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
+def _keep_input_dtype(model: nn.Module) -> None:
+    """Stop peft casting each LoRA layer's input to the adapter's fp32. Under bf16 autocast the
+    adapter's matmul casts it straight back to bf16 (bf16 → fp32 → bf16 is exact), so the cast
+    only cost two kernels per layer and pass (forward and backward): 392 of a 0.6B model's
+    ~5,000 launches per micro-batch. On the CPU everything is fp32 and nothing changes."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
+
+
 def needs_reference(config: Config) -> bool:
     """Whether any role is anchored to the base model by a KL term."""
     return config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
@@ -166,6 +178,7 @@ class PolicySet:
         self._params = {name: self._adapter_parameters(name) for name in self.names}
         for params in self._params.values():
             _to_param_dtype(params)
+        _keep_input_dtype(self.model)
         self.model.set_adapter(self.names[0])
 
     def _adapter_parameters(self, name: str) -> list[nn.Parameter]:

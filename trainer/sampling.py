@@ -213,13 +213,20 @@ def _captured(step: Callable[[], None]) -> Callable[[], None]:
         step()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
+    # capture_begin/end rather than `torch.cuda.graph`, whose entry collects garbage and empties
+    # the allocator's cache: once per generate call, that cost more than the decoding it saved.
     try:
-        with torch.cuda.graph(graph):
-            step()
+        with torch.cuda.stream(stream):
+            graph.capture_begin()
+            try:
+                step()
+            finally:
+                graph.capture_end()
     except RuntimeError as exc:  # nothing ran: a failed capture launches no kernel
         USE_CUDA_GRAPHS = False
         log.warning("sampling: decode steps run without CUDA graphs (capture failed: %s)", exc)
         return step
+    torch.cuda.current_stream().wait_stream(stream)
     return graph.replay
 
 

@@ -30,8 +30,14 @@ def gradient_figures(metrics: dict[str, float]) -> dict[str, float]:
     }
 
 
-def test_checkpointing_is_on_for_real_models_and_off_for_tiny_ones_by_default():
-    assert make_config(model="Qwen/Qwen3-0.6B").checkpointing
+def test_auto_checkpointing_is_on_only_where_the_update_would_not_fit_without_it(monkeypatch):
+    monkeypatch.delenv("TROUPE_GPU_MEMORY_GB", raising=False)  # the 141 GiB default
+    # Paper sequences (512 + 2,048 tokens): 4 a micro-batch of 0.6B need ~23 GiB without it,
+    # 32 need ~169 GiB (~66 GiB with it).
+    assert not make_config("paper", model="Qwen/Qwen3-0.6B", micro_batch_size=4).checkpointing
+    assert make_config("paper", model="Qwen/Qwen3-0.6B", micro_batch_size=32).checkpointing
+    monkeypatch.setenv("TROUPE_GPU_MEMORY_GB", "16")  # a smaller GPU asks for it sooner
+    assert make_config("paper", model="Qwen/Qwen3-0.6B", micro_batch_size=4).checkpointing
     assert not make_config(model="tiny-s").checkpointing
     assert make_config(model="tiny-s", grad_checkpointing="on").checkpointing
     # (on the CPU: without checkpointing this would not fit one GPU and be refused)
