@@ -222,6 +222,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
             group_size=case.group,
             max_new_tokens=args.new_tokens,
             micro_batch_size=args.micro_batch,
+            rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
             lr=2e-5,
             warmup_steps=0,
             device=args.device,

@@ -15,8 +15,9 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
 - snapshots: the per-role gradient vectors of trainer/gradients.py (fp32, one policy's
   optimizer step at a time); none on the device with `grad_snapshots=host` (one transient
   vector), none when they would exceed its budget (it moves them to the host itself).
-- activations: one micro-batch of the longest sequence a role can see (its prompt, the outputs
-  of the agents before it, its own completion); per token and layer ACT_PER_LAYER elements,
+- activations: one micro-batch (`micro_batch_rows`: an agent's turns when they are fewer than
+  `micro_batch_size`) of the longest sequence a role can see (its prompt, the outputs of the
+  agents before it, its own completion); per token and layer ACT_PER_LAYER elements,
   or, with gradient checkpointing, one layer's worth plus each layer's saved input.
 - logits: LOGIT_COPIES copies of (micro-batch × completion × vocab) in the compute dtype.
 
@@ -157,6 +158,16 @@ def longest_sequence(config: Any) -> tuple[int, int]:
     }.get(config.workflow, 0)
     longest = max(config.new_tokens_for(r) for r in config.roles)
     return PROMPT_TOKENS + context * longest, longest
+
+
+def micro_batch_rows(config: Any) -> int:
+    """Sequences in the largest micro-batch: `micro_batch_size`, or fewer where one agent has
+    fewer turns in an optimizer batch (trainer/update.py: a micro-batch never straddles two
+    agents) — its problems × group × rounds, over the mini-batches and ranks."""
+    rounds = (config.max_rounds or 3) if config.workflow == "eval_opt" else 1
+    world = max(1, getattr(config, "world_size", 1))
+    per_agent = config.prompts_per_step * config.group_size * rounds
+    return max(1, min(config.micro_batch_size, -(-per_agent // (config.mini_batches * world))))
 
 
 def kv_bytes_per_token(shape: dict[str, Any], dtype_bytes: int) -> int:
@@ -312,7 +323,8 @@ def estimate(
         snapshots_on_device = snapshots_on_device or on_device
 
     prompt, completion = sequence or longest_sequence(config)
-    tokens = config.micro_batch_size * (prompt + completion)
+    rows = micro_batch_rows(config)
+    tokens = rows * (prompt + completion)
     h, layers = shape["hidden_size"], shape["num_hidden_layers"]
     q = shape["num_attention_heads"] * (shape.get("head_dim") or h // shape["num_attention_heads"])
     mlp = shape["intermediate_size"]
@@ -321,7 +333,7 @@ def estimate(
         activations = tokens * (layers * h + per_layer) * compute
     else:
         activations = tokens * layers * per_layer * compute
-    logits = LOGIT_COPIES * config.micro_batch_size * (completion + 1) * shape["vocab_size"]
+    logits = LOGIT_COPIES * rows * (completion + 1) * shape["vocab_size"]
     logits *= compute
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
 
