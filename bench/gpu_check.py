@@ -236,7 +236,9 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     policies = PolicySet(model, config, policy_names(config))
     task = load_task("math")
     prompts = make_prompts(config, tokenizer, "tiny")
-    before = {n: [p.detach().clone() for p in policies.parameters(n)] for n in policies.names}
+    # On the host: a GPU copy of every trainable weight would count in the measured peaks (it
+    # added 15 GiB to 4B full fine-tuning's before 2026-12-04's third run was corrected).
+    before = {n: [p.detach().cpu() for p in policies.parameters(n)] for n in policies.names}
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
@@ -283,7 +285,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         rollout_tps.append(stats.tokens / (t1 - t0))
         update_tps.append(tokens / (t2 - t1))
     moved = all(
-        any(not torch.equal(a, b) for a, b in zip(before[n], policies.parameters(n)))
+        any(not torch.equal(a, b.detach().cpu()) for a, b in zip(before[n], policies.parameters(n)))
         for n in policies.names
     )
     on_cuda = args.device == "cuda"

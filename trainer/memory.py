@@ -93,6 +93,15 @@ ACT_PER_LAYER = (4, 4, 4.5)  # saved elements per token and layer: × hidden, ×
 LOGIT_COPIES = 3
 PREFILL_PER_TOKEN = (4, 3)  # prefill's transient elements per token: × hidden, × mlp
 DECODE_BYTES_PER_LOGIT = 40  # fp32 logits, Gumbel noise (int64, float64 steps), log-softmax
+# On CUDA (bf16 autocast), fitted to bench/gpu_check.py's six cases on an H200 (2026-12-04,
+# docs/benchmarks-log.md) so that each measured peak ≤ estimate ≤ 1.3 × peak: autocast keeps
+# some saved activations in fp32 (norms, the loss), the loss holds fewer logit copies than on
+# the CPU, the fused token picker needs no noise temporaries, and the decode step holds a few
+# output-layer-sized (vocab × hidden) transients, more under full fine-tuning.
+CUDA_ACT_SCALE = 1.25
+CUDA_LOGIT_COPIES = 2.5
+CUDA_DECODE_BYTES_PER_LOGIT = 8  # fp32 logits and the bf16 forward's own
+CUDA_OUTPUT_LAYER_COPIES = {"lora": 2, "full": 4}  # bf16 copies of vocab × hidden
 EVAL_SEQUENCES = 256  # trainer/evaluate.py's batch_size: episodes of one evaluation rollout
 # trainer/gradients.py moves the gradient vectors to the host beyond this share of the GPU.
 # (A fixed 8 GiB sent full fine-tuning of 0.6B under Voting/per_role — 6 vectors of 2.4 GB —
@@ -204,7 +213,7 @@ class RolloutEstimate:
     weights: int  # weights and optimizer moments resident while generating
     kv_cache: int
     logits: int
-    activations: int  # the prefill forward's transients
+    activations: int  # the prefill forward's transients; the decode step's on CUDA
     sequences: int  # in that call
 
     @property
@@ -236,6 +245,7 @@ def rollout_estimate(
         resident += len(policy_names(config)) * parameter_count(shape) * compute
     per_token = kv_bytes_per_token(shape, compute)
     vocab, h, mlp = shape["vocab_size"], shape["hidden_size"], shape["intermediate_size"]
+    transient = CUDA_OUTPUT_LAYER_COPIES[config.finetune] * vocab * h * 2 if on_cuda else 0
     best: RolloutEstimate | None = None
     for n, prompt, new in calls or generation_calls(config):
         # The static cache holds every column from the prompt pass on; the prompt pass's
@@ -248,8 +258,9 @@ def rollout_estimate(
             + n * prompt * (prompt + new) * (1 + compute),
             n,
         )
+        per_logit = CUDA_DECODE_BYTES_PER_LOGIT if on_cuda else DECODE_BYTES_PER_LOGIT
         decode = RolloutEstimate(
-            resident, n * (prompt + new) * per_token, n * vocab * DECODE_BYTES_PER_LOGIT, 0, n
+            resident, n * (prompt + new) * per_token, n * vocab * per_logit, transient, n
         )
         for candidate in (prefill, decode):
             if best is None or candidate.total > best.total:
@@ -329,12 +340,14 @@ def estimate(
     q = shape["num_attention_heads"] * (shape.get("head_dim") or h // shape["num_attention_heads"])
     mlp = shape["intermediate_size"]
     per_layer = int(ACT_PER_LAYER[0] * h + ACT_PER_LAYER[1] * q + ACT_PER_LAYER[2] * mlp)
+    if on_cuda:
+        per_layer = int(per_layer * CUDA_ACT_SCALE)
     if config.checkpointing if checkpointing is None else checkpointing:
         activations = tokens * (layers * h + per_layer) * compute
     else:
         activations = tokens * layers * per_layer * compute
-    logits = LOGIT_COPIES * rows * (completion + 1) * shape["vocab_size"]
-    logits *= compute
+    copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
+    logits = int(copies * rows * (completion + 1) * shape["vocab_size"] * compute)
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
 
 

@@ -23,19 +23,20 @@ def test_the_kv_cache_term_by_hand():
     # 2 (keys, values) × 36 layers × 8 kv heads × 128 head dim × 2 bytes (bf16)
     assert kv_bytes_per_token(QWEN3_4B, 2) == 2 * 36 * 8 * 128 * 2 == 147_456
     config = make_config("paper", **PAPER_4B_VOTING, device="cpu")
-    r = rollout_estimate(config, QWEN3_4B, calls=[(10, 100, 50)])
+    r = rollout_estimate(config, QWEN3_4B, calls=[(10, 100, 50)])  # on CUDA (the default)
     decode_kv = 10 * (100 + 50) * 147_456
-    decode_logits = 10 * 151_936 * 40
+    # fp32 logits and the forward's bf16 ones; two bf16 output-layer copies (LoRA)
+    decode = decode_kv + 10 * 151_936 * 8 + 2 * 151_936 * 2560 * 2
     # The prompt pass: the whole static cache, logits, activations, the (prompt × cache) mask
     prefill = (
-        10 * (100 + 50) * 147_456
+        decode_kv
         + 10 * 151_936 * 6
         + 10 * 100 * (4 * 2560 + 3 * 9728) * 2
         + 10 * 100 * 150 * 3
     )
-    assert max(decode_kv + decode_logits, prefill) == r.total - r.weights
+    assert max(decode, prefill) == r.total - r.weights
     assert r.kv_cache == decode_kv  # static: the prompt pass already holds every column
-    assert r.logits == 10 * 151_936 * 6 and r.activations > 0  # the prompt pass is the peak
+    assert r.activations == 2 * 151_936 * 2560 * 2  # the decode step is the peak here
 
 
 def test_a_generation_call_is_a_stage_of_the_whole_group_or_rollout_batch():
