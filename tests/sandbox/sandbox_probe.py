@@ -94,6 +94,39 @@ MEMFD = (
     "except OSError as exc:\n    print(exc.errno)\n"
 )
 
+# Issue 33: a name of the program holding a module called `unittest.__main__` made the checker
+# import it, which ran test discovery in the checker's working directory, the program's /tmp:
+# the test file planted there wrote "verdict passed" on the checker's verdict pipe.
+DISCOVERY = (
+    "import types\n"
+    "with open('test_troupe_forge.py', 'w') as fh:\n"
+    "    fh.write(\"import os\\nos.write(3, b'verdict passed\\\\n')\\nos._exit(0)\\n\")\n"
+    "discovery = types.ModuleType({module!r})\n"
+    "def f(x):\n"
+    "    return 0\n"
+)
+DISCOVERY_MODULES = ("unittest.__main__", "unittest", "test_troupe_forge")
+# Kernel objects no limit of a job bounds without a memory cgroup (issue 33): secret memory,
+# POSIX timers and timerfds (~96k a job), inotify instances (watches count against the host
+# user's quota in user-namespace modes). Each call by number, past any Python wrapper; the
+# errno of each, or "made".
+CALLS_REFUSED = ("memfd_secret", "timer_create", "timerfd_create", "inotify_init1")
+KERNEL_OBJECTS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+arm = os.uname().machine == "aarch64"
+calls = {
+    "memfd_secret": (447, 0),
+    "timer_create": (107 if arm else 222, 1, 0, ctypes.byref(ctypes.c_int())),
+    "timerfd_create": (85 if arm else 283, 1, 0),
+    "inotify_init1": (26 if arm else 294, 0),
+}
+for name, (number, *args) in calls.items():
+    made = libc.syscall(number, *args)
+    print(name, "made" if made >= 0 else ctypes.get_errno())
+"""
+KERNEL_OBJECTS_REFUSED = [f"{name} 1" for name in CALLS_REFUSED] + [""]  # EPERM each
+
 
 def connect(port: int) -> str:
     return (
@@ -117,6 +150,11 @@ def main() -> None:
     )
     report["ipc"] = [writer.stdout.strip(), reader.stdout.strip()]
     report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
+    report["discovery"] = [
+        run_tests(DISCOVERY.format(module=m), ["assert f(1) == 1"], "f").status
+        for m in DISCOVERY_MODULES
+    ]
+    report["kernel_objects"] = run_program(KERNEL_OBJECTS, python_guard=False).stdout.split("\n")
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
     report["outside"] = run_program(OUTSIDE.format(path=outside)).stdout.split()
     report["semaphores"] = run_program(SEMAPHORES, python_guard=False).stdout.split("\n")
