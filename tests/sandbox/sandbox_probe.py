@@ -168,6 +168,13 @@ def main() -> None:
         report["policy"] = "scores"
     except sandbox.SandboxTooWeak as exc:
         report["policy"] = f"refuses: {exc}"
+    try:  # issue 33: a lowered minimum still needs the mount layer, unless weak is allowed
+        sandbox.require_isolation({sandbox.MIN_ISOLATION_ENV: "none"})
+        report["lowered_policy"] = "scores"
+    except sandbox.SandboxTooWeak as exc:
+        report["lowered_policy"] = f"refuses: {exc}"
+    opt_in = {sandbox.MIN_ISOLATION_ENV: "none", sandbox.ALLOW_WEAK_ENV: "1"}
+    report["opted_in_policy"] = sandbox.require_isolation(opt_in) and "scores"
     print(json.dumps(report))
 
 

@@ -126,10 +126,12 @@ def test_as_a_non_root_user(port, outside, user):
         assert report["outside"] == ["FileNotFoundError"] * 3
         assert outside.read_text() == "original"
         assert report["network"] != "connected"
-        assert report["policy"] == "scores"
+        assert report["policy"] == report["lowered_policy"] == "scores"
     else:
         assert layers == {"rlimits", "seccomp"}
         assert report["policy"].startswith("refuses")
+        assert report["lowered_policy"].startswith("refuses")
+    assert report["opted_in_policy"] == "scores"
 
 
 def test_as_root_without_cap_sys_admin(port, outside):
@@ -153,3 +155,10 @@ def test_as_root_without_cap_sys_admin(port, outside):
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]
+    # Issue 33: a program here writes into the host's /tmp and leaves files there, so even a
+    # lowered minimum refuses, saying why, unless the operator opts in.
+    assert (
+        "without mount, it writes into the host's temporary directories"
+        in (report["lowered_policy"])
+    )
+    assert report["opted_in_policy"] == "scores"
