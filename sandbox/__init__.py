@@ -77,9 +77,10 @@ worker logs them when it starts: workers/sandbox_report.py)
   (`memory_mb`), its private /tmp (`disk_mb`, with `mount`), the buffers of at most 64
   descriptors (pipes up to 1 MB each) and the kernel's per-thread structures of at most
   `max_processes` threads — as far as the deny list goes: a kernel object that it misses
-  would not be bounded, nor are page tables (sparse one-page mappings a gigabyte apart
-  held +734 MB under memory_mb=256, issue 33). The memory cgroup bounds everything; the
-  compose workers lack one.
+  would not be bounded. Page tables, which no rlimit counts (sparse one-page mappings a
+  gigabyte apart held +734 MB under memory_mb=256, issue 33), the supervisor reads every
+  20 ms in every mode: over memory_mb / 8 it stops the job ("memory"). The memory cgroup
+  bounds everything; the compose workers lack one.
 - `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
   cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
   `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
@@ -111,8 +112,8 @@ What does NOT hold
 - The test inputs a program is called with are visible to it (the expected values are not).
 - A program's memory may hold what earlier programs of its batch printed (the supervisor
   read it), never their code or any test.
-- Without a memory cgroup, the page tables of a job's sparse mappings (bounded only by the
-  host-wide vm.max_map_count: ~+512 MB a job).
+- Without a memory cgroup, page tables are bounded after the fact: a job may overshoot its
+  memory_mb / 8 by what it maps in 20 ms (a few MB from Python, tens of MB at C speed).
 - A program whose entry point is named like a builtin (`def sum(...)`) fails its tests: the
   tests call the builtin.
 

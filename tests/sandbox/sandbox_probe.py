@@ -125,6 +125,24 @@ for name, (number, *args) in calls.items():
     made = libc.syscall(number, *args)
     print(name, "made" if made >= 0 else ctypes.get_errno())
 """
+# Issue 33: one-page mappings a gigabyte apart, each touched, cost ~8 KB of page tables each
+# (kernel memory no rlimit counts); 30,000 of them fit in memory_mb=256 of address space and
+# would hold ~240 MB. Prints how many it made.
+SPARSE_MAPPINGS = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+made = 0
+for i in range(30_000):
+    at = libc.mmap((1 << 44) + (i << 30), 4096, 3, 0x22 | 0x100000, -1, 0)  # NOREPLACE
+    if at is None or at == ctypes.c_void_p(-1).value:
+        break
+    ctypes.c_char.from_address(at).value = b"x"
+    made += 1
+print(made)
+"""
 KERNEL_OBJECTS_REFUSED = [f"{name} 1" for name in CALLS_REFUSED] + [""]  # EPERM each
 
 
@@ -155,6 +173,8 @@ def main() -> None:
         for m in DISCOVERY_MODULES
     ]
     report["kernel_objects"] = run_program(KERNEL_OBJECTS, python_guard=False).stdout.split("\n")
+    sparse = run_program(SPARSE_MAPPINGS, python_guard=False, memory_mb=256, timeout=20.0)
+    report["page_tables"] = [sparse.status, sparse.stdout.strip()]
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
     report["outside"] = run_program(OUTSIDE.format(path=outside)).stdout.split()
     report["semaphores"] = run_program(SEMAPHORES, python_guard=False).stdout.split("\n")

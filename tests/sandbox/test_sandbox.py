@@ -35,6 +35,7 @@ from tests.sandbox.sandbox_probe import (
     KERNEL_OBJECTS_REFUSED,
     MEMORY_READER,
     SEMAPHORES,
+    SPARSE_MAPPINGS,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -692,6 +693,14 @@ def test_kernel_objects_that_no_job_limit_bounds_are_refused(layers):
     need(layers, "seccomp")
     result = run_program(KERNEL_OBJECTS, python_guard=False)
     assert result.stdout.split("\n") == KERNEL_OBJECTS_REFUSED, result.stderr
+
+
+def test_the_page_tables_of_sparse_mappings_are_bounded():
+    # Issue 33: without a memory cgroup this grew a job to +734 MB of page tables. The
+    # supervisor stops a job at memory_mb / 8 of them (32 MB here), memcg or not.
+    result = run_program(SPARSE_MAPPINGS, python_guard=False, memory_mb=256, timeout=20.0)
+    assert result.status == "memory" and result.stdout == "", result.stdout
+    assert "page tables over 32 MB" in result.stderr  # before the cgroup's 256 MB, if any
 
 
 def test_tmp_files_count_against_the_memory_cgroup(layers):

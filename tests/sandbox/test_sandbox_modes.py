@@ -120,6 +120,7 @@ def test_as_a_non_root_user(port, outside, user):
     assert report["memory_reader"] == ["failed", "failed"]  # no expected value in its memory
     assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
+    assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     if user_namespaces_for(user):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
         # Its private root: the host file is not there to read, change or delete.
@@ -149,6 +150,7 @@ def test_as_root_without_cap_sys_admin(port, outside):
     assert report["memory_reader"] == ["failed", "failed"]
     assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
+    assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
     # anyone read and overwrite it, so only the deletion is refused by the kernel here).
     assert report["outside"][2] == "PermissionError"
