@@ -68,9 +68,9 @@ worker logs them when it starts: workers/sandbox_report.py)
 - `seccomp`: a filter refuses memfd_create and the creation of System V shared memory,
   message queues and semaphore sets and of POSIX message queues (memory that no size limit
   of a mount bounds: 615 semaphore sets once held 1.2 GB of kernel memory under
-  memory_mb=256), secret memory (memfd_secret), POSIX timers and timerfds, inotify
-  instances (issue 33: bounded per uid or per host at best, never per job), kernel keys,
-  io_uring, userfaultfd, perf events and bpf (no use to a program; common exploit paths),
+  memory_mb=256), secret memory (memfd_secret), POSIX timers and timerfds, inotify and
+  fanotify instances (issue 33: bounded per uid or per host at best, never per job), kernel
+  keys, io_uring, userfaultfd, perf events and bpf (no use to a program; common exploit paths),
   fork, vfork and clone without CLONE_THREAD (each process
   would get its own address-space cap; threads share one) and every other ABI (i386/x32
   numbers). So without a memory cgroup a program's RAM is bounded by its address space

@@ -110,7 +110,7 @@ DISCOVERY_MODULES = ("unittest.__main__", "unittest", "test_troupe_forge")
 # POSIX timers and timerfds (~96k a job), inotify instances (watches count against the host
 # user's quota in user-namespace modes). Each call by number, past any Python wrapper; the
 # errno of each, or "made".
-CALLS_REFUSED = ("memfd_secret", "timer_create", "timerfd_create", "inotify_init1")
+CALLS_REFUSED = ("memfd_secret", "timer_create", "timerfd_create", "inotify_init1", "fanotify_init")
 KERNEL_OBJECTS = r"""
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -120,6 +120,7 @@ calls = {
     "timer_create": (107 if arm else 222, 1, 0, ctypes.byref(ctypes.c_int())),
     "timerfd_create": (85 if arm else 283, 1, 0),
     "inotify_init1": (26 if arm else 294, 0),
+    "fanotify_init": (262 if arm else 300, 0x200, 0),  # FAN_REPORT_FID: allowed unprivileged
 }
 for name, (number, *args) in calls.items():
     made = libc.syscall(number, *args)
