@@ -38,6 +38,7 @@ def test_tests_of_another_shape_cannot_be_rechecked():
     assert cases((check,), "f", "assert") is None
     assert cases(("assert f(1) > 0",), "f", "assert") is None
     assert cases(("assert f(x) == 1",), "f", "assert") is None  # not a literal argument
+    assert cases(("assert f(1e999) == 1",), "f", "assert") is None  # repr(inf) is a name
 
 
 def test_a_verdict_is_compared_outside_the_program():
@@ -48,6 +49,8 @@ def test_a_verdict_is_compared_outside_the_program():
     assert not agrees(case, True, "__import__('os')\n")  # printed code is only text
     assert agrees(Case("call", [[1, 2]], "f"), True, "(1, 2)\n")  # the harness's own rules
     assert agrees(Case("stdio", "0.5\n"), True, "0.500000\n\n")
+    assert agrees(Case("equal", {1}, "f"), True, "frozenset({1})\n")  # == as in the checker
+    assert agrees(Case("equal", set(), "f"), True, "set()\n")
 
 
 def test_real_solutions_agree_and_wrong_ones_do_not(task):

@@ -48,10 +48,19 @@ def cases(tests: tuple[str, ...], entry_point: str, io: str) -> list[Case] | Non
         except SyntaxError:
             return None
         read = _harness_cases(tree) if io in ("call", "stdio") else _assert_cases(tree)
-        if read is None:
+        if read is None or not all(_written_back(case.args) for case in read):
             return None
         found.extend(read)
     return found[:MAX_CASES] or None
+
+
+def _written_back(args: tuple) -> bool:
+    """Whether `repr(args)` reads back as the same arguments in the re-run's code (an
+    argument like 1e999, whose repr is `inf`, does not: no case, rather than a false alarm)."""
+    try:
+        return repr(ast.literal_eval(repr(args))) == repr(args)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
 
 
 def _assert_cases(tree: ast.Module) -> list[Case] | None:
@@ -131,12 +140,22 @@ def agrees(case: Case, passed: bool, stdout: str) -> bool:
     lines = stdout.rstrip("\n").rsplit("\n", 1)
     printed = lines[-1][:MAX_PRINTED] if lines else ""
     try:
-        got = ast.literal_eval(printed)
+        got = _literal(printed)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return printed == repr(case.expected)  # nan, inf, set(): compare their text
+        return printed == repr(case.expected)  # nan, inf: compare their text
     if case.rule == "call":
         return same_call_result(got, case.expected)
     return got == case.expected  # the assert's own `==`, on plain data
+
+
+def _literal(text: str):
+    """The plain value a repr shows: a literal, or the two reprs that are calls."""
+    if text == "set()":
+        return set()
+    if text.startswith("frozenset(") and text.endswith(")"):
+        inner = text[len("frozenset(") : -1]
+        return frozenset(ast.literal_eval(inner)) if inner else frozenset()
+    return ast.literal_eval(text)
 
 
 def same_call_result(got, want) -> bool:
