@@ -41,7 +41,7 @@ reads the program's messages as hostile bytes with a parser of plain data of its
 (`sandbox/plain.py`), never imports a module the program names (only the fixed table
 TEST_MODULES: a module called `unittest.__main__` once ran test discovery in the program's
 /tmp, inside the checker), and runs in `/` with a sys.path the program cannot write. Its
-tracebacks show only the code's and the tests' frames, never the repository's host path.
+tracebacks leave out the sandbox's own frames: they never show the repository's host path.
 The program cannot reach the checker: the verdict pipe is never open in it, the checker is
 non-dumpable (no ptrace, /proc/<pid>/mem or fd access for a same-uid process without
 capabilities), and the tests never were in the memory the program inherits (see above: a

@@ -214,12 +214,14 @@ def execute(code: str, channel, checker: bool, report: dict | None) -> int:
 
 
 def print_own_frames(exc: BaseException) -> None:
-    """The traceback with only the frames of the code and the tests (`<program>`,
-    `<tests>`): the sandbox's own frames would show where the repository lies on the host."""
+    """The traceback without the sandbox's own frames, whose file names would show where the
+    repository lies on the host: the code's, the tests' and the standard library's stay."""
     import traceback
 
+    ours = os.path.dirname(_checker.__file__) + os.sep
+
     def own(summary: traceback.TracebackException) -> traceback.TracebackException:
-        frames = [frame for frame in summary.stack if frame.filename.startswith("<")]
+        frames = [frame for frame in summary.stack if not frame.filename.startswith(ours)]
         summary.stack = traceback.StackSummary.from_list(frames)
         for chained in (summary.__cause__, summary.__context__):
             if chained is not None:
