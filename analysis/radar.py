@@ -51,6 +51,11 @@ Events (`kind`, per `role` where it has one):
 - `zero_std_groups` (role None, key `train/frac_zero_std`): `zero_std_consecutive` (5)
   consecutive logged values above `zero_std_threshold` (0.5) — most GRPO groups give no
   learning signal; the event is at the first of them.
+- `reward_hacking_suspected` (role None, key `sandbox/verdict_disagreements`): the first step
+  at which an independent re-check (trainer/rollout.py's second opinion on code rewards)
+  failed an answer the verifier had passed — "reward hacking suspected": the policy may have
+  found a hole in the verifier, and every accuracy after it may be fiction. `limit` is 0
+  (`reward_hacking_events`).
 - `non_finite_loss` / `non_finite_reward` (role None, keys `train/loss`, `train/reward`):
   the first step at which the training loss (or reward) was logged without a finite value —
   NaN, ±inf, or a gap, which is how the store keeps a NaN — a diverged update or a broken
@@ -87,6 +92,7 @@ from trainer.names import (
     ACCURACY_SE_KEY,
     EVALUATOR_ACCEPT_WRONG_KEY,
     REWARD_KEY,
+    VERDICT_DISAGREEMENTS_KEY,
     VOTER_AGREEMENT_KEY,
     ZERO_STD_KEY,
     radar_reads,
@@ -180,6 +186,7 @@ def radar(
     if sharing in (None, "shared") and len(share_roles) >= 2:
         events += _capture(clean, share_roles, running, own, cap_kw)
     events += behavioural_events(clean, own)
+    events += reward_hacking_events(clean)
     if ZERO_STD_KEY in clean:
         s, v = clean[ZERO_STD_KEY]
         first = _first_run(v > own["zero_std_threshold"] + EPS, own["zero_std_consecutive"])
@@ -301,6 +308,21 @@ def behavioural_events(clean: Mapping[str, tuple[np.ndarray, np.ndarray]], own: 
                     )
                 )
     return events
+
+
+def reward_hacking_events(clean: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> list:
+    """`reward_hacking_suspected` at the first step whose passing answers an independent
+    re-check failed (`sandbox/verdict_disagreements` above 0): one disagreement is already a
+    verifier hole or a verifier bug. Causal: it depends on that step's point alone."""
+    if VERDICT_DISAGREEMENTS_KEY not in clean:
+        return []
+    s, v = clean[VERDICT_DISAGREEMENTS_KEY]
+    hits = np.flatnonzero(v > EPS)
+    if not len(hits):
+        return []
+    first = int(hits[0])
+    key = VERDICT_DISAGREEMENTS_KEY
+    return [_event("reward_hacking_suspected", None, key, s[first], s[first], False, v[first], 0)]
 
 
 def _first_run(mask: np.ndarray, length: int, start: int = 0) -> int | None:

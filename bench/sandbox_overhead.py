@@ -7,6 +7,9 @@ which a program could forge). Both run under the same sandbox layers in one invo
     .venv/bin/python bench/sandbox_overhead.py --smoke    # a tiny run, for CI
     .venv/bin/python bench/sandbox_overhead.py --bwrap    # also: bubblewrap per program
 
+It also times the second opinion on rewards (issue 33, trainer/tasks/second_opinion.py): what
+re-checking a rollout's sample of passing answers without the checker adds to a step.
+
 `--bwrap` (where `bwrap` is installed) times the design docs/sandbox.md weighs: one bubblewrap
 sandbox and a fresh interpreter per program (user, pid, net, ipc and mount namespaces, a
 read-only /usr, a tmpfs /tmp, our seccomp filter), against the fork from a warm supervisor,
@@ -49,6 +52,22 @@ def timed(jobs: list[sandbox.Job], workers: int) -> float:
     if bad:
         raise SystemExit(f"{len(bad)} reference programs did not pass: {bad[0].stderr[-300:]}")
     return seconds
+
+
+def second_opinion_ms(repeats: int, sample: int = 4) -> float:
+    """Median ms to re-check `sample` passing answers (the rollout's SECOND_OPINION_SAMPLE),
+    one fresh sandboxed process per test case (5 each here)."""
+    task = synthetic_code(seed=0, train_size=sample)
+    problems = task.problems("train")[:sample]
+    answers = [f"```python\n{p.answer}\n```" for p in problems]
+    values = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        verdicts = task.second_opinion(problems, answers)
+        values.append(time.perf_counter() - started)
+        if verdicts != [True] * sample:
+            raise SystemExit(f"the second opinion failed reference programs: {verdicts}")
+    return statistics.median(values) * 1000
 
 
 def bwrap_command(code: str, seccomp_fd: int) -> list[str]:
@@ -179,6 +198,8 @@ def main() -> None:
     print("|---|---|")
     for name, ms in layer_costs(10 if args.smoke else 200).items():
         print(f"| {name} | {ms:.3f} |")
+    ms = second_opinion_ms(args.repeats)
+    print(f"second opinion on 4 passing answers (20 test cases): {ms:.1f} ms a step")
     if args.bwrap:
         compare_bwrap(inline, checked, args.repeats)
 

@@ -33,14 +33,21 @@ str, bytes, and lists, tuples, dicts, sets, frozensets of them; exact types, nes
 100 deep). So these do not pass: an early `exit(0)`/`os._exit(0)`, writing "completed" (or
 anything) to fd 3, returning an object whose `__eq__` always agrees or that is always true,
 patching `assert`/AssertionError/builtins in the program, defining its own `abs`, `len` or
-`math` for the tests to compare with (names that shadow a builtin are not handed to the
-tests; standard-library module names are the checker's own imports), or raising
-StopIteration into a test's loop (it reaches the tests as RuntimeError). The program cannot
-reach the checker: the verdict pipe is never open in it, the checker is non-dumpable (no
-ptrace, /proc/<pid>/mem or fd access for a same-uid process without capabilities), and the
-tests never were in the memory the program inherits (see above: a program that scans its own
-memory with process_vm_readv finds neither its batch's tests nor a failed test's traceback;
-tested). What still holds for the program:
+`math` for the tests to compare with (names that shadow a builtin, and dunder names such as
+`__builtins__`, are not handed to the tests; the names of `checker.TEST_MODULES` are the
+checker's own imports), or raising StopIteration into a test's loop (it reaches the tests
+as RuntimeError). The checker takes nothing executable from the program (issue 33): it
+reads the program's messages as hostile bytes with a parser of plain data of its own
+(`sandbox/plain.py`), never imports a module the program names (only the fixed table
+TEST_MODULES: a module called `unittest.__main__` once ran test discovery in the program's
+/tmp, inside the checker), and runs in `/` with a sys.path the program cannot write. Its
+tracebacks leave out the sandbox's own frames: they never show the repository's host path.
+The program cannot reach the checker: the verdict pipe is never open in it, the checker is
+non-dumpable (no ptrace, /proc/<pid>/mem or fd access for a same-uid process without
+capabilities), and the tests never were in the memory the program inherits (see above: a
+program that scans its own memory with process_vm_readv finds neither its batch's tests nor
+a failed test's traceback; tested).
+What still holds for the program:
 it sees the arguments the tests call it with, one call at a time; it may kill the checker (the job
 then fails); a test that only checks truthiness (`assert f(x)`) passes on any non-empty
 plain value, as in plain Python. Objects other than plain data and instances of the
@@ -61,14 +68,19 @@ worker logs them when it starts: workers/sandbox_report.py)
 - `seccomp`: a filter refuses memfd_create and the creation of System V shared memory,
   message queues and semaphore sets and of POSIX message queues (memory that no size limit
   of a mount bounds: 615 semaphore sets once held 1.2 GB of kernel memory under
-  memory_mb=256), kernel keys, io_uring, userfaultfd, perf events and bpf (no use to a
-  program; common exploit paths), fork, vfork and clone without CLONE_THREAD (each process
+  memory_mb=256), secret memory (memfd_secret), POSIX timers and timerfds, inotify and
+  fanotify instances (issue 33: bounded per uid or per host at best, never per job), kernel
+  keys, io_uring, userfaultfd, perf events and bpf (no use to a program; common exploit paths),
+  fork, vfork and clone without CLONE_THREAD (each process
   would get its own address-space cap; threads share one) and every other ABI (i386/x32
   numbers). So without a memory cgroup a program's RAM is bounded by its address space
   (`memory_mb`), its private /tmp (`disk_mb`, with `mount`), the buffers of at most 64
   descriptors (pipes up to 1 MB each) and the kernel's per-thread structures of at most
   `max_processes` threads — as far as the deny list goes: a kernel object that it misses
-  would not be bounded. The memory cgroup bounds everything; the compose workers lack one.
+  would not be bounded. Page tables, which no rlimit counts (sparse one-page mappings a
+  gigabyte apart held +734 MB under memory_mb=256, issue 33), the supervisor reads every
+  20 ms in every mode: over memory_mb / 8 it stops the job ("memory"). The memory cgroup
+  bounds everything; the compose workers lack one.
 - `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our
   cgroup; needs root and a writable cgroup tree) caps everything the job's processes hold at
   `memory_mb`, its tmpfs files included, without swap. Over it, the kernel kills a process
@@ -100,8 +112,8 @@ What does NOT hold
 - The test inputs a program is called with are visible to it (the expected values are not).
 - A program's memory may hold what earlier programs of its batch printed (the supervisor
   read it), never their code or any test.
-- The checker decodes the program's answers with marshal before checking their types; a
-  crafted answer that crashes the (sandboxed) checker only fails the job.
+- Without a memory cgroup, page tables are bounded after the fact: a job may overshoot its
+  memory_mb / 8 by what it maps in 20 ms (a few MB from Python, tens of MB at C speed).
 - A program whose entry point is named like a builtin (`def sum(...)`) fails its tests: the
   tests call the builtin.
 
@@ -114,7 +126,9 @@ Modes (check `isolation`; tests/sandbox/test_sandbox_modes.py runs the sandbox i
   host temporary directory (deleted after); world-writable host places (/tmp, /dev/shm) are
   writable and world-readable files visible; after each job the supervisor kills what is
   left of the sandbox uid and removes its System V objects and /dev/shm files. Below the
-  default minimum: code tasks refuse to score.
+  default minimum: code tasks refuse to score, and keep refusing with a lowered minimum
+  (no private root: a program writes into the host's /tmp), unless
+  TROUPE_SANDBOX_ALLOW_WEAK=1 opts in.
 - non-root with unprivileged user namespaces (any uid; tested as 65534 and 1000): rlimits,
   pid, net, ipc, mount, seccomp, userns; no uid (the program keeps the host user's uid,
   without any capability) and no memcg.
@@ -126,8 +140,9 @@ Minimum isolation for scoring
 -----------------------------
 `CodeTask` calls `require_isolation()` before it runs programs: unless every layer named in
 TROUPE_SANDBOX_MIN_ISOLATION (comma-separated; default `DEFAULT_MIN_ISOLATION`: rlimits,
-pid, net, ipc, mount, seccomp; "none" for nothing) is in force, it raises `SandboxTooWeak`
-naming the missing layers — unless TROUPE_SANDBOX_ALLOW_WEAK=1.
+pid, net, ipc, mount, seccomp; "none" for nothing) and `mount` in any case is in force, it
+raises `SandboxTooWeak` naming the missing layers and what a program can do without each —
+unless TROUPE_SANDBOX_ALLOW_WEAK=1.
 
 API
 ---

@@ -8,10 +8,14 @@ test code through `check`: every top-level name of the program appears there as 
 of them). So the verdict is the checker's: the program cannot exit early "successfully", hand
 back an object whose __eq__ always agrees, patch `assert` or AssertionError, or write the
 verdict itself (the checker reports on a pipe the program never holds). Names of the
-program that shadow a builtin (`abs`, `len`…) are not handed to the tests, and a name of a
-standard-library module (`math`) is always the checker's own import, so the tests' own
-comparisons cannot be replaced. Answers are decoded with marshal and then type-checked; a
-crafted message that crashes the checker only fails the job.
+program that shadow a builtin (`abs`, `len`…) or are dunder names (`__builtins__`) are not
+handed to the tests, and a name in the fixed list TEST_MODULES (`math`) is always the
+checker's own import, so the tests' own comparisons cannot be replaced.
+
+The checker takes nothing executable from the program (issue 33): what the program sends is
+hostile bytes, read by `sandbox.plain.decode` as plain data only; no name it sends is ever
+imported or looked up, except in the fixed tables TEST_MODULES and RAISABLE; and the checker
+runs in a directory and with a sys.path that the program cannot write (`sandbox.program`).
 
 Both ends are started by `sandbox.program` (imported before any fork) and use only built-in
 modules: the processes are chrooted and cannot import anything new from the repository.
@@ -19,15 +23,37 @@ modules: the processes are chrooted and cannot import anything new from the repo
 
 from __future__ import annotations
 
+import builtins
 import marshal
 import os
 import sys
+
+from sandbox.plain import decode as decode_plain
+from sandbox.plain import encode
 
 CALL_IN_FD, CALL_OUT_FD = 4, 5  # as in sandbox.protocol: inbound and outbound message pipes
 MAX_FRAME = 64 << 20  # the largest message either end accepts
 MAX_DEPTH = 100  # nesting of plain data
 PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
 PLAIN_CONTAINERS = (list, tuple, set, frozenset)
+# The only modules a name of the program may stand for in the tests, always as the checker's
+# own import: a program's `import math` (or a class of its own named `math`) gives the tests
+# the real `math`. A fixed list of modules that run nothing when imported; the program can
+# never make the checker import anything else (issue 33: a module named `unittest.__main__`
+# ran test discovery in the program's directory, inside the checker).
+TEST_MODULES = frozenset(
+    """array bisect cmath collections copy datetime decimal fractions functools heapq
+    itertools json math numbers operator random re statistics string sys typing""".split()
+)
+# Exceptions the program's calls may raise in the tests, by name (a test may expect a
+# ValueError). StopIteration would end a test's map()/iterator loop early, as if all held.
+RAISABLE = {
+    name: kind
+    for name, kind in vars(builtins).items()
+    if isinstance(kind, type)
+    and issubclass(kind, Exception)
+    and not issubclass(kind, (StopIteration, StopAsyncIteration))
+}
 
 
 def is_plain(value, depth: int = 0) -> bool:
@@ -45,15 +71,17 @@ def is_plain(value, depth: int = 0) -> bool:
 
 
 def send(fd: int, message) -> None:
-    blob = marshal.dumps(message)
+    blob = encode(message)
     data = len(blob).to_bytes(4, "little") + blob
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def receive(fd: int):
-    """One message, or None at end of file (the other end is gone)."""
+def receive(fd: int, decode=marshal.loads):
+    """One message, or None at end of file (the other end is gone). The program reads the
+    checker's (trusted) messages with marshal; the checker reads the program's with
+    `sandbox.plain.decode`, which accepts plain data only."""
     head = _read_exactly(fd, 4)
     if head is None:
         return None
@@ -63,7 +91,7 @@ def receive(fd: int):
     body = _read_exactly(fd, size)
     if body is None:
         return None
-    return marshal.loads(body)
+    return decode(body)
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
@@ -203,7 +231,7 @@ def _to_wire(value):
 
 def _call(request: dict) -> dict:
     send(CALL_OUT_FD, request)
-    reply = receive(CALL_IN_FD)
+    reply = receive(CALL_IN_FD, decode_plain)
     if reply is None:
         raise RuntimeError("the program ended while the tests were calling it")
     if type(reply) is not dict:
@@ -216,16 +244,8 @@ def _from_reply(reply: dict, label: str):
         name, message = reply.get("error"), reply.get("message")
         if type(name) is not str or type(message) is not str:
             raise TypeError(f"{label}: malformed error from the program")
-        import builtins
-
-        kind = getattr(builtins, name, None)
-        # StopIteration would end a test's map()/iterator loop early, as if all cases held.
-        if (
-            isinstance(kind, type)
-            and issubclass(kind, Exception)
-            and not issubclass(kind, (StopIteration, StopAsyncIteration))
-        ):
-            raise kind(message)  # so tests that expect, say, a ValueError still work
+        if name in RAISABLE:
+            raise RAISABLE[name](message)  # so tests that expect, say, a ValueError still work
         raise RuntimeError(f"{name}: {message}")
     if "handle" in reply:
         if type(reply["handle"]) is not int:
@@ -252,30 +272,37 @@ def _copy_back(args: tuple, changed) -> None:
 
 def check(tests: str) -> None:
     """Run `tests` against the program's names; returns only if every test held."""
-    import builtins
-
-    first = receive(CALL_IN_FD)
+    first = receive(CALL_IN_FD, decode_plain)
     if type(first) is not dict or type(first.get("names")) is not dict:
         raise RuntimeError("the program ended (or failed) before the tests could call it")
-    import sys
-
-    stdlib = sys.stdlib_module_names
     scope = {"__name__": "__main__", "__builtins__": builtins}
     for name, entry in first["names"].items():
         if type(name) is not str or type(entry) is not tuple or len(entry) != 2:
             raise TypeError("malformed description of the program's names")
-        kind, value = entry
-        if hasattr(builtins, name):
-            continue  # `abs`, `len`, `isinstance`…: the tests' comparisons stay the real ones
-        if name in stdlib:
-            kind, value = "module", name  # `math.isclose` is the checker's own, always
-        if kind == "value" and is_plain(value):
+        value = stand_in(name, *entry)
+        if value is not _NOTHING:
             scope[name] = value
-        elif kind == "handle" and type(value) is int:
-            scope[name] = Remote(value, name)
-        elif kind == "module" and type(value) is str and value.split(".")[0] in stdlib:
-            try:
-                scope[name] = __import__(value, fromlist=["_"])  # the checker's own copy
-            except Exception:
-                pass  # not importable here: tests that use it fail with a NameError
     exec(compile(tests, "<tests>", "exec"), scope)
+
+
+_NOTHING = object()
+
+
+def stand_in(name: str, kind, value):
+    """What the tests see for the program's top-level `name`: its plain value, a Remote for
+    its functions and objects, a module from TEST_MODULES, or _NOTHING (the name is left
+    out). Only data is read from the program's description: no name it sends is looked up
+    anywhere but in the fixed table TEST_MODULES."""
+    if not name.isidentifier() or name.startswith("__"):
+        return _NOTHING  # `__builtins__`, `__name__`…: the tests' own, never the program's
+    if hasattr(builtins, name):
+        return _NOTHING  # `abs`, `len`, `isinstance`…: the tests' comparisons stay the real ones
+    if name in TEST_MODULES:
+        return __import__(name)  # `math.isclose` is the checker's own, always
+    if kind == "value" and is_plain(value):
+        return value
+    if kind == "handle" and type(value) is int:
+        return Remote(value, name)
+    if kind == "module" and type(value) is str and value in TEST_MODULES:
+        return __import__(value)  # `import collections as c`
+    return _NOTHING  # any other module of the program's: tests that use it fail (NameError)

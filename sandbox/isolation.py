@@ -14,6 +14,24 @@ LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "u
 # namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
 # cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
 DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
+# Needed whatever TROUPE_SANDBOX_MIN_ISOLATION says, unless TROUPE_SANDBOX_ALLOW_WEAK=1 opts in
+# (issue 33): without a private root a program writes into the host's temporary directories
+# (2 GB in one test) and leaves files there, which no lowered minimum should allow silently.
+ALWAYS_REQUIRED = ("mount",)
+# What a program can do where a layer is missing: the refusal says it, so that whoever opts
+# in knows what they accept.
+MISSING_MEANS = {
+    "uid": "the program shares a uid with other processes and can signal or trace them",
+    "rlimits": "nothing caps its CPU time, memory, file sizes or descriptors",
+    "pid": "it sees the host's processes, and what it leaves running outlives it",
+    "net": "it can open network connections (only the Python guard refuses them)",
+    "ipc": "its System V objects and POSIX queues are the host's",
+    "mount": "it writes into the host's temporary directories (/tmp, /dev/shm: each file up "
+    "to disk_mb, in all unbounded), leaves files there, and reads world-readable host files",
+    "memcg": "kernel memory it holds is not counted against memory_mb",
+    "seccomp": "it can create kernel objects no limit bounds (memfd, shared memory, timers)",
+    "userns": "the namespaces above cannot be made without root",
+}
 MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
 ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
 
@@ -65,7 +83,8 @@ def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
     """Raise SandboxTooWeak unless the sandbox holds the configured minimum (or
     TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
     layers = available_layers()
-    missing = [n for n in required_layers(environ) if n not in layers]
+    needed = dict.fromkeys((*required_layers(environ), *ALWAYS_REQUIRED))
+    missing = [n for n in needed if n not in layers]
     if missing and weak_allowed(environ):
         if tuple(missing) not in _warned:
             _warned.add(tuple(missing))
@@ -75,10 +94,12 @@ def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
                 ALLOW_WEAK_ENV,
             )
     elif missing:
+        means = "; ".join(f"without {n}, {MISSING_MEANS[n]}" for n in missing)
         raise SandboxTooWeak(
             f"the code sandbox here lacks the isolation layer(s) {', '.join(missing)} that "
-            f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}). Run the "
-            "worker as root with CAP_SYS_ADMIN (see docker-compose.yml) or with user "
-            f"namespaces, lower {MIN_ISOLATION_ENV}, or set {ALLOW_WEAK_ENV}=1 to score anyway."
+            f"{MIN_ISOLATION_ENV} requires (in force: {', '.join(layers) or 'none'}): {means}. "
+            "Run the worker as root with CAP_SYS_ADMIN (see docker-compose.yml) or with user "
+            f"namespaces, lower {MIN_ISOLATION_ENV} (the mount layer is needed whatever it "
+            f"says), or set {ALLOW_WEAK_ENV}=1 to accept this and score anyway."
         )
     return layers

@@ -55,7 +55,7 @@ def run_program(
     Never returns. The steps run in this order: each needs the privileges the next drops."""
     try:
         wire_descriptors(fences, out_w, err_w, st_w, channel, checker)
-        enter_workdir(fences, workdir)
+        enter_workdir(fences, workdir, checker)
         set_limits(fences, job)
         path = [p for p in sys.path if p.startswith(sys.base_prefix)]
         if fences.root and not fences.mountns:
@@ -87,15 +87,16 @@ def wire_descriptors(fences: Fences, out_w, err_w, st_w, channel, checker: bool)
     os.closerange(len(high), 1 << 20)
 
 
-def enter_workdir(fences: Fences, workdir) -> None:
-    """The private root's /tmp (chrooted), else the host temporary directory `workdir`."""
+def enter_workdir(fences: Fences, workdir, checker: bool) -> None:
+    """The private root's /tmp (chrooted), else the host temporary directory `workdir`. The
+    checker's is the root instead, which the program cannot write (the private root is
+    read-only; the host's belongs to root): nothing the program leaves in its directory is
+    ever found relative to the checker's."""
     if not fences.root:
         os.setpgid(0, 0)  # its own group, so that `sweep` can kill it without killing us
     if fences.mountns:
         os.chroot(ROOT)
-        os.chdir("/tmp")
-    else:
-        os.chdir(workdir)
+    os.chdir("/" if checker else "/tmp" if fences.mountns else workdir)
 
 
 def set_limits(fences: Fences, job: dict) -> None:
@@ -140,8 +141,13 @@ def reset_interpreter(path: list[str], workdir, checker: bool) -> None:
     """The environment, sys.path, argv and standard streams the code starts with."""
     os.environ.clear()
     os.environ.update(ENV)
-    if workdir:
+    if workdir and not checker:
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if checker:
+        # Only directories the program cannot write either (it has the checker's uid): an
+        # interpreter under the host user's home, in modes without a uid of our own, leaves
+        # the checker the modules it has already imported and nothing else.
+        path = [entry for entry in path if not os.access(entry, os.W_OK)]
     sys.path[:] = path
     sys.argv[:] = ["program"]
     sys.stdin = open(0, encoding="utf-8", closefd=False)
@@ -191,10 +197,7 @@ def execute(code: str, channel, checker: bool, report: dict | None) -> int:
         exit_code = 1
     except BaseException as exc:
         try:
-            import traceback
-
-            # Start at the code's own frames: ours are invisible inside the chroot anyway.
-            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+            print_own_frames(exc)
         except MemoryError:
             os.write(2, b"MemoryError\n")
         except BaseException:
@@ -208,6 +211,25 @@ def execute(code: str, channel, checker: bool, report: dict | None) -> int:
     except BaseException:
         pass
     return exit_code
+
+
+def print_own_frames(exc: BaseException) -> None:
+    """The traceback without the sandbox's own frames, whose file names would show where the
+    repository lies on the host: the code's, the tests' and the standard library's stay."""
+    import traceback
+
+    ours = os.path.dirname(_checker.__file__) + os.sep
+
+    def own(summary: traceback.TracebackException) -> traceback.TracebackException:
+        frames = [frame for frame in summary.stack if not frame.filename.startswith(ours)]
+        summary.stack = traceback.StackSummary.from_list(frames)
+        for chained in (summary.__cause__, summary.__context__):
+            if chained is not None:
+                own(chained)
+        return summary
+
+    summary = own(traceback.TracebackException(type(exc), exc, exc.__traceback__))
+    sys.stderr.write("".join(summary.format()))
 
 
 def reachable_path(path: list[str]) -> list[str]:

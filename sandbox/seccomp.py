@@ -21,6 +21,12 @@ SECCOMP_ARCHES = {
             "userfaultfd": 323,
             "perf_event_open": 298,
             "bpf": 321,
+            "memfd_secret": 447,
+            "timer_create": 222,
+            "timerfd_create": 283,
+            "inotify_init": 253,
+            "inotify_init1": 294,
+            "fanotify_init": 300,
             "fork": 57,
             "vfork": 58,
             "clone": 56,
@@ -42,6 +48,11 @@ SECCOMP_ARCHES = {
             "userfaultfd": 282,
             "perf_event_open": 241,
             "bpf": 280,
+            "memfd_secret": 447,
+            "timer_create": 107,
+            "timerfd_create": 85,
+            "inotify_init1": 26,
+            "fanotify_init": 262,
             "clone": 220,
             "clone3": 435,
         },
@@ -52,10 +63,15 @@ SECCOMP_ARCHES = {
 # 1.2 GB of kernel memory under memory_mb=256, issue 29), POSIX message queues and keys
 # (quotas per uid, shared with the host's user where there is no `uid` layer); and kernel
 # interfaces no scored program needs that are common exploit paths (io_uring, userfaultfd,
-# perf events, bpf). Then fork and vfork (see `seccomp_filter`).
+# perf events, bpf). Issue 33 added kernel objects that are bounded per uid or per host at
+# best, never per job: secret memory (memfd_secret; the mlock limit only), POSIX timers and
+# timerfds (~96k a job), inotify and fanotify instances (their watches and marks count
+# against the host user's quota where there is no `uid` layer). No scored program needs
+# them. Then fork and vfork (see `seccomp_filter`).
 DENIED_SYSCALLS = (
-    "memfd_create shmget msgget semget mq_open add_key request_key keyctl io_uring_setup "
-    "userfaultfd perf_event_open bpf fork vfork"
+    "memfd_create memfd_secret shmget msgget semget mq_open add_key request_key keyctl "
+    "io_uring_setup userfaultfd perf_event_open bpf timer_create timerfd_create inotify_init "
+    "inotify_init1 fanotify_init fork vfork"
 ).split()
 CLONE_THREAD = 0x00010000
 RET_ALLOW, RET_EPERM, RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38

@@ -51,6 +51,14 @@ PRELOAD = (
     "fractions random"
 ).split()
 PRELOAD_MIN_JOBS = 4
+# Page tables are kernel memory that no rlimit counts: one-page mappings a gigabyte apart cost
+# ~8 KB each, and 65,530 of them (vm.max_map_count) fit in 256 MB of address space (+734 MB,
+# issue 33). Without a memory cgroup nothing else bounds them, so the supervisor reads them
+# every PAGE_TABLE_TICK seconds and stops a job whose processes hold more than memory_mb /
+# PAGE_TABLE_SHARE (a dense 512 MB heap needs ~1 MB). The overshoot is what a program maps
+# in one tick: a few MB from Python, tens of MB at C speed.
+PAGE_TABLE_SHARE = 8
+PAGE_TABLE_TICK = 0.02
 
 
 def main() -> None:
@@ -145,9 +153,9 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
         os.close(fd)
 
     data = {fd: bytearray() for fd in (out_r, err_r, st_r, nt_r, rp_r)}
-    init, timed_out, overflow = watch(fences, job, init, pidns, data, started)
+    init, timed_out, overflow, page_tables = watch(fences, job, init, pidns, data, started)
     seconds = time.monotonic() - started
-    end(fences, init, pidns, data, stop=timed_out or overflow)
+    end(fences, init, pidns, data, stop=timed_out or overflow or bool(page_tables))
     ooms = cgroup_ooms(cgroup)
     remove_cgroup(cgroup)  # empty now: its processes are gone, and its tmpfs with them
     for fd in data:
@@ -164,6 +172,7 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
             timed_out,
             overflow,
             ooms,
+            page_tables,
         ),
     )
 
@@ -171,8 +180,9 @@ def run_in(fences: Fences, job: dict, workdir: str | None, index: int = 0) -> di
 def watch(fences: Fences, job: dict, init: int, pidns: bool, data: dict, started: float):
     """The supervision loop: collect the job's pipes (`data`: stdout, stderr, verdict, notes,
     init's report, in that order) until init has exited and the output is closed, the
-    deadline passes, or the output goes over its cap. Returns (init's pid, or -1 once
-    reaped here; timed out; overflow)."""
+    deadline passes, the output goes over its cap, or the job's page tables go over theirs.
+    Returns (init's pid, or -1 once reaped here; timed out; overflow; the page tables' kB
+    when over their cap, else 0)."""
     cap = job["max_output"]
     out_r, err_r, _, _, rp_r = data
     poller = select.poll()
@@ -187,14 +197,23 @@ def watch(fences: Fences, job: dict, init: int, pidns: bool, data: dict, started
     deadline = started + job["timeout"]
     timed_out = overflow = init_done = False
     grace_until = None
+    page_table_cap = (int(job["memory_mb"]) << 10) // PAGE_TABLE_SHARE  # kB
+    page_tables, next_look = 0, started + PAGE_TABLE_TICK
     while True:
         now = time.monotonic()
         if now >= deadline:
             timed_out = True
             break
+        if now >= next_look and init > 0 and not init_done:
+            next_look = now + PAGE_TABLE_TICK
+            held = page_tables_kb()
+            if held > page_table_cap:
+                page_tables = held
+                break
         if init_done and (not open_fds & {out_r, err_r} or (grace_until and now >= grace_until)):
             break  # without a pid namespace leftovers may hold the pipes: stop after a grace
-        wait = deadline - now
+        looking = init > 0 and not init_done
+        wait = max(0.0, (min(deadline, next_look) if looking else deadline) - now)
         if pidfd is None or grace_until:
             wait = min(wait, 0.01)
         for fd, _ in poller.poll(wait * 1000):
@@ -224,7 +243,34 @@ def watch(fences: Fences, job: dict, init: int, pidns: bool, data: dict, started
             grace_until = time.monotonic() + 0.2
     if pidfd is not None:
         os.close(pidfd)
-    return init, timed_out, overflow
+    return init, timed_out, overflow, page_tables
+
+
+def page_tables_kb() -> int:
+    """Kilobytes of page tables held by our children's children: the job's program and
+    checker (with seccomp they cannot start more; threads share their page tables). Read
+    through /proc, the host's mount even where we live in a pid namespace of our own, so
+    every pid is taken from /proc itself, never from fork()."""
+    total = 0
+    for init in _children(os.readlink("/proc/self")):
+        for pid in _children(init):
+            try:
+                with open(f"/proc/{pid}/status", "rb") as fh:
+                    for line in fh:
+                        if line.startswith(b"VmPTE:"):
+                            total += int(line.split()[1])
+                            break
+            except (OSError, ValueError):
+                continue  # already gone
+    return total
+
+
+def _children(pid: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return fh.read().split()
+    except OSError:
+        return []
 
 
 def end(fences: Fences, init: int, pidns: bool, data: dict, stop: bool) -> None:
@@ -253,10 +299,13 @@ class Observed:
     """What the supervisor saw of one job: init's report, the checker's verdict, the
     program's own (untrusted) notes, the output, and how it ended."""
 
-    def __init__(self, report, verdict, notes, stdout, stderr, seconds, timed_out, overflow, ooms):
+    def __init__(
+        self, report, verdict, notes, stdout, stderr, seconds, timed_out, overflow, ooms, pte=0
+    ):
         self.report, self.verdict, self.notes = report, verdict, notes
         self.stdout, self.stderr, self.seconds = stdout, stderr, seconds
         self.timed_out, self.overflow, self.ooms = timed_out, overflow, ooms
+        self.page_tables = pte  # kB, when over the job's cap
 
 
 def classify(job: dict, seen: Observed) -> dict:
@@ -273,6 +322,10 @@ def classify(job: dict, seen: Observed) -> dict:
     if seen.overflow:
         note = f"\n[sandbox: output over {job['max_output']} bytes; run stopped]".encode()
         return result("crash", None, stdout, stderr + note, seconds, truncated=True)
+    if seen.page_tables:
+        cap = int(job["memory_mb"]) // PAGE_TABLE_SHARE
+        note = f"\n[sandbox: page tables over {cap} MB ({seen.page_tables} kB); run stopped]"
+        return result("memory", None, stdout, stderr + note.encode(), seconds)
     if not ends:
         return result("crash", None, stdout, stderr + b"[sandbox: no exit report]", seconds)
     kind, value = ends[-1][0], int(ends[-1][1])

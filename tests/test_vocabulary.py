@@ -16,7 +16,8 @@ SUFFIXES = {".py", ".html", ".js"}
 
 # A key as a string literal (or in a template's URL), not a mention in prose or a docstring.
 KEY_LITERALS = re.compile(
-    r"""["'](eval/accuracy|ckpt/best_step|ckpt/best_accuracy|train/frac_zero_std)"""
+    r"""["'](eval/accuracy|ckpt/best_step|ckpt/best_accuracy|train/frac_zero_std"""
+    r"""|sandbox/verdict_disagreements)"""
     r"""|href="[^"]*eval/accuracy"""
 )
 KEY_FSTRINGS = re.compile(r"""\bf["'](role|agent|policy|grad_cos)/""")

@@ -38,6 +38,8 @@ class Episode:
     answer: str | None = None  # the workflow's final answer (text or code)
     reward: float = 0.0  # final-answer correctness, 0 or 1
     malformed: dict[str, int] = field(default_factory=dict)  # e.g. {"no_verdict": 1}
+    # A sampled passing answer that an independent re-check failed (trainer/rollout.py)
+    verdict_disagreement: bool = False
 
     def turns_of(self, role: str) -> list[Turn]:
         return [t for t in self.turns if t.role == role]

@@ -81,6 +81,7 @@ def episode_record(ep: Episode, *, index: int, kind: str, step: int, decode: Dec
         "correct": ep.reward > 0.5,
         "malformed": dict(ep.malformed),
         "turns": turns,
+        **({"verdict_disagreement": True} if ep.verdict_disagreement else {}),
     }
 
 
@@ -88,6 +89,13 @@ def train_sample(config: Config, episodes: Sequence[Episode]) -> Sequence[Episod
     """The step's episodes to keep: the whole groups of its first `episodes_per_step`
     problems (the rollout returns each problem's `group_size` samples together)."""
     return episodes[: config.episodes_per_step * config.group_size]
+
+
+def flagged_beyond(recorded: Sequence[Episode], episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes outside the recorded sample whose passing answer an independent re-check
+    failed (trainer/rollout.py): recorded too, so the episode view shows every one."""
+    kept = {id(ep) for ep in recorded}
+    return [ep for ep in episodes if ep.verdict_disagreement and id(ep) not in kept]
 
 
 def probe_sample(config: Config, episodes: Sequence[Episode]) -> Sequence[Episode]:

@@ -29,6 +29,9 @@ ROLLOUT_LOGP_GAP_KEY = "train/rollout_logp_gap"
 ROLLOUT_LOGP_GAP_MAX_KEY = "train/rollout_logp_gap_max"
 ENGINE_STARTUP_KEY = "sys/engine_startup_seconds"  # the rollout engine's start-up (vllm)
 ENGINE_SYNC_KEY = "sys/engine_sync_seconds"  # writing + reloading the updated weights (vllm)
+# Passing answers of a step that an independent re-check failed (trainer/rollout.py's second
+# opinion): above 0, the verifier may have a hole the policy found — reward hacking suspected.
+VERDICT_DISAGREEMENTS_KEY = "sandbox/verdict_disagreements"
 BEST_STEP_KEY = "ckpt/best_step"
 BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 
@@ -101,6 +104,7 @@ RADAR_KEYS = (
     ZERO_STD_KEY,
     EVALUATOR_ACCEPT_WRONG_KEY,
     VOTER_AGREEMENT_KEY,
+    VERDICT_DISAGREEMENTS_KEY,
 )
 RADAR_ROLE_METRICS = ("grad_norm", "grad_share", "entropy")
 

@@ -16,6 +16,7 @@ measure what batching buys.
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -87,6 +88,11 @@ class RolloutStats:
     seconds_generate: float = 0.0
     seconds_score: float = 0.0
     malformed: dict[str, int] = field(default_factory=dict)
+    verdicts_rechecked: int = 0  # distinct passing answers checked again, independently
+    verdict_disagreements: int = 0  # ... that the independent check failed
+
+
+SECOND_OPINION_SAMPLE = 4  # passing answers of a rollout re-checked without the checker
 
 
 def rollout(
@@ -143,6 +149,7 @@ def rollout(
 
     started = time.perf_counter()
     _score(episodes, owners, outcomes, task)
+    _second_opinion(episodes, owners, task, seed_parts, stats)
     stats.seconds_score = time.perf_counter() - started
     for ep in episodes:
         for kind, n in ep.malformed.items():
@@ -190,6 +197,33 @@ def _generate_stage(
             )
             stats.sequences += 1
             stats.tokens += len(sample.completion_ids)
+
+
+def _second_opinion(
+    episodes: list[Episode], owners: list[Problem], task: Task, seed_parts: tuple, stats
+) -> None:
+    """Re-check a sample of the passing final answers independently of the verifier (code:
+    trainer/tasks/second_opinion.py); mark those it fails and count them. The sample is a
+    function of the rollout's seed, so a rerun re-checks the same episodes."""
+    passing = sorted(
+        {(p.id, ep.answer): p for ep, p in zip(episodes, owners) if ep.reward > 0.5}.items()
+    )
+    if not passing:
+        return
+    rng = random.Random(row_seed(*seed_parts, "second_opinion"))
+    chosen = rng.sample(passing, min(SECOND_OPINION_SAMPLE, len(passing)))
+    verdicts = task.second_opinion([p for _, p in chosen], [text for (_, text), _ in chosen])
+    failed = set()
+    for ((problem_id, text), _), verdict in zip(chosen, verdicts):
+        if verdict is None:
+            continue
+        stats.verdicts_rechecked += 1
+        if not verdict:
+            failed.add((problem_id, text))
+    stats.verdict_disagreements += len(failed)
+    for ep in episodes:
+        if (ep.problem_id, ep.answer) in failed:
+            ep.verdict_disagreement = True
 
 
 def _score(

@@ -71,7 +71,7 @@ from trainer.distributed import World, params_fingerprint, split_list, split_pro
 from trainer.engines import make_engine
 from trainer.engines.old_logprobs import recompute_old_logprobs
 from trainer.episode import Episode
-from trainer.episode_log import log_episodes, probe_sample, train_sample
+from trainer.episode_log import flagged_beyond, log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.grad_drill import EpisodeDrill, drilling
 from trainer.models import load_model, resolve_device
@@ -83,6 +83,7 @@ from trainer.names import (
     ENGINE_STARTUP_KEY,
     ENGINE_SYNC_KEY,
     REWARD_KEY,
+    VERDICT_DISAGREEMENTS_KEY,
     role_accuracy_key,
 )
 from trainer.policies import PolicySet
@@ -428,6 +429,7 @@ def _train(
         )
         metrics.update(gaps)
         everyone, tokens = episodes, stats.tokens
+        rechecked, disagreements = stats.verdicts_rechecked, stats.verdict_disagreements
         # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
         behaviour = behaviour_counts(episodes, task.extract)
         if world.active:
@@ -438,7 +440,9 @@ def _train(
             everyone = [ep for mine, _ in parts for ep in mine]
             behaviour = add_counts([counts for _, counts in parts])
             metrics = compute_advantages(everyone, config)
-            (tokens,) = world.sum_floats([stats.tokens], "the rollout's token count")
+            tokens, rechecked, disagreements = world.sum_floats(
+                [stats.tokens, rechecked, disagreements], "the rollout's counts"
+            )
         # Rank 0 records: its sample's share of each role's gradient (trainer/grad_drill.py).
         drill = None
         if config.episodes_grad_share and world.leader:
@@ -455,6 +459,8 @@ def _train(
         every_turn = [t for ep in everyone for t in ep.turns]
         metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in every_turn)
         metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in everyone) / len(everyone)
+        if rechecked:  # the second opinion on rewards (trainer/rollout.py)
+            metrics[VERDICT_DISAGREEMENTS_KEY] = float(disagreements)
         metrics["sys/rollout_seconds"] = t1 - t0
         metrics["sys/update_seconds"] = t2 - t1
         probe = []
@@ -468,13 +474,11 @@ def _train(
         # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
         # from every episode, and a sample of the episodes themselves.
         metrics.update(from_counts(behaviour))  # all ranks'
+        recorded = train_sample(config, episodes)
+        flagged = flagged_beyond(recorded, episodes)  # always shown: reward hacking suspected
+        shares = None if drill is None else [*drill.shares(), *({} for _ in flagged)]
         log_episodes(
-            reporter,
-            "train",
-            step,
-            train_sample(config, episodes),
-            codec.decode,
-            grad_shares=drill.shares() if drill is not None else None,
+            reporter, "train", step, [*recorded, *flagged], codec.decode, grad_shares=shares
         )
         log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
         elapsed = time.perf_counter() - t0

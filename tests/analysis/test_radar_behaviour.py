@@ -71,3 +71,17 @@ def test_missing_points_are_skipped_and_bad_thresholds_named():
         radar({}, voter_consecutive=0)
     with pytest.raises(ValueError, match="accept_wrong_threshold"):
         radar({}, accept_wrong_threshold=1.5)
+
+
+def test_a_verdict_disagreement_raises_reward_hacking_suspected_at_its_step():
+    series = {"sandbox/verdict_disagreements": ([1, 2, 3, 4], [0.0, 0.0, 2.0, 0.0])}
+    (event,) = radar(series)["events"]
+    assert (event["kind"], event["role"], event["step"], event["seen_at"]) == (
+        "reward_hacking_suspected",
+        None,
+        3,
+        3,
+    )
+    assert event["value"] == 2.0 and event["limit"] == 0.0 and not event["provisional"]
+    quiet = {"sandbox/verdict_disagreements": ([1, 2, 3], [0.0, 0.0, 0.0])}
+    assert radar(quiet)["events"] == []

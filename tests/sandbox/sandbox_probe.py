@@ -94,6 +94,58 @@ MEMFD = (
     "except OSError as exc:\n    print(exc.errno)\n"
 )
 
+# Issue 33: a name of the program holding a module called `unittest.__main__` made the checker
+# import it, which ran test discovery in the checker's working directory, the program's /tmp:
+# the test file planted there wrote "verdict passed" on the checker's verdict pipe.
+DISCOVERY = (
+    "import types\n"
+    "with open('test_troupe_forge.py', 'w') as fh:\n"
+    "    fh.write(\"import os\\nos.write(3, b'verdict passed\\\\n')\\nos._exit(0)\\n\")\n"
+    "discovery = types.ModuleType({module!r})\n"
+    "def f(x):\n"
+    "    return 0\n"
+)
+DISCOVERY_MODULES = ("unittest.__main__", "unittest", "test_troupe_forge")
+# Kernel objects no limit of a job bounds without a memory cgroup (issue 33): secret memory,
+# POSIX timers and timerfds (~96k a job), inotify instances (watches count against the host
+# user's quota in user-namespace modes). Each call by number, past any Python wrapper; the
+# errno of each, or "made".
+CALLS_REFUSED = ("memfd_secret", "timer_create", "timerfd_create", "inotify_init1", "fanotify_init")
+KERNEL_OBJECTS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+arm = os.uname().machine == "aarch64"
+calls = {
+    "memfd_secret": (447, 0),
+    "timer_create": (107 if arm else 222, 1, 0, ctypes.byref(ctypes.c_int())),
+    "timerfd_create": (85 if arm else 283, 1, 0),
+    "inotify_init1": (26 if arm else 294, 0),
+    "fanotify_init": (262 if arm else 300, 0x200, 0),  # FAN_REPORT_FID: allowed unprivileged
+}
+for name, (number, *args) in calls.items():
+    made = libc.syscall(number, *args)
+    print(name, "made" if made >= 0 else ctypes.get_errno())
+"""
+# Issue 33: one-page mappings a gigabyte apart, each touched, cost ~8 KB of page tables each
+# (kernel memory no rlimit counts); 30,000 of them fit in memory_mb=256 of address space and
+# would hold ~240 MB. Prints how many it made.
+SPARSE_MAPPINGS = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+made = 0
+for i in range(30_000):
+    at = libc.mmap((1 << 44) + (i << 30), 4096, 3, 0x22 | 0x100000, -1, 0)  # NOREPLACE
+    if at is None or at == ctypes.c_void_p(-1).value:
+        break
+    ctypes.c_char.from_address(at).value = b"x"
+    made += 1
+print(made)
+"""
+KERNEL_OBJECTS_REFUSED = [f"{name} 1" for name in CALLS_REFUSED] + [""]  # EPERM each
+
 
 def connect(port: int) -> str:
     return (
@@ -117,6 +169,13 @@ def main() -> None:
     )
     report["ipc"] = [writer.stdout.strip(), reader.stdout.strip()]
     report["memfd"] = run_program(MEMFD, python_guard=False).stdout.strip()
+    report["discovery"] = [
+        run_tests(DISCOVERY.format(module=m), ["assert f(1) == 1"], "f").status
+        for m in DISCOVERY_MODULES
+    ]
+    report["kernel_objects"] = run_program(KERNEL_OBJECTS, python_guard=False).stdout.split("\n")
+    sparse = run_program(SPARSE_MAPPINGS, python_guard=False, memory_mb=256, timeout=20.0)
+    report["page_tables"] = [sparse.status, sparse.stdout.strip()]
     report["network"] = run_program(connect(port), python_guard=False).stdout.strip()
     report["outside"] = run_program(OUTSIDE.format(path=outside)).stdout.split()
     report["semaphores"] = run_program(SEMAPHORES, python_guard=False).stdout.split("\n")
@@ -130,6 +189,13 @@ def main() -> None:
         report["policy"] = "scores"
     except sandbox.SandboxTooWeak as exc:
         report["policy"] = f"refuses: {exc}"
+    try:  # issue 33: a lowered minimum still needs the mount layer, unless weak is allowed
+        sandbox.require_isolation({sandbox.MIN_ISOLATION_ENV: "none"})
+        report["lowered_policy"] = "scores"
+    except sandbox.SandboxTooWeak as exc:
+        report["lowered_policy"] = f"refuses: {exc}"
+    opt_in = {sandbox.MIN_ISOLATION_ENV: "none", sandbox.ALLOW_WEAK_ENV: "1"}
+    report["opted_in_policy"] = sandbox.require_isolation(opt_in) and "scores"
     print(json.dumps(report))
 
 

@@ -27,8 +27,16 @@ from sandbox import (
     run_program,
     run_tests,
 )
-from tests.helpers import require_service
-from tests.sandbox.sandbox_probe import MEMORY_READER, SEMAPHORES
+from tests.helpers import ROOT, require_service
+from tests.sandbox.sandbox_probe import (
+    DISCOVERY,
+    DISCOVERY_MODULES,
+    KERNEL_OBJECTS,
+    KERNEL_OBJECTS_REFUSED,
+    MEMORY_READER,
+    SEMAPHORES,
+    SPARSE_MAPPINGS,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -538,6 +546,110 @@ def test_a_batch_of_test_jobs_keeps_each_verdict():
     assert [r.status for r in run_many(jobs, workers=2)] == ["passed", "failed"] * 2 + ["passed"]
 
 
+# --- the checker takes nothing executable from the program (issue 33) ----------------------
+
+
+@pytest.mark.parametrize("module", DISCOVERY_MODULES)
+def test_a_module_named_by_the_program_never_runs_in_the_checker(module):
+    result = run_tests(DISCOVERY.format(module=module), ["assert f(1) == 1"], "f")
+    assert result.status == "failed"
+
+
+def test_a_completion_that_solves_nothing_scores_zero_on_every_code_problem():
+    # Issue 33: through the project's own scoring path, this one completion scored 1.0 on
+    # all 16 synthetic problems (the tests of each call f, which always returns 0).
+    from trainer.tasks import load_task
+
+    task = load_task("code", "synthetic", seed=0, train_size=200, test_size=16)
+    problems = task.problems("test")[:16]
+    forged = f"```python\n{DISCOVERY.format(module='unittest.__main__')}```"
+    assert task.score_many(problems, [forged] * 16) == [0.0] * 16
+    solved = [f"```python\n{p.answer}\n```" for p in problems]
+    assert task.score_many(problems, solved) == [1.0] * 16
+
+
+def test_the_checker_works_where_the_program_cannot_write():
+    program = "open('planted.py', 'w').write('x = 1')\ndef f(x):\n    return x\n"
+    tests = [
+        "import os, sys\n"
+        "assert 'planted.py' not in os.listdir('.')\n"
+        "assert not os.access('.', os.W_OK)\n"
+        "assert not [p for p in sys.path if os.access(p, os.W_OK)]\n"
+        "assert f(1) == 1"
+    ]
+    result = run_tests(program, tests, "f")
+    assert result.status == "passed", result.stderr
+
+
+def _rewriting_names(change: str) -> str:
+    """A correct program that rewrites the description of its names the checker reads
+    (`message["names"]`, a dict), as any program can: it shares a process with our end."""
+    return (
+        "import sys\n"
+        "ours = sys.modules['sandbox.checker']\n"
+        "real_send = ours.send\n"
+        "def send(fd, message):\n"
+        "    if 'names' in message:\n"
+        f"        {change}\n"
+        "    real_send(fd, message)\n"
+        "ours.send = send\n"
+        "def f(x):\n    return -x\n"
+    )
+
+
+def test_the_programs_dunder_names_never_reach_the_tests():
+    # A `__builtins__` of the program's would replace the tests' builtins (here: no abs).
+    program = _rewriting_names("message['names']['__builtins__'] = ('value', {})")
+    result = run_tests(program, ["assert abs(f(-2)) == 2"], "f")
+    assert result.status == "passed", result.stderr
+
+
+def test_the_program_cannot_name_a_module_for_the_checker_to_import():
+    # `os` and `antigravity` are standard-library modules outside the fixed list: the tests
+    # get neither the checker's import nor anything of the program's under those names.
+    program = _rewriting_names(
+        "message['names'].update(os=('module', 'os'), webbrowser=('module', 'antigravity'), "
+        "c=('module', 'collections'))"
+    )
+    tests = [
+        "assert 'os' not in globals() and 'webbrowser' not in globals()",
+        "assert c.Counter('aab')['a'] == 2 and f(2) == -2",
+    ]
+    result = run_tests(program, tests, "f")
+    assert result.status == "passed", result.stderr
+
+
+def test_the_programs_messages_are_read_as_plain_data_only():
+    from sandbox import plain
+
+    values = [None, True, 7, -(2**100), 2.5, 1 - 2j, "é\udc80", b"\x00", (1, [2]), {1: {3}}]
+    values.append(frozenset({"a"}))
+    assert plain.decode(plain.encode(values)) == values
+    hostile = [
+        marshal_of(compile("print(1)", "x", "exec")),  # a code object
+        marshal_of(["shared", "shared"], version=4),  # references between objects
+        b"[\x02\x00\x00\x00i\x01\x00\x00\x00",  # cut short
+        b"<\x01\x00\x00\x00[\x00\x00\x00\x00",  # a set holding a list
+        b"N" + b"N",  # trailing bytes
+        b"(\x01\x00\x00\x00" * 200 + b"N",  # nested too deep
+    ]
+    for blob in hostile:
+        with pytest.raises(ValueError):
+            plain.decode(blob)
+
+
+def marshal_of(value, version: int = 4) -> bytes:
+    import marshal
+
+    return marshal.dumps(value, version)
+
+
+def test_a_failed_tests_traceback_does_not_show_where_the_repository_is():
+    result = run_tests("def f(x):\n    raise ValueError('no')\n", ["assert f(1) == 1"], "f")
+    assert result.status == "failed"
+    assert "ValueError: no" in result.stderr and str(ROOT) not in result.stderr
+
+
 # --- memory and IPC -------------------------------------------------------------------------
 
 
@@ -575,6 +687,20 @@ def test_ram_outside_the_address_space_cap_and_new_processes_are_refused(layers)
     )
     result = run_program(attack, python_guard=False)
     assert result.stdout.split("\n") == ["1"] * 5 + ["threads 1", ""]  # EPERM x 5
+
+
+def test_kernel_objects_that_no_job_limit_bounds_are_refused(layers):
+    need(layers, "seccomp")
+    result = run_program(KERNEL_OBJECTS, python_guard=False)
+    assert result.stdout.split("\n") == KERNEL_OBJECTS_REFUSED, result.stderr
+
+
+def test_the_page_tables_of_sparse_mappings_are_bounded():
+    # Issue 33: without a memory cgroup this grew a job to +734 MB of page tables. The
+    # supervisor stops a job at memory_mb / 8 of them (32 MB here), memcg or not.
+    result = run_program(SPARSE_MAPPINGS, python_guard=False, memory_mb=256, timeout=20.0)
+    assert result.status == "memory" and result.stdout == "", result.stdout
+    assert "page tables over 32 MB" in result.stderr  # before the cgroup's 256 MB, if any
 
 
 def test_tmp_files_count_against_the_memory_cgroup(layers):

@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, require_service
+from tests.sandbox.sandbox_probe import KERNEL_OBJECTS_REFUSED
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -117,16 +118,21 @@ def test_as_a_non_root_user(port, outside, user):
     assert report["ipc"] == ["refused", "nothing"]  # System V objects: seccomp refuses them
     assert report["semaphores"] == ["0 1", "-1 1", ""]  # EPERM: no kernel memory to pile up
     assert report["memory_reader"] == ["failed", "failed"]  # no expected value in its memory
+    assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
+    assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
+    assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     if user_namespaces_for(user):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
         # Its private root: the host file is not there to read, change or delete.
         assert report["outside"] == ["FileNotFoundError"] * 3
         assert outside.read_text() == "original"
         assert report["network"] != "connected"
-        assert report["policy"] == "scores"
+        assert report["policy"] == report["lowered_policy"] == "scores"
     else:
         assert layers == {"rlimits", "seccomp"}
         assert report["policy"].startswith("refuses")
+        assert report["lowered_policy"].startswith("refuses")
+    assert report["opted_in_policy"] == "scores"
 
 
 def test_as_root_without_cap_sys_admin(port, outside):
@@ -142,9 +148,19 @@ def test_as_root_without_cap_sys_admin(port, outside):
     assert report["ipc"] == ["refused", "nothing"]
     assert report["semaphores"] == ["0 1", "-1 1", ""]
     assert report["memory_reader"] == ["failed", "failed"]
+    assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
+    assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
+    assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
     # anyone read and overwrite it, so only the deletion is refused by the kernel here).
     assert report["outside"][2] == "PermissionError"
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]
+    # Issue 33: a program here writes into the host's /tmp and leaves files there, so even a
+    # lowered minimum refuses, saying why, unless the operator opts in.
+    assert (
+        "without mount, it writes into the host's temporary directories"
+        in (report["lowered_policy"])
+    )
+    assert report["opted_in_policy"] == "scores"

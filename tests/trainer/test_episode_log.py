@@ -10,7 +10,7 @@ import pytest
 
 from tests.trainer.quick import small
 from trainer.episode import Episode, Turn
-from trainer.episode_log import MAX_TEXT_CHARS, episode_record, safe_text
+from trainer.episode_log import MAX_TEXT_CHARS, episode_record, flagged_beyond, safe_text
 from trainer.reporting import JsonlReporter, ListReporter
 from trainer.train import train
 
@@ -132,3 +132,33 @@ def test_no_gradient_shares_unless_asked(tmp_path):
     reporter = ListReporter()
     train(small(steps=1, episodes_per_step=1), tmp_path, reporter)
     assert reporter.episodes and all("grad_share" not in r for r in reporter.episodes)
+
+
+def test_a_step_with_a_verdict_disagreement_logs_it_and_records_the_episode(tmp_path, monkeypatch):
+    # A verifier hole nobody has found yet, simulated: every program passes the checker. The
+    # second opinion fails the wrong ones, the step logs how many, and every flagged episode
+    # is recorded, even outside the recorded sample.
+    from trainer.tasks.code import CodeTask
+
+    monkeypatch.setattr(CodeTask, "score_many", lambda self, problems, texts: [1.0] * len(texts))
+    config = small(task="code", steps=1, eval_every=1, prompts_per_step=4, episodes_per_step=1)
+    reporter = ListReporter()
+    train(config, tmp_path, reporter)
+    logged = [v for _, key, v in reporter.points if key == "sandbox/verdict_disagreements"]
+    assert logged and logged[0] >= 1
+    flagged = [r for r in reporter.episodes if r.get("verdict_disagreement")]
+    assert flagged and all(r["kind"] in ("train", "eval") for r in flagged)
+    train_eps = [r for r in reporter.episodes if r["kind"] == "train"]
+    indices = [r["index"] for r in train_eps]
+    assert len(indices) == len(set(indices))
+
+
+def test_a_record_says_so_only_when_the_recheck_disagreed():
+    ep = Episode("p", 0, answer="x", reward=1.0)
+    assert "verdict_disagreement" not in episode_record(
+        ep, index=0, kind="train", step=1, decode=str
+    )
+    ep.verdict_disagreement = True
+    assert episode_record(ep, index=0, kind="train", step=1, decode=str)["verdict_disagreement"]
+    kept, other = Episode("a", 0), Episode("b", 0, verdict_disagreement=True)
+    assert flagged_beyond([kept], [kept, other, Episode("c", 0)]) == [other]

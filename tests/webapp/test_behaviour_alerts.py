@@ -47,3 +47,17 @@ def test_behaviour_series_raise_their_alerts_and_the_pages_show_them(client, ali
 def test_agreement_that_was_high_from_the_start_raises_nothing(client, run, alice):
     send(client, alice, run, points("behav/voter_agreement", [1.0] * 12))
     assert rows(run) == []
+
+
+def test_a_verdict_disagreement_raises_reward_hacking_suspected_on_the_pages(client, alice, bob):
+    # Issue 33: the trainer's second opinion failed a passing code answer at step 3.
+    experiment = make_experiment(alice, runs=1)
+    run = experiment.runs.get()
+    disagreements = points("sandbox/verdict_disagreements", [0.0, 0.0, 1.0, 0.0])
+    assert send(client, alice, run, disagreements).status_code == 200
+    assert rows(run) == [("reward_hacking_suspected", "", 3, 3, False)]
+    client.force_login(bob)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert 'data-alert-kind="reward_hacking_suspected"' in page
+    overview = client.get(f"/experiments/{experiment.id}/").content.decode()
+    assert "reward_hacking_suspected @3" in overview

@@ -86,3 +86,10 @@ def test_a_gradient_share_per_turn_is_summed_by_role():
     for turn, share in zip(record["turns"], (0.1, 0.2, None, 0.7), strict=True):
         turn["grad_share"] = share
     assert grad_shares(record) == pytest.approx({"generator": 0.3, "aggregator": 0.7})
+
+
+def test_an_answer_the_independent_recheck_failed_is_an_outcome_of_its_own():
+    record = single()
+    record["verdict_disagreement"] = True
+    assert outcomes(record) == ["verdict_disagreement"]
+    assert outcomes(single()) == []

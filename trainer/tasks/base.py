@@ -130,6 +130,12 @@ class Task:
             raise ValueError(f"{len(problems)} problems but {len(completions)} completions")
         return [self.score(p, c) for p, c in zip(problems, completions)]
 
+    def second_opinion(self, problems: list[Problem], completions: list[str]) -> list[bool | None]:
+        """An independent re-check of passing completions, per completion: True (agrees),
+        False (disagrees: reward hacking suspected) or None (no independent way to check).
+        A task whose scorer is its own comparison (math) has none."""
+        return [None] * len(problems)
+
     def reward(self, completions: list, **kwargs: Any) -> list[float]:
         """TRL reward-function shape: one float per completion.
 

@@ -187,6 +187,34 @@ class CodeTask(Task):
                     self._cache.popitem(last=False)
         return scores  # type: ignore[return-value]
 
+    def second_opinion(self, problems: list[Problem], completions: list[str]) -> list[bool | None]:
+        """Each completion re-checked without the checker (trainer/tasks/second_opinion.py):
+        True when every re-run test case agrees, False when one does not, None when the
+        problem's tests cannot be re-checked that way."""
+        import sandbox
+        from trainer.tasks import second_opinion
+
+        jobs, owners = [], []
+        verdicts: list[bool | None] = [None] * len(problems)
+        for i, (problem, completion) in enumerate(zip(problems, completions)):
+            program = self._program(problem, completion)
+            io = problem.meta.get("io", "assert")
+            found = second_opinion.cases(problem.tests, problem.entry_point, io)
+            if program is None or found is None:
+                continue
+            verdicts[i] = True
+            for case in found:
+                code = second_opinion.job_code(_full_program(problem, program), case)
+                jobs.append(sandbox.Job(code, timeout=self.timeout, memory_mb=self.memory_mb))
+                owners.append((i, case))
+        if jobs:
+            sandbox.require_isolation()
+            results = sandbox.run_many(jobs, workers=self.workers)
+            for (i, case), result in zip(owners, results):
+                if not second_opinion.agrees(case, result.passed, result.stdout):
+                    verdicts[i] = False
+        return verdicts
+
     def run(self, problem: Problem, completion: str) -> sandbox.SandboxResult | None:
         """The full sandbox result for one completion (for debugging and examples)."""
         import sandbox

@@ -28,6 +28,10 @@ from typing import Any
 # Outcomes a researcher asks about, as (key, label) in the filter's order. An episode has
 # each that any of its turns shows.
 OUTCOMES = (
+    (
+        "verdict_disagreement",
+        "reward hacking suspected: an independent re-check failed this passing answer",
+    ),
     ("evaluator_accepted_wrong", "evaluator accepted a wrong answer"),
     ("evaluator_rejected_correct", "evaluator rejected a correct answer"),
     ("aggregator_missed_correct", "a voter was right, the final answer wrong"),
@@ -146,6 +150,8 @@ def outcomes(record: Mapping[str, Any], stages: Iterable[Stage] | None = None) -
             found.update(view.flags)
             if view.turn.get("role") == "generator" and view.judged is not None:
                 voters.append(view.judged == "right")
+    if record.get("verdict_disagreement") is True:  # trainer/rollout.py's second opinion
+        found.add("verdict_disagreement")
     malformed = record.get("malformed") or {}
     if isinstance(malformed, Mapping) and any(malformed.values()):
         found.add("malformed")

@@ -71,6 +71,7 @@ KINDS = (
     "evaluator_accepts_wrong",  # the behaviour rules (analysis.radar.behavioural_events)
     "voter_collapse",
     "zero_std_groups",
+    "reward_hacking_suspected",  # an independent re-check failed a passing answer
     *NON_FINITE_KINDS.values(),
 )
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit"]

@@ -2,7 +2,7 @@
 // few seconds it reads the experiment's alerts (GET /api/v1/alerts?experiment=<id>) and
 // shows each run's worst event, ranked as the server ranks it
 // (webapp/experiments/templatetags/radar.py): confirmed before provisional, then cliff,
-// degradation, a non-finite loss or reward, amplification, capture, entropy collapse,
+// degradation, a non-finite loss or reward, suspected reward hacking, amplification, capture, entropy collapse,
 // zero-std groups, then the earliest step.
 (function () {
   "use strict";
@@ -11,7 +11,7 @@
   if (!root || !table || root.dataset.active === "0") return;
   var experiment = table.dataset.radarExperiment;
   var SEVERITY = ["cliff", "degradation", "non_finite_loss", "non_finite_reward",
-    "amplification", "capture", "entropy_collapse", "zero_std_groups"];
+    "reward_hacking_suspected", "amplification", "capture", "entropy_collapse", "zero_std_groups"];
 
   function rank(a) {
     var kind = SEVERITY.indexOf(a.kind);

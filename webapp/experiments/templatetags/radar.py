@@ -21,6 +21,7 @@ SEVERITY = (
     "degradation",
     "non_finite_loss",  # a NaN or inf loss or reward: the run is broken, not just worse
     "non_finite_reward",
+    "reward_hacking_suspected",  # the rewards themselves may be fiction: look at once
     "amplification",
     "capture",
     "entropy_collapse",
