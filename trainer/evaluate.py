@@ -53,13 +53,15 @@ def evaluate(
     batch_size: int = 256,
     rollouts: list | None = None,
     engine=None,
+    route=None,
 ) -> dict:
     """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
     "roles": {role: accuracy}, "role_counts": {role: judged turns}}; `per_problem` is each
     problem's mean reward over its samples, in the order of `problems`, and `accuracy_se` the
     standard error of their mean. The scored episodes themselves (each problem's k samples
     together) are appended to `rollouts` when it is given (the trainer records some:
-    `trainer/episode_log.py`)."""
+    `trainer/episode_log.py`). `route`: which policy plays each (agent, role), when it is not
+    the config's sharing mode (a mix-and-match evaluation, trainer/mixed_eval.py)."""
     started = time.perf_counter()
     k = config.eval_samples
     episodes, turns, tokens = [], 0, 0
@@ -77,6 +79,7 @@ def evaluate(
             temperature=config.eval_temperature,
             seed_parts=(config.seed, "eval"),
             engine=engine,
+            route=route,
         )
         episodes += chunk
         tokens += stats.tokens
