@@ -2,7 +2,7 @@
 cpu-demo voting per_role run with a frozen aggregator is trained, the page shows what
 "Attribute this run's gain" costs before anything is queued, the click queues it, the worker
 evaluates, and the page draws each role's share (the frozen aggregator's exactly 0) with the
-table of every combination's accuracy."""
+table of every combination's accuracy; the panel's attribution page then shows the cell."""
 
 import time
 
@@ -38,11 +38,11 @@ def served(alice, tmp_path, monkeypatch, tiny_model):
     with start_worker(env), live_troupe(tmp_path) as base:
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the run")
         assert done.status == Run.SUCCEEDED, done.error_message
-        yield base, run.id
+        yield base, run.id, run.experiment_id
 
 
 def test_the_run_page_attributes_the_gain_to_its_roles(served, chromium_path):
-    base, run_id = served
+    base, run_id, experiment_id = served
     with chromium(chromium_path) as browser:
         page = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
         sign_in(page, f"{base}/runs/{run_id}/", "alice", PASSWORD)
@@ -65,3 +65,12 @@ def test_the_run_page_attributes_the_gain_to_its_roles(served, chromium_path):
         )
         whole = screenshot(page, "run-attribution.png")
         panel.screenshot(path=whole.with_name("run-attribution-panel.png"))  # the part to look at
+
+        panel.locator("#attribution-matrix").click()  # the panel: the experiment's matrix
+        expect(page).to_have_url(f"{base}/dash/attribution?experiment={experiment_id}")
+        table = page.locator("#attribution-table")
+        expect(table).to_contain_text("1 of 1")
+        # the frozen aggregator took none of the gradient
+        expect(table.locator("tr", has_text="aggregator")).to_contain_text("0%")
+        expect(page.locator("#attribution-graph .legend")).to_contain_text("aggregator")
+        screenshot(page, "dash-attribution.png")

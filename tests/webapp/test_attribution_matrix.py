@@ -50,15 +50,17 @@ def test_a_cell_gives_each_roles_share_of_the_gain_beside_its_share_of_the_gradi
     assert (rows["generator"]["attributed"], rows["generator"]["runs"]) == (2, 2)
 
 
-def test_gradient_mass_counts_only_steps_where_every_role_logged():
+def test_a_role_that_logged_no_gradient_in_a_step_put_none_there():
+    # step 1: the aggregator had no turns (or is frozen): the generator took it all
     series = {
         role_key("generator", "grad_norm"): {"steps": [1, 2], "values": [1.0, 2.0]},
         role_key("aggregator", "grad_norm"): {"steps": [2], "values": [2.0]},
     }
     assert gradient_mass(series, ["generator", "aggregator"]) == {
-        "generator": 0.5,
-        "aggregator": 0.5,
+        "generator": 0.75,
+        "aggregator": 0.25,
     }
+    assert gradient_mass({}, ["generator"]) == {}
 
 
 def test_the_panel_page_draws_both_shares_per_role(experiment, bob):

@@ -25,7 +25,8 @@ from webapp.metrics import read_runs_series
 
 def gradient_mass(series: dict[str, dict], roles: list[str]) -> dict[str, float]:
     """{role: mean over steps of its share of the roles' summed gradient norm}, over the steps
-    where every role logged a finite norm; {} when there are none."""
+    where any role logged a finite norm; a role that logged none in a step put no gradient
+    (a frozen role, a role without turns that step): 0. {} when no step has a norm."""
     by_step: dict[int, dict[str, float]] = defaultdict(dict)
     for role in roles:
         found = series.get(role_key(role, "grad_norm")) or {}
@@ -35,9 +36,9 @@ def gradient_mass(series: dict[str, dict], roles: list[str]) -> dict[str, float]
     fractions: dict[str, list[float]] = defaultdict(list)
     for norms in by_step.values():
         total = sum(norms.values())
-        if len(norms) == len(roles) and total > 0:
-            for role, norm in norms.items():
-                fractions[role].append(norm / total)
+        if total > 0:
+            for role in roles:
+                fractions[role].append(norms.get(role, 0.0) / total)
     return {role: statistics.fmean(v) for role, v in fractions.items()}
 
 
