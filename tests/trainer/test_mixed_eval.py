@@ -96,3 +96,31 @@ def test_the_cli_mixes_roles_and_names_what_it_cannot_find(frozen_run, capsys):
     assert "generator=step-1: the run keeps no checkpoint of step 1" in capsys.readouterr().err
     assert main([*argv, "--role-checkpoint", "judge=best"]) == 2
     assert "'judge' is not a role" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sharing", ["shared", "per_agent"])
+def test_every_sharing_mode_pairs_its_corners_with_the_runs_own_evaluations(sharing, tmp_path):
+    config = voting(sharing=sharing, steps=2, eval_every=2, checkpoint_every=2)
+    assert train(config, tmp_path, ListReporter())["status"] == "succeeded"
+    plans = {
+        trained: resolve_sources(
+            {"generator": trained[0], "aggregator": trained[1]}, config, tmp_path
+        )
+        for trained in (("base", "base"), ("latest", "latest"), ("latest", "base"))
+    }
+    evaluator = MixedEvaluator(config, list(plans.values()))
+    # under shared, a role from another checkpoint gets a slot of its own
+    assert len(set(evaluator.slots.values())) == {"shared": 2, "per_agent": 8}[sharing]
+    own = read_per_problem(tmp_path)
+    assert evaluator.evaluate(plans["base", "base"])["per_problem"] == own[0]
+    assert evaluator.evaluate(plans["latest", "latest"])["per_problem"] == own[2]
+
+
+def test_another_runs_checkpoint_is_read_with_its_own_config(frozen_run, tmp_path):
+    config, out = frozen_run
+    path = str(latest_step_checkpoint(out).path)
+    by_path = resolve_sources({"generator": path}, config, None)["generator"]
+    assert by_path.path == latest_step_checkpoint(out).path and by_path.step == config.steps
+    other = voting(workflow="eval_opt")
+    with pytest.raises(ValueError, match="has workflow 'voting' but this run has 'eval_opt'"):
+        resolve_sources({"generator": path}, other, tmp_path)

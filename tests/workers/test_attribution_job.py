@@ -1,7 +1,8 @@
 """An attribution through a real worker: a cpu-demo voting per_role run whose aggregator is
 frozen is trained by a worker, then "Attribute this run's gain" is planned (4 evaluations,
 the 2 corners the run's own), queued from the run page and evaluated by the worker; the
-frozen aggregator's share is exactly 0 and the generator carries the whole change."""
+frozen aggregator's share is exactly 0 and the generator carries the whole change. A
+mix-and-match job queued through the API evaluates one mix, paired with the attribution's."""
 
 import pytest
 from django.conf import settings
@@ -36,10 +37,14 @@ def test_a_frozen_roles_share_of_the_gain_is_exactly_zero(client, alice, tiny_mo
         page = client.get(f"/runs/{run.id}/").content.decode()
         assert "4 evaluations (2 to run, the rest the run's own)" in page
         client.post(f"/runs/{run.id}/attribute/", {"kind": "gain"})
-        job = wait_for(
-            lambda: SwapJob.objects.filter(run=run, status__in=["succeeded", "failed"]).first(),
-            what="the attribution",
+        mix = {"kind": "mix", "sources": {"generator": "latest"}}  # the aggregator: base
+        client.post(f"/api/v1/runs/{run.id}/swap-jobs", mix, content_type="application/json")
+        finished = ["succeeded", "failed"]
+        wait_for(
+            lambda: SwapJob.objects.filter(run=run, status__in=finished).count() == 2,
+            what="the attribution and the mix",
         )
+    job, mixed = SwapJob.objects.get(kind="gain"), SwapJob.objects.get(kind="mix")
     assert job.status == SwapJob.SUCCEEDED, job.error
     result = job.result
     assert result["shares"]["aggregator"] == {"value": 0.0, "low": 0.0, "high": 0.0}
@@ -50,3 +55,7 @@ def test_a_frozen_roles_share_of_the_gain_is_exactly_zero(client, alice, tiny_mo
     assert 'data-role="aggregator" data-value="0.0"' in page
     api = client.get(f"/api/v1/swap-jobs/{job.id}").json()
     assert api["result"] == result and api["plan"]["roles"] == ["generator", "aggregator"]
+    # one mix, evaluated by a job of its own: paired with the attribution's coalition
+    assert mixed.status == SwapJob.SUCCEEDED and mixed.result is None, mixed.error
+    (evaluation,) = mixed.evaluations.values()
+    assert evaluation["per_problem"] == job.evaluations["generator"]["per_problem"]
