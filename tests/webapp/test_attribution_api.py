@@ -133,3 +133,12 @@ def test_the_run_page_shows_the_cost_before_queueing_and_queues_from_its_button(
     page = client.get(f"/runs/{trained.id}/").content.decode()
     assert "queued (0 of 4 evaluations)" in page
     assert "the run's own evaluation of step 6" in page
+
+
+def test_a_run_sampled_by_vllm_reuses_none_of_its_evaluations(client, trained, bob):
+    trained.config = {**trained.config, "rollout_engine": "vllm"}
+    trained.save(update_fields=["config"])
+    answer = client.get(
+        f"/api/v1/runs/{trained.id}/attribution-plan?kind=gain", headers=bearer(bob)
+    ).json()
+    assert answer["to_run"] == 4 and answer["estimated_seconds"] == 12.0

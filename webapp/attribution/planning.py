@@ -13,7 +13,7 @@ roles (`analysis/attribution.py`):
 Each coalition is one evaluation. The two corners (every role from one source) are the run's
 own evaluations of those steps when `eval_problems.jsonl` holds them: the worker evaluates
 with the run's own config, so the problems, samples and row seeds are the same
-(`trainer/mixed_eval.py`). A plan is refused, with the reason, when the run is not a finished
+(`trainer/mixed_eval.py`); not for a run that sampled with vLLM (other noise). A plan is refused, with the reason, when the run is not a finished
 run trained here, a checkpoint it needs is gone (a run keeps its last two step checkpoints
 and its best), or the two sources are one checkpoint.
 """
@@ -125,7 +125,9 @@ def plan_job(run: Run, kind: str) -> Plan:
             f"({plan.steps['source']}): there is no change to attribute"
         )
         return plan
-    own = _own_evaluations(out)
+    # A run that sampled with vLLM evaluated with other noise than the exact sampler a swap
+    # job uses: its own evaluations are not paired with the job's, so none stands in.
+    own = _own_evaluations(out) if config.rollout_engine == "hf" else {}
     full = frozenset(roles)
     plan.roles, plan.method = roles, method_for(roles)
     for coalition in plan_coalitions(roles):
