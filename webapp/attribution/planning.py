@@ -13,9 +13,10 @@ roles (`analysis/attribution.py`):
 Each coalition is one evaluation. The two corners (every role from one source) are the run's
 own evaluations of those steps when `eval_problems.jsonl` holds them: the worker evaluates
 with the run's own config, so the problems, samples and row seeds are the same
-(`trainer/mixed_eval.py`); not for a run that sampled with vLLM (other noise). A plan is refused, with the reason, when the run is not a finished
-run trained here, a checkpoint it needs is gone (a run keeps its last two step checkpoints
-and its best), or the two sources are one checkpoint.
+(`trainer/mixed_eval.py`); not for a run that sampled with vLLM (other noise). A plan is
+refused, with the reason, when the run is not a finished run trained here, a checkpoint it
+needs is gone (a run keeps its last two step checkpoints and its best), or the two sources
+are the weights of one step.
 """
 
 from __future__ import annotations
