@@ -171,3 +171,11 @@ def test_episode_view_times_the_view_and_the_api(postgres_url):
         assert row[size]["view_ms"] > 0 and row[size]["api_json_ms"] > 0
     # the view draws one episode's texts whole; the API sends every episode's
     assert row["paper"]["view_bytes"] < row["paper"]["api_json_bytes"]
+
+
+@pytest.mark.timeout(300)
+def test_attribution_counts_the_evaluations_it_runs_and_reuses():
+    row = run_smoke("attribution.py")
+    assert row["smoke"] is True and row["problems"] == 8
+    assert (row["evaluations_planned"], row["evaluations_run"]) == (4, 2)
+    assert set(row["shares"]) == {"generator", "aggregator"}

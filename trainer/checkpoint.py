@@ -38,16 +38,17 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoint_index import (
+from trainer.checkpoint_index import (  # noqa: F401 - read_best re-exported
+    BEST_FILE,
     STATE_FILE,
     CheckpointRef,
     checkpoint_dir_name,
     checkpoint_root,
     latest_step_checkpoint,
     parse_checkpoint,
+    read_best,
 )
 
-BEST_FILE = "best.json"
 META_FILE = "meta.json"
 # What a branched run (`init_from`) may not change: the policies it loads would not fit.
 LAYOUT_FIELDS = ("workflow", "sharing", "model", "finetune", "lora_r", "lora_alpha", "lora_targets")
@@ -166,12 +167,6 @@ def _write_json(path: Path, value: Any) -> None:
     staging = path.with_name(f".tmp-{path.name}-{os.getpid()}")
     staging.write_text(json.dumps(value))
     staging.replace(path)  # atomic
-
-
-def read_best(out_dir: str | Path) -> dict[str, Any] | None:
-    """The run's best checkpoint as best.json names it: {"step", "accuracy", "path"}."""
-    path = checkpoint_root(out_dir) / BEST_FILE
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def keep_best(

@@ -13,12 +13,14 @@ where it continues:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 STATE_FILE = "state.pt"
+BEST_FILE = "best.json"  # in checkpoints/: {"step", "accuracy", "path"} of the best one
 _NAME = re.compile(r"^(step|best)-(\d+)$")
 
 
@@ -59,6 +61,12 @@ def list_checkpoints(out_dir: str | Path) -> list[CheckpointRef]:
         if (ref := parse_checkpoint(path)) is not None and (path / STATE_FILE).exists()
     ]
     return sorted(refs)
+
+
+def read_best(out_dir: str | Path) -> dict | None:
+    """The run's best checkpoint as best.json names it: {"step", "accuracy", "path"}."""
+    path = checkpoint_root(out_dir) / BEST_FILE
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def latest_step_checkpoint(out_dir: str | Path) -> CheckpointRef | None:

@@ -131,6 +131,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = config_from_dict(json.loads((Path(args.out) / "config.json").read_text()))
     else:
         config = _config(args)
+    if args.role_checkpoint:
+        from trainer.mixed_eval import mixed_evaluate
+        from trainer.role_sources import parse_role_checkpoints, resolve_sources
+
+        specs = parse_role_checkpoints(args.role_checkpoint, config.roles)
+        # roles not named take --checkpoint's weights (the base model without it)
+        sources = resolve_sources(specs, config, args.out, default=args.checkpoint or "base")
+        print(json.dumps(mixed_evaluate(config, sources, args.problems)))
+        return 0
     if args.checkpoint:
         from trainer.checkpoint import resolve_checkpoint
 
@@ -194,6 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         help="best or latest (of the run in --out), or a checkpoint directory "
         "(runs/x/checkpoints/step-000030)",
+    )
+    ev.add_argument(
+        "--role-checkpoint",
+        action="append",
+        default=[],
+        metavar="ROLE=SOURCE",
+        help="mix and match: take ROLE's weights from SOURCE (base, best, latest, step-N, or "
+        "another run's checkpoint directory with the same model); repeat per role; roles not "
+        "named take --checkpoint (default: base)",
     )
     ev.add_argument("--out", help="a run directory: evaluate with its config.json")
     ev.set_defaults(func=cmd_eval)

@@ -167,6 +167,12 @@ class Config:
     )
     max_new_tokens: int = _f(1024, "Max tokens a turn may generate", "rl", minimum=1)
     max_new_tokens_per_role: dict = _f({}, "Per-role overrides, e.g. aggregator=64", "rl")
+    frozen_roles: str = _f(
+        "",
+        "Roles kept at their base weights, never updated (comma-separated, e.g. aggregator; "
+        "per_role or per_agent only): an ablation, and a role whose attribution must be 0",
+        "rl",
+    )
     loss_agg: str = _f("seq-mean-token-mean", "How token losses are averaged", "rl", LOSS_AGG)
     # --- credit ----------------------------------------------------------------------------
     reward_mode: str = _f(
@@ -261,6 +267,11 @@ class Config:
     def new_tokens_for(self, role: str) -> int:
         return int(self.max_new_tokens_per_role.get(role, self.max_new_tokens))
 
+    @property
+    def frozen(self) -> tuple[str, ...]:
+        """The roles `frozen_roles` keeps at their base weights, in workflow order."""
+        return tuple(r for r in self.frozen_roles.split(",") if r)
+
     def kl_for(self, role: str) -> float:
         return float(self.kl_beta_per_role.get(role, self.kl_beta))
 
@@ -292,6 +303,7 @@ _LATER_FIELDS = {
     "episodes_grad_share": False,
     "rollout_engine": "hf",
     "is_cap": 3.0,
+    "frozen_roles": "",
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -528,6 +540,12 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
                 f"{', '.join(unknown)} not a role of {config.workflow}; "
                 f"its roles are {', '.join(config.roles)}"
             )
+    if problem := _frozen_problem(config):
+        errors["frozen_roles"] = problem
+    elif config.frozen_roles:  # one spelling per set of roles, so one hash
+        config = dataclasses.replace(
+            config, frozen_roles=",".join(r for r in config.roles if r in _named(config))
+        )
     if any(v < 0 for v in config.kl_beta_per_role.values()):
         errors["kl_beta_per_role"] = "KL coefficients must be at least 0"
     if any(v < 1 or v != int(v) for v in config.max_new_tokens_per_role.values()):
@@ -564,6 +582,32 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
     if errors:
         raise ConfigError(errors)
     return config
+
+
+def _named(config: Config) -> set[str]:
+    return {r.strip() for r in config.frozen_roles.split(",") if r.strip()}
+
+
+def _frozen_problem(config: Config) -> str | None:
+    """Why `frozen_roles` cannot be kept as asked; None when it can (or is empty)."""
+    named = _named(config)
+    if not named:
+        return None
+    unknown = sorted(named - set(config.roles))
+    if unknown:
+        return (
+            f"{', '.join(unknown)} not a role of {config.workflow}; "
+            f"its roles are {', '.join(config.roles)}"
+        )
+    if config.sharing == "shared":
+        # One policy serves every role: it moves whenever any role trains.
+        return (
+            "under sharing shared every role uses one policy, so no role can stay at the base "
+            "weights: use per_role or per_agent"
+        )
+    if named == set(config.roles):
+        return "every role would be frozen and nothing would train: leave at least one out"
+    return None
 
 
 def fit_problem(config: Config, capacity: float | None = None) -> str | None:

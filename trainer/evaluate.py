@@ -17,14 +17,15 @@ own output can be judged (a voter's answer, an evaluator's verdict).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from trainer.config import Config
+
+# eval_problems.jsonl, torch-free so the web pages can read it too; re-exported here.
+from trainer.eval_problems import PER_PROBLEM_FILE, read_per_problem, record_per_problem  # noqa: F401
 from trainer.rollout import Codec, rollout
 from trainer.tasks.base import Problem, Task
 
@@ -53,13 +54,15 @@ def evaluate(
     batch_size: int = 256,
     rollouts: list | None = None,
     engine=None,
+    route=None,
 ) -> dict:
     """{"accuracy", "accuracy_se", "per_problem", "episodes", "turns", "tokens", "seconds",
     "roles": {role: accuracy}, "role_counts": {role: judged turns}}; `per_problem` is each
     problem's mean reward over its samples, in the order of `problems`, and `accuracy_se` the
     standard error of their mean. The scored episodes themselves (each problem's k samples
     together) are appended to `rollouts` when it is given (the trainer records some:
-    `trainer/episode_log.py`)."""
+    `trainer/episode_log.py`). `route`: which policy plays each (agent, role), when it is not
+    the config's sharing mode (a mix-and-match evaluation, trainer/mixed_eval.py)."""
     started = time.perf_counter()
     k = config.eval_samples
     episodes, turns, tokens = [], 0, 0
@@ -77,6 +80,7 @@ def evaluate(
             temperature=config.eval_temperature,
             seed_parts=(config.seed, "eval"),
             engine=engine,
+            route=route,
         )
         episodes += chunk
         tokens += stats.tokens
@@ -106,26 +110,3 @@ def evaluate(
         "roles": {role: sum(v) / len(v) for role, v in sorted(scores.items())},
         "role_counts": {role: len(v) for role, v in sorted(scores.items())},
     }
-
-
-PER_PROBLEM_FILE = "eval_problems.jsonl"
-
-
-def record_per_problem(out_dir: str | Path, step: int, result: dict) -> None:
-    """Append the evaluation's per-problem accuracies to the run's eval_problems.jsonl, one
-    `{"step", "per_problem"}` a line (a step evaluated again on resume: the last line wins).
-    A gain measured on the same problems is judged against its paired, per-problem noise."""
-    line = json.dumps({"step": step, "per_problem": result["per_problem"]})
-    with open(Path(out_dir) / PER_PROBLEM_FILE, "a") as fh:
-        fh.write(line + "\n")
-
-
-def read_per_problem(out_dir: str | Path) -> dict[int, list[float]]:
-    """{step: per-problem accuracies} from the run's eval_problems.jsonl (last line wins)."""
-    rows = {}
-    with open(Path(out_dir) / PER_PROBLEM_FILE) as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                rows[int(row["step"])] = row["per_problem"]
-    return rows

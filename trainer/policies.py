@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -366,6 +367,31 @@ class PolicySet:
         """Sharded: every rank writes its shards of the weights and AdamW state into `where`'s
         `shards/` (a collective; trainer/sharding.py)."""
         sharding.save_shards(self._models, self._optimizers, where / sharding.SHARDS_DIR)
+
+    def load_policy_weights(self, name: str, weights: dict[str, torch.Tensor], saved_as: str):
+        """Load one policy's weights, as a checkpoint's state holds them under policy
+        `saved_as`, into this set's policy `name` (a mix-and-match evaluation takes each role
+        from its own checkpoint: trainer/mixed_eval.py). Optimizers are left alone."""
+        self._check(name)
+        if self.sharded:
+            raise ValueError("sharded policies load whole checkpoints only")
+        with torch.no_grad():
+            if self.finetune == "full":
+                self._models[name].load_state_dict(weights)
+                return
+            # LoRA keys carry the adapter's name after the layer's adapter container
+            # (…q_proj.lora_A.<adapter>.weight): rename the saved adapter to this one.
+            pattern = re.compile(rf"(\.lora_\w+)\.{re.escape(saved_as)}(?=\.|$)")
+            renamed = {pattern.sub(rf"\1.{name}", k): v for k, v in weights.items()}
+            named = self._named(name)
+            mismatched = set(named) ^ set(renamed)
+            if mismatched:
+                raise ValueError(
+                    f"policy {saved_as!r} does not fit adapter {name!r}: "
+                    f"mismatched keys {sorted(mismatched)[:5]}"
+                )
+            for key, p in named.items():
+                p.copy_(renamed[key])
 
     def load_state_dict(self, state: dict[str, Any], where: Path | None = None) -> None:
         """`where`: the checkpoint directory, for a state whose tensors are shards beside it.

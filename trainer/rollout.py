@@ -19,7 +19,7 @@ import contextlib
 import random
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -108,9 +108,14 @@ def rollout(
     seed_parts: tuple = (),
     batched: bool = True,
     engine=None,
+    route: Callable[[str, str], str] | None = None,
 ) -> tuple[list[Episode], RolloutStats]:
     """Roll out `samples` episodes per problem; returns them scored, with stats. `engine`
-    generates (None: the exact sampler on `policies`, `rollout_batch` rows a call)."""
+    generates (None: the exact sampler on `policies`, `rollout_batch` rows a call). `route`
+    maps (agent, role) to the policy that generates the turn (None: `config.sharing`'s
+    routing; a mix-and-match evaluation passes its own, trainer/mixed_eval.py)."""
+    if route is None:
+        route = lambda agent, role: agent_policy(config, agent, role)  # noqa: E731
     if engine is None or not batched:
         engine = HFEngine(policies, (config.rollout_batch or 0) if batched else 1)
     ctx = Context(config=config, prompts=prompts, task_name=task.name)
@@ -136,6 +141,7 @@ def rollout(
             temperature,
             seed_parts,
             stats,
+            route,
         )
         advanced: dict[int, list[Request]] = {}
         for i, requests in pending.items():
@@ -158,12 +164,12 @@ def rollout(
 
 
 def _generate_stage(
-    pending, episodes, stage, config, engine, codec, temperature, seed_parts, stats
+    pending, episodes, stage, config, engine, codec, temperature, seed_parts, stats, route
 ) -> None:
     by_policy: dict[str, list[tuple[int, Request]]] = defaultdict(list)
     for i, requests in pending.items():
         for request in requests:
-            by_policy[agent_policy(config, request.agent, request.role)].append((i, request))
+            by_policy[route(request.agent, request.role)].append((i, request))
     jobs = []
     for policy, items in by_policy.items():
         prompt_ids = [codec.encode(r.prompt) for _, r in items]

@@ -8,6 +8,8 @@ How this differs from textbook (single-agent) GRPO, following the study's setup:
   broadcast`) or each role's own judgeable score (`per_role`).
 - GRPO groups are keyed by (problem, role) — or (problem, agent) — not by problem alone, so a
   voter is compared with voters and an aggregator with aggregators.
+- `frozen_roles`: those roles' turns are left out of the update, so their policies keep the
+  base weights (an ablation; their attribution, `analysis/attribution.py`, is exactly 0).
 - Clip-higher (`clip_low` 0.2, `clip_high` 0.28), no KL term by default (optional per-role
   anchors), seq-mean-token-mean aggregation, and an optional coherence regulariser.
 - The gradient each role and each agent puts on each policy is measured exactly, under every
@@ -447,9 +449,13 @@ def _train(
         drill = None
         if config.episodes_grad_share and world.leader:
             drill = EpisodeDrill(train_sample(config, episodes))
+        # A frozen role's turns give no gradient: its policy keeps the base weights.
+        trainable = [t for t in turns if t.role not in config.frozen]
         with drilling(drill):
             metrics.update(
-                update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id, world=world)
+                update_policies(
+                    policies, trainable, config, tokenizer_pad_id=codec.pad_id, world=world
+                )
             )
         engine.policies_changed(list(policies.names))  # vllm: reload the updated weights
         if engine.recomputes_logprobs:

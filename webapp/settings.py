@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "webapp.episodes",
     "webapp.dashboards",
     "webapp.tracking",
+    "webapp.attribution",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -12,6 +12,8 @@ urlpatterns = [
     # the live radar's alerts (webapp/experiments/alert_views.py), before the API's catch-all
     path("api/v1/alerts", alert_views.alerts_api, name="api_alerts"),
     path("api/v1/alerts/", alert_views.alerts_api),
+    # swap jobs' forms and API (webapp/attribution), before the API's catch-all
+    path("", include("webapp.attribution.urls")),
     path("api/v1/", include("webapp.api.urls")),
     # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
     path("api/2.0/mlflow/", include("webapp.tracking.urls")),

@@ -1,4 +1,5 @@
-"""Celery tasks: `execute_run` (train one run) and `ping` (is a worker there?).
+"""Celery tasks: `execute_run` (train one run), `swap_job` (mix-and-match evaluations and
+their attribution) and `ping` (is a worker there?).
 
 Only ids travel in messages; the database is the truth. Task bodies import what they need
 inside the function — the trainer, and so torch, only in the pool process that runs a run —
@@ -40,3 +41,14 @@ def execute_run(self, run_id: int) -> dict:
     if run is None:
         return {"run": run_id, "status": "not claimed"}
     return train_run(run)
+
+
+@app.task(bind=True)
+def swap_job(self, job_id: int) -> dict:
+    """Mix-and-match evaluations of a run and their attribution (`workers/attribution.py`)."""
+    from workers.attribution import claim, run_job
+
+    job = claim(job_id, worker=self.request.hostname or "")
+    if job is None:
+        return {"job": job_id, "status": "not claimed"}
+    return run_job(job)

@@ -123,6 +123,7 @@ LATER = (
     "episodes_grad_share",
     "rollout_engine",
     "is_cap",
+    "frozen_roles",
 )
 
 

@@ -13,7 +13,7 @@ import dash
 from dash import Dash, html
 from django.conf import settings
 
-from webapp.dashboards.pages import bands, compare, gradients, home, matrix
+from webapp.dashboards.pages import attribution, bands, compare, gradients, home, matrix
 
 app = Dash(
     __name__,
@@ -61,5 +61,5 @@ app.layout = _frame
 # The pages are plain modules: importing one defines its layout and callbacks (Dash's global
 # callback list, which the app reads at its first request) and never imports this module. The
 # app registers them here; register_page needs `app` to exist.
-for _page in (home, matrix, compare, bands, gradients):
+for _page in (home, matrix, compare, bands, gradients, attribution):
     dash.register_page(_page.__name__, layout=_page.layout, **_page.PAGE)

@@ -106,6 +106,11 @@ def _layout(fig: go.Figure, **extra: Any) -> go.Figure:
     return fig
 
 
+def styled(fig: go.Figure, **extra: Any) -> go.Figure:
+    """The panel's look for a figure built elsewhere (the attribution page's bars)."""
+    return _layout(fig, **extra)
+
+
 def empty(message: str, height: int = 320) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()

@@ -1,0 +1,97 @@
+"""The run page's attribution panel, as plain data: the plans, the latest jobs, the bars.
+
+Each role's bar is its share of the change with its 95% interval, drawn on one axis with zero
+in the middle, beside the interaction term and the change itself; the table lists every
+evaluated combination (which roles came from where, its accuracy, and whether the run's own
+evaluation stood for it).
+"""
+
+from __future__ import annotations
+
+from analysis.attribution import parse_coalition_key
+from trainer.checkpoint_index import list_checkpoints
+from trainer.routing import WORKFLOW_ROLES
+from webapp.attribution.models import SwapJob
+from webapp.attribution.planning import KINDS, plan_job, run_dir
+from webapp.experiments.models import Run
+
+WIDTH = 360  # px of the bars' axis
+ROW = 22  # px per bar
+
+
+def bars(result: dict) -> dict:
+    """SVG geometry of the shares, the interaction and the change: {"rows", "height",
+    "zero"}; each row {"label", "value", "low", "high", "x", "width", "lo_x", "hi_x", "y"}."""
+    items = [(role, result["shares"][role]) for role in result["roles"]]
+    items += [("interaction", result["interaction"]), ("total change", result["change"])]
+    reach = max([1e-9] + [abs(v[k]) for _, v in items for k in ("value", "low", "high")])
+    zero, scale = WIDTH / 2, (WIDTH / 2 - 8) / reach
+    rows = []
+    for i, (label, v) in enumerate(items):
+        x = zero + min(0.0, v["value"]) * scale
+        rows.append(
+            {
+                "label": label,
+                **v,
+                "x": round(x, 1),
+                "width": round(abs(v["value"]) * scale, 1),
+                "lo_x": round(zero + v["low"] * scale, 1),
+                "hi_x": round(zero + v["high"] * scale, 1),
+                "y": i * ROW,
+                "total": label == "total change",
+            }
+        )
+    return {"rows": rows, "height": len(rows) * ROW, "zero": zero, "width": WIDTH}
+
+
+def combinations(job: SwapJob) -> list[dict]:
+    roles = job.plan.get("roles", [])
+    rows = []
+    for planned in job.plan.get("evaluations", []):
+        done = job.evaluations.get(planned["key"])
+        trained = parse_coalition_key(planned["key"]) if job.kind != "mix" else None
+        rows.append(
+            {
+                "key": planned["key"],
+                "sources": [planned["sources"].get(r, "") for r in roles],
+                "trained": sorted(trained or []),
+                "accuracy": done["accuracy"] if done else None,
+                "reused_step": done.get("reused_step") if done else planned["reuse_step"],
+                "seconds": done["seconds"] if done else None,
+            }
+        )
+    return rows
+
+
+def panel(run: Run, manage: bool) -> dict:
+    jobs = list(run.swap_jobs.all()[:10])
+    latest = next((j for j in jobs if j.kind in KINDS and j.status == SwapJob.SUCCEEDED), None)
+    shown = []
+    for job in jobs[:5]:
+        shown.append(
+            {
+                "job": job,
+                "title": KINDS[job.kind].change if job.kind in KINDS else "mix and match",
+                "combinations": combinations(job),
+            }
+        )
+    can_plan = manage and not run.external
+    return {
+        "run": run,
+        "manage": manage,
+        "plans": [(kind, KINDS[kind], plan_job(run, kind)) for kind in KINDS] if can_plan else [],
+        "latest": latest,
+        "latest_title": KINDS[latest.kind].change if latest else "",
+        "bars": bars(latest.result) if latest else None,
+        "jobs": shown,
+        "roles": _roles(run),
+        "choices": ["base", "best", "latest", *_kept(run)],
+    }
+
+
+def _roles(run: Run) -> list[str]:
+    return list(WORKFLOW_ROLES.get(run.config.get("workflow"), ()))
+
+
+def _kept(run: Run) -> list[str]:
+    return [ref.path.name for ref in list_checkpoints(run_dir(run)) if ref.kind == "step"]

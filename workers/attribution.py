@@ -1,0 +1,96 @@
+"""What `workers.tasks.swap_job` does: claim a swap job, run its evaluations, attribute.
+
+1. `claim` takes the job with a conditional UPDATE (queued → running): a redelivered message
+   finds it taken and does nothing.
+2. `run_job` evaluates each planned coalition the run's own evaluations do not stand for,
+   with the run's own config in its own directory (`trainer/mixed_eval.py`: the model and
+   each checkpoint loaded once), and stores each evaluation as it finishes, so the page shows
+   progress; then `analysis.attribution.attribute` splits the change (not for a `mix` job).
+3. An error fails the job with its type and message; nothing is retried (it would fail again).
+
+The trainer, and so torch, is imported inside `run_job`, in the pool process.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.utils import timezone
+
+from analysis.attribution import attribute, parse_coalition_key
+from webapp.attribution.models import SwapJob
+from webapp.attribution.planning import run_dir
+
+
+def claim(job_id: int, worker: str) -> SwapJob | None:
+    claimed = SwapJob.objects.filter(id=job_id, status=SwapJob.QUEUED).update(
+        status=SwapJob.RUNNING, worker=worker, started=timezone.now()
+    )
+    return SwapJob.objects.select_related("run").get(id=job_id) if claimed else None
+
+
+def _evaluate(job: SwapJob) -> dict[str, dict[str, Any]]:
+    from trainer.config import config_from_dict
+    from trainer.eval_problems import read_per_problem
+    from trainer.mixed_eval import MixedEvaluator
+    from trainer.role_sources import resolve_sources
+
+    config = config_from_dict(job.run.config)
+    out = run_dir(job.run)
+    planned = job.plan["evaluations"]
+    fresh = [e for e in planned if e["reuse_step"] is None]
+    sources = {e["key"]: resolve_sources(e["sources"], config, out) for e in fresh}
+    evaluations: dict[str, dict[str, Any]] = {}
+    if any(e["reuse_step"] is not None for e in planned):
+        own = read_per_problem(out)
+        for e in planned:
+            if e["reuse_step"] is not None:
+                per_problem = own[e["reuse_step"]]
+                evaluations[e["key"]] = {
+                    "accuracy": sum(per_problem) / len(per_problem),
+                    "per_problem": per_problem,
+                    "seconds": 0.0,
+                    "reused_step": e["reuse_step"],
+                }
+        _save_progress(job, evaluations)
+    if fresh:
+        evaluator = MixedEvaluator(config, list(sources.values()))
+        for e in fresh:
+            result = evaluator.evaluate(sources[e["key"]])
+            evaluations[e["key"]] = {
+                "accuracy": result["accuracy"],
+                "per_problem": result["per_problem"],
+                "seconds": result["seconds"],
+                "reused_step": None,
+            }
+            _save_progress(job, evaluations)
+    return evaluations
+
+
+def _save_progress(job: SwapJob, evaluations: dict) -> None:
+    job.evaluations = dict(evaluations)
+    job.save(update_fields=["evaluations"])
+
+
+def run_job(job: SwapJob) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        evaluations = _evaluate(job)
+        result = None
+        if job.kind != "mix":
+            roles = job.plan["roles"]
+            table = {parse_coalition_key(k): e["per_problem"] for k, e in evaluations.items()}
+            result = attribute(roles, table)
+            result["seconds"] = round(time.perf_counter() - started, 1)
+    except Exception as exc:  # the job's record says what went wrong; the worker goes on
+        SwapJob.objects.filter(id=job.id).update(
+            status=SwapJob.FAILED,
+            finished=timezone.now(),
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        return {"job": job.id, "status": SwapJob.FAILED}
+    SwapJob.objects.filter(id=job.id).update(
+        status=SwapJob.SUCCEEDED, finished=timezone.now(), result=result
+    )
+    return {"job": job.id, "status": SwapJob.SUCCEEDED}
