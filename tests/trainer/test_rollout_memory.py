@@ -29,10 +29,7 @@ def test_the_kv_cache_term_by_hand():
     decode = decode_kv + 10 * 151_936 * 8 + 2 * 151_936 * 2560 * 2
     # The prompt pass: the whole static cache, logits, activations, the (prompt × cache) mask
     prefill = (
-        decode_kv
-        + 10 * 151_936 * 6
-        + 10 * 100 * (4 * 2560 + 3 * 9728) * 2
-        + 10 * 100 * 150 * 3
+        decode_kv + 10 * 151_936 * 6 + 10 * 100 * (4 * 2560 + 3 * 9728) * 2 + 10 * 100 * 150 * 3
     )
     assert max(decode, prefill) == r.total - r.weights
     assert r.kv_cache == decode_kv  # static: the prompt pass already holds every column
