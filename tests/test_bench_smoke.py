@@ -101,6 +101,15 @@ def test_cpu_demo_matrix_splits_each_runs_time_from_queue_to_finish(postgres_url
 
 
 @pytest.mark.timeout(300)
+def test_decode_step_times_the_sampler_against_generate():
+    row = run_smoke("decode_step.py")
+    assert row["tokens_per_s"]["troupe"] > 0 and row["tokens_per_s"]["hf_generate"] > 0
+    # 8 tokens: one look at `done` (before step 16) would be the only read; none is reached
+    assert row["host_reads_per_token"]["troupe"] == 0
+    assert row["host_reads_per_token"]["hf_generate"] >= 1  # generate syncs every token
+
+
+@pytest.mark.timeout(300)
 def test_rollout_batching_makes_fewer_generate_calls_for_the_same_turns():
     row = last_json(
         run_script("rollout.py", "--problems", "2", "--samples", "2", "--repeats", "1", "--json")
