@@ -238,7 +238,8 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     prompts = make_prompts(config, tokenizer, "tiny")
     # On the host: a GPU copy of every trainable weight would count in the measured peaks (it
     # added 15 GiB to 4B full fine-tuning's before 2026-12-04's third run was corrected).
-    before = {n: [p.detach().cpu() for p in policies.parameters(n)] for n in policies.names}
+    before = {n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)]
+              for n in policies.names}  # fmt: skip
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
