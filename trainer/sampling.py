@@ -20,7 +20,7 @@ Why the decode loop looks the way it does (speed on a GPU, same tokens everywher
   `CHECK_EVERY` steps (one host sync), and rows that finished in between keep writing padding,
   exactly as if the loop had stopped for them.
 - On CUDA one decode step (forward + sampling) is captured once per call as a CUDA graph and
-  replayed: a 0.6B model's step is hundreds of small kernels whose launches, not the GPU's
+  replayed (in a single process; ranks of a sharded run decode eagerly): a 0.6B model's step is hundreds of small kernels whose launches, not the GPU's
   arithmetic, bound an eager loop. `trainer/fused_sampling.py` draws the noise and picks the
   token in one Triton kernel there (checked against the plain code below before first use).
 """
@@ -196,6 +196,14 @@ def _prefill_mask(attention: torch.Tensor, width: int) -> torch.Tensor:
     return causal | (cols == rows)[None, None]
 
 
+def _across_ranks() -> bool:
+    """Whether this process is one rank of several: a sharded policy's forward is a collective,
+    and a capture that failed on one rank and not another would leave them out of step."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 def _finished(done: torch.Tensor) -> bool:
     """Whether every row is done: the loop's only host sync, every CHECK_EVERY steps."""
     return bool(done.all())
@@ -293,7 +301,7 @@ def generate(
     for t in range(1, steps):
         if t % every == 0 and _finished(decode.done):
             break
-        if t == 1 and on_gpu and USE_CUDA_GRAPHS:
+        if t == 1 and on_gpu and USE_CUDA_GRAPHS and not _across_ranks():
             step = _captured(decode.step)  # runs step 1 itself
             continue
         step()
