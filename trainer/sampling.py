@@ -20,9 +20,10 @@ Why the decode loop looks the way it does (speed on a GPU, same tokens everywher
   `CHECK_EVERY` steps (one host sync), and rows that finished in between keep writing padding,
   exactly as if the loop had stopped for them.
 - On CUDA one decode step (forward + sampling) is captured once per call as a CUDA graph and
-  replayed (in a single process; ranks of a sharded run decode eagerly): a 0.6B model's step is hundreds of small kernels whose launches, not the GPU's
-  arithmetic, bound an eager loop. `trainer/fused_sampling.py` draws the noise and picks the
-  token in one Triton kernel there (checked against the plain code below before first use).
+  replayed (in one process; the ranks of a sharded run decode eagerly): a 0.6B model's step is
+  hundreds of small kernels whose launches, not the GPU's arithmetic, bound an eager loop.
+  `trainer/fused_sampling.py` draws the noise and picks the token in one Triton kernel there
+  (checked against the plain code below before first use).
 """
 
 from __future__ import annotations
