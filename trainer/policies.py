@@ -91,7 +91,8 @@ def _keep_input_dtype(model: nn.Module) -> None:
     """Stop peft casting each LoRA layer's input to the adapter's fp32. Under bf16 autocast the
     adapter's matmul casts it straight back to bf16 (bf16 → fp32 → bf16 is exact), so the cast
     only cost two kernels per layer and pass (forward and backward): 392 of a 0.6B model's
-    ~5,000 launches per micro-batch. On the CPU everything is fp32 and nothing changes."""
+    ~5,000 launches per micro-batch. Only on CUDA: the CPU has no autocast, and a bf16 base
+    there needs the cast to meet its fp32 adapter."""
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     for module in model.modules():
@@ -189,7 +190,8 @@ class PolicySet:
         self._params = {name: self._adapter_parameters(name) for name in self.names}
         for params in self._params.values():
             _to_param_dtype(params)
-        _keep_input_dtype(self.model)
+        if self.device.type == "cuda":  # where every forward runs under autocast (`use`)
+            _keep_input_dtype(self.model)
         self.model.set_adapter(self.names[0])
 
     def _adapter_parameters(self, name: str) -> list[nn.Parameter]:
