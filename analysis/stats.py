@@ -8,7 +8,8 @@ Runs are `{"cell": {workflow, task, model, sharing}, "seed", "summary": summariz
 the input of `analysis.cells.summarize_cells`. The metrics read from a summary
 (`run_metrics`):
 `peak`, `final`, `gain`, `final_gain` (from `summary["accuracy"]`) and `cliff` — 1.0 when the
-cliff status is "cliff" or "provisional", 0.0 when "none", missing when "insufficient" — so
+cliff status is "cliff" or "provisional", 0.0 when "none" or "degradation", missing when
+"insufficient" or "too_low" (no verdict) — so
 the mean of `cliff` over runs is the cliff rate. A missing metric drops that run from that
 metric only.
 
@@ -51,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from analysis.cells import MIN_SEEDS
+from analysis.cliffs import UNJUDGED
 from analysis.intervals import mean_ci, student_t_quantile
 from analysis.runs import RunSummary
 from analysis.series import as_number, as_step
@@ -73,7 +75,7 @@ def run_metrics(summary: Mapping[str, Any] | None) -> dict[str, float | None]:
     acc = RunSummary.of(summary).accuracy
     out = {name: as_number(getattr(acc, name)) for name in ("peak", "final", "gain", "final_gain")}
     status = acc.cliff_status
-    out["cliff"] = None if status == "insufficient" else float(status in ("cliff", "provisional"))
+    out["cliff"] = None if status in UNJUDGED else float(status in ("cliff", "provisional"))
     return out
 
 

@@ -133,8 +133,9 @@ def test_paired_per_problem_accuracies_make_the_test_sharper():
     out = summarize_accuracy(STEPS10, values, se=[0.5] * 10, per_problem=per_problem)
     assert out["cliff_test"]["method"] == "paired"
     assert out["cliff_status"] == "cliff"
-    # With the (huge) SE alone, the same drop is noise.
-    assert summarize_accuracy(STEPS10, values, se=[0.5] * 10)["cliff_status"] == "none"
+    # With the (huge) SE alone, the threshold falls below 0: nothing could be detected, so
+    # there is no verdict (issue 35), not "none".
+    assert summarize_accuracy(STEPS10, values, se=[0.5] * 10)["cliff_status"] == "too_low"
 
 
 def test_the_radar_and_the_summary_use_the_same_cliff_rule():
@@ -286,11 +287,12 @@ def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
 
 def test_the_summary_takes_the_radars_amplification_baseline_from_the_planned_length():
     # A run planned for 100 steps that logged 60: the radar's baseline is steps 0–19 (20% of
-    # 100): eight at 1.0 and twelve at 1.2, median 1.2, so nothing amplifies. Counting 20% of
-    # the 60 points logged instead (12, median 1.0) would call an onset at step 8.
+    # 100): twelve at 1.0 and eight at 1.2, so 1.2 is within its early range and nothing
+    # amplifies. Counting 20% of the 60 points logged instead (12, all 1.0: limit 1.03) would
+    # call an onset at step 12.
     steps = list(range(60))
-    series = {"role/gen/grad_norm": (steps, [1.0] * 8 + [1.2] * 52)}
+    series = {"role/gen/grad_norm": (steps, [1.0] * 12 + [1.2] * 48)}
     found = radar(series, running=False, total_steps=100)["events"]
     assert not [e for e in found if e["kind"] == "amplification"]
     assert summarize_run(series, total_steps=100)["amplification"] == {"gen": None}
-    assert summarize_run(series)["amplification"] == {"gen": 8}
+    assert summarize_run(series)["amplification"] == {"gen": 12}
