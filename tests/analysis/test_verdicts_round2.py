@@ -12,6 +12,7 @@ from analysis.capture import capture_verdict
 from analysis.cliffs import cliff_label, summarize_accuracy
 from analysis.radar import radar
 from analysis.runs import summarize_run
+from analysis.stats import paired_effect
 
 # --- 1. amplification needs a baseline of real signal ------------------------------------------
 
@@ -192,3 +193,56 @@ def test_a_degradation_that_re_arms_with_the_same_onset_is_one_event(se, running
     events = radar(series, running=running)["events"]
     keys = Counter((e["kind"], e["role"], e["step"]) for e in events)
     assert keys == {("degradation", None, 10): 1}
+
+
+# --- 3. statistics never pool cells that disagree ----------------------------------------------
+
+
+def _run(workflow, seed, sharing, peak, status="none"):
+    cell = {"workflow": workflow, "task": "math", "model": "tiny-s", "sharing": sharing}
+    accuracy = {"peak": peak, "final": peak, "cliff_status": status}
+    return {"cell": cell, "seed": seed, "summary": {"accuracy": accuracy}}
+
+
+def _cell(workflow, effect, seeds, noise=(0.0, 0.004, -0.004)):
+    runs = []
+    for seed in range(seeds):
+        base = 0.3 + 0.01 * seed
+        runs.append(_run(workflow, seed, "shared", base))
+        runs.append(_run(workflow, seed, "per_role", base + effect + noise[seed % 3]))
+    return runs
+
+
+def test_cells_at_plus_and_minus_ten_points_are_not_pooled_into_no_difference():
+    # Each cell decided on its own (+.10 and −.10, SE ≈ .002); their mean is ≈ 0 with a
+    # narrow interval, which read as "no difference seen". They disagree: no pooled interval.
+    out = paired_effect([*_cell("voting", 0.10, 3), *_cell("eval_opt", -0.10, 3)])
+    assert [c["peak"]["decision"] for c in out["cells"]] == ["second_higher", "first_higher"]
+    pooled = out["overall"]["peak"]
+    assert pooled["decision"] == "disagree" and pooled["verdict"] == "cells disagree: see each cell"
+    assert pooled["low"] is None and pooled["high"] is None
+    assert pooled["heterogeneity"]["p"] < 0.05 and pooled["heterogeneity"]["k"] == 2
+
+
+def test_a_cell_with_one_seed_never_makes_the_headline():
+    # One cell with 3 seeds at +.10, one with a single seed at −.30: the pooled figure is the
+    # 3-seed cell alone, and says so.
+    out = paired_effect([*_cell("voting", 0.10, 3), *_cell("eval_opt", -0.30, 1)])
+    pooled = out["overall"]["peak"]
+    assert pooled["n_cells"] == 1 and pooled["n_cells_present"] == 2
+    assert pooled["mean"] == pytest.approx(0.10)
+    assert pooled["verdict"] == "per_role higher (from 1 of 2 cells with 3+ seeds)"
+
+
+def test_cells_that_agree_are_pooled_as_before():
+    out = paired_effect([*_cell("voting", 0.10, 3), *_cell("eval_opt", 0.10, 3)])
+    pooled = out["overall"]["peak"]
+    assert pooled["decision"] == "second_higher" and pooled["low"] > 0.09
+    assert not pooled["heterogeneity"]["disagree"]
+
+
+def test_a_cliff_rate_with_no_cliffs_anywhere_is_no_cliffs():
+    out = paired_effect([*_cell("voting", 0.10, 3), *_cell("eval_opt", 0.10, 3)])
+    for effect in (out["cells"][0]["cliff"], out["overall"]["cliff"]):
+        assert effect["decision"] == "no_cliffs" and effect["verdict"] == "no cliffs"
+        assert effect["low"] is None and effect["more_needed"] is None
