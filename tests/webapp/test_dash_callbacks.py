@@ -162,7 +162,7 @@ def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
     assert (str(peak.x[0]), f"{peak.y[0]:.3f}") == (row["peak_step"], row["peak"])
     cliff = next(t for t in figure.data if t.legendgroup == group and t.marker.symbol == "x-thin")
     assert cliff.x[0] == demo.cliff_onset
-    assert row["cliff_onset"] == str(demo.cliff_onset)
+    assert row["onset"] == str(demo.cliff_onset)
     assert demo.cliff_onset in [shape.x0 for shape in figure.layout.shapes]
     assert row["cliff"] == "cliff"
     assert timer_off is True

@@ -153,7 +153,7 @@ def test_rows_hold_config_fields_and_accuracy_results():
     _runs, _configs, rows = _runs_and_rows()
     assert rows[0]["config.sharing"] == "shared" and rows[0]["config.lr"] == 1e-5
     assert rows[0]["peak"] == 0.9 and rows[0]["final"] == 0.5
-    assert rows[0]["cliff"] == "cliff" and rows[0]["cliff_onset"] == 60
+    assert rows[0]["cliff"] == "cliff" and rows[0]["cliff_onset"] == rows[0]["onset"] == 60
     assert rows[3]["peak"] is None and rows[3]["cliff"] == "insufficient"
     assert rows[3]["config.tags"] == "[1, 2]"
 
@@ -165,7 +165,7 @@ def test_columns_show_the_core_and_differing_fields_group_by_first():
     assert fields == ["sharing", "seed", "lr", "tags"]  # "note" is the same everywhere
     ids = [c.id for c in run_table.columns(fields, group_by="lr")]
     assert ids[:4] == ["run", "config.lr", "config.sharing", "config.seed"]
-    assert ids[-6:] == ["status", "peak", "peak_step", "final", "cliff", "cliff_onset"]
+    assert ids[-6:] == ["status", "peak", "peak_step", "final", "cliff", "onset"]
 
 
 def test_sorting_is_numeric_and_puts_empty_cells_last_both_ways():
