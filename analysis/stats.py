@@ -285,7 +285,9 @@ def _pooled_effect(
         "n": int(sum(len(x) for x in counted)),
         "n_cells": len(counted),
         "n_cells_present": len(present),
-        "mean": None,
+        # With no cell of MIN_SEEDS pairs, the mean of what there is, with no interval and the
+        # verdict "not enough data"; else only the counted cells make the figure.
+        "mean": float(np.mean([x.mean() for x in present])) if present else None,
         "sd": None,
         "low": None,
         "high": None,

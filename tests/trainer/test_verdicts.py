@@ -265,7 +265,18 @@ def test_the_pooled_effect_treats_cells_as_cells():
         runs += [_run(seed, 0.5, "shared", "b"), _run(seed, 0.5 + d, "per_role", "b")]
     overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
     assert overall["mean"] == pytest.approx(0.05)
-    assert overall["n_cells"] == 2 and overall["low"] < 0.05 < overall["high"]
+    # These two cells differ by ten SEs: they disagree, so no pooled interval (issue 35).
+    assert overall["n_cells"] == 2 and overall["decision"] == "disagree"
+    # Cells that agree (+.05 and +.04, SE of the difference .007) get the interval around
+    # the mean of the cell means, .045, not the pair-weighted .0425.
+    runs = []
+    for seed, d in enumerate([0.04, 0.05, 0.06]):
+        runs += [_run(seed, 0.5, "shared", "a"), _run(seed, 0.5 + d, "per_role", "a")]
+    for seed, d in enumerate([0.03, 0.04, 0.05] * 3):
+        runs += [_run(seed, 0.5, "shared", "b"), _run(seed, 0.5 + d, "per_role", "b")]
+    overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
+    assert overall["mean"] == pytest.approx(0.045)
+    assert overall["n_cells"] == 2 and overall["low"] < 0.045 < overall["high"]
 
 
 def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
