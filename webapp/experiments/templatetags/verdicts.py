@@ -2,7 +2,8 @@
 
 Each filter calls the one function of `analysis/` that owns the rule, so a verdict reads the
 same wherever it appears (issue 35): `cliff_label` for the cliff test, `capture_label` for
-capture, and `cliff_line` for the threshold shown beside a verdict — only where the run was
+capture, `line_number` for every threshold and limit, and `cliff_line` for the threshold
+shown beside a verdict — only where the run was
 judged, since a line at or below 0 ("below −0.005") is a threshold nothing can cross.
 """
 
@@ -25,6 +26,17 @@ def _fields(accuracy) -> dict:
 
 
 @register.filter
+def line_number(value) -> str:
+    """A threshold, limit or the value that crossed it, rounded in this one place for every
+    page (the radar's 0.0793 and the key results' 0.078 were one number, issue 35): three
+    decimals, or two significant digits below 0.01 (a gradient norm of 3e-05)."""
+    if value is None or value == "":
+        return "—"
+    x = float(value)
+    return f"{x:.3f}" if x == 0 or abs(x) >= 0.01 else f"{x:.2g}"
+
+
+@register.filter
 def cliff_label(accuracy) -> str:
     """ "cliff @140", "degradation @20", "cannot judge: accuracy too low", …"""
     return cliffs.cliff_label(_fields(accuracy))
@@ -36,7 +48,7 @@ def cliff_line(accuracy) -> str:
     acc = _fields(accuracy)
     if acc.get("threshold") is None or acc.get("cliff_status") in cliffs.UNJUDGED:
         return ""
-    return f"below {acc['threshold']:.3f}"
+    return f"below {line_number(acc['threshold'])}"
 
 
 @register.filter
