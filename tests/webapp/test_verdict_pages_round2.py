@@ -4,8 +4,11 @@ refresh that survives a fall the radar sees twice."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tests.people import bearer
 from tests.stats_runs import stored_run
 from webapp.dashboards import tables
 from webapp.experiments.alerts import refresh_alerts
@@ -107,3 +110,33 @@ def test_a_fall_the_radar_sees_twice_is_stored_once_and_the_refresh_succeeds(exp
     stored = refresh_alerts(run)
     assert stored is not None
     assert [(a.kind, a.step) for a in stored] == [("degradation", 10)]
+
+
+def test_a_finished_external_run_shows_its_last_step_and_why_it_has_no_checkpoint(
+    client, experiment, alice
+):
+    # Issue 35: a finished external run read "step 0 of 8" and "No best checkpoint yet".
+    created = client.post(
+        "/api/v1/runs",
+        json.dumps({"name": "elsewhere", "experiment": experiment.id, "config": {"steps": 8}}),
+        content_type="application/json",
+        headers=bearer(alice),
+    ).json()
+    points = [{"key": "eval/accuracy", "step": s, "value": 0.5} for s in (0, 4, 8)]
+    client.post(
+        f"/api/v1/runs/{created['id']}/metrics",
+        json.dumps({"points": points[::-1]}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
+    client.post(
+        f"/api/v1/runs/{created['id']}/finish",
+        json.dumps({"status": "succeeded"}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
+    client.force_login(alice)
+    html = client.get(f"/runs/{created['id']}/").content.decode()
+    assert "step 8 of 8" in html and "step 0 of 8" not in html
+    assert "No best checkpoint yet" not in html
+    assert "logged from elsewhere through the API (external)" in html
