@@ -517,11 +517,19 @@ def main_effects(
                 row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(
                     decision, decision
                 )
+                if (
+                    m == "cliff"
+                    and xs
+                    and not any(np.any(x > 0) for c in cells.values() for x in c)
+                ):
+                    # Not one cliff on this axis: "no cliffs", not the interval [0, 0].
+                    row.update(low=None, high=None, decision="no_cliffs")
                 row["verdict"] = {
                     "above": f"{lv} above the average of {axis}",
                     "below": f"{lv} below the average of {axis}",
                     "undecided": "undecided: interval straddles 0",
                     "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
+                    "no_cliffs": NO_CLIFFS,
                 }[row["decision"]]
                 rows.append(row)
             out[axis][m] = rows

@@ -12,7 +12,7 @@ from analysis.capture import capture_verdict
 from analysis.cliffs import cliff_label, summarize_accuracy
 from analysis.radar import radar
 from analysis.runs import summarize_run
-from analysis.stats import paired_effect
+from analysis.stats import main_effects, paired_effect
 
 # --- 1. amplification needs a baseline of real signal ------------------------------------------
 
@@ -246,3 +246,11 @@ def test_a_cliff_rate_with_no_cliffs_anywhere_is_no_cliffs():
     for effect in (out["cells"][0]["cliff"], out["overall"]["cliff"]):
         assert effect["decision"] == "no_cliffs" and effect["verdict"] == "no cliffs"
         assert effect["low"] is None and effect["more_needed"] is None
+
+
+def test_main_effects_of_a_cliff_rate_with_no_cliffs_say_no_cliffs():
+    runs = [*_cell("voting", 0.10, 3), *_cell("eval_opt", 0.10, 3)]
+    for rows in main_effects(runs)["sharing"]["cliff"], main_effects(runs)["workflow"]["cliff"]:
+        assert {(r["decision"], r["verdict"], r["low"]) for r in rows} == {
+            ("no_cliffs", "no cliffs", None)
+        }
