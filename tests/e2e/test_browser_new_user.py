@@ -349,6 +349,12 @@ def test_the_new_users_verdicts_hold_to_the_numbers(
         expect(page.locator(f'tr[data-run-id="{too_low}"] [data-cliff-verdict]')).to_contain_text(
             "cannot judge"
         )
+        # A running run's key results follow its points without a reload.
+        final = page.locator(f'tr[data-run-id="{early}"] [data-result="final"]')
+        expect(final).to_have_text("—")
+        api(base, token, f"runs/{early}/metrics",
+            {"points": accuracy_points([0.5, 0.4, 0.3], 0.01)})  # fmt: skip
+        expect(final).to_have_text("0.400")
         screenshot(page, "new-user-12-experiment.png")
 
         # Cells at +.10 and −.10 are not pooled into "no difference".
