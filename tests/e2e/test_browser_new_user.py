@@ -349,6 +349,10 @@ def test_the_new_users_verdicts_hold_to_the_numbers(
         expect(page.locator(f'tr[data-run-id="{too_low}"] [data-cliff-verdict]')).to_contain_text(
             "cannot judge"
         )
+        # The matrix's last column fits (it was cut off at 1400 px).
+        link = page.locator(".matrix td.cell-links a", has_text="gradients").first.bounding_box()
+        frame = page.locator(".table-scroll").first.bounding_box()
+        assert link["x"] + link["width"] <= frame["x"] + frame["width"]
         # A running run's key results follow its points without a reload.
         final = page.locator(f'tr[data-run-id="{early}"] [data-result="final"]')
         expect(final).to_have_text("—")
