@@ -182,3 +182,12 @@ def test_sorting_is_numeric_and_puts_empty_cells_last_both_ways():
 def test_sorting_numbers_is_not_sorting_their_text():
     rows = [{"run": 1, "x": 10}, {"run": 2, "x": 9}, {"run": 3, "x": 100}]
     assert [r["x"] for r in run_table.sort_rows(rows, "x")] == [9, 10, 100]
+
+
+def test_accuracy_bands_are_clipped_to_what_an_accuracy_can_be():
+    bounds = seed_bands.value_bounds
+    assert bounds("eval/accuracy") == (0.0, 1.0) == bounds("eval/accuracy/generator")
+    assert bounds("eval/accuracy_se") is None and bounds("train/loss") is None
+    runs = [{"config": {}, "series": ([0], [v])} for v in (0.0, 0.03, 0.0)]
+    (group,) = seed_bands.bands(runs, seed_bands.NO_GROUP, key="eval/accuracy")
+    assert group["band"]["low"] == [0.0]
