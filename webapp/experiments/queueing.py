@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
@@ -230,21 +231,32 @@ def requeue_stale_runs() -> list[int]:
     A run already tried TROUPE_MAX_ATTEMPTS times is marked failed (WorkerLost) instead, and a
     run whose cancel was requested is marked cancelled. Returns the ids queued again.
     """
+    cutoff = timezone.now() - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
+    return _requeue(Q(heartbeat__lt=cutoff), "stopped answering", limit_attempts=True)
+
+
+def hand_back_runs(worker: str) -> list[int]:
+    """Put back in the queue the running runs of `worker`, a worker known to have stopped
+    (`make run` stopped it, or killed it after its grace period): the next start resumes them
+    at once from their last checkpoint, not after TROUPE_STALE_RUN_SECONDS of silence
+    (issue 35). A run being cancelled is cancelled; a stop is no fault of the run, so it
+    counts against no attempt limit. Returns the ids queued again."""
+    return _requeue(Q(worker=worker), "was stopped", limit_attempts=False)
+
+
+def _requeue(which: Q, what_happened: str, *, limit_attempts: bool) -> list[int]:
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
-    stale = Run.objects.filter(status=Run.RUNNING, external=False, heartbeat__lt=cutoff)
+    stale = Run.objects.filter(which, status=Run.RUNNING, external=False)
     requeued = []
     for run in stale.only("id", "attempts", "cancel_requested", "queue", "worker"):
         # The same conditions again, plus the attempt: a run that beat, finished or was
         # claimed again since the SELECT is left alone.
-        mine = Run.objects.filter(
-            id=run.id, status=Run.RUNNING, attempts=run.attempts, heartbeat__lt=cutoff
-        )
-        silent = f"Worker {run.worker or '?'} stopped answering"
+        mine = Run.objects.filter(which, id=run.id, status=Run.RUNNING, attempts=run.attempts)
+        silent = f"Worker {run.worker or '?'} {what_happened}"
         if run.cancel_requested:
             if mine.update(status=Run.CANCELLED, finished=now):
                 add_log(run.id, f"{silent}; the run was being cancelled: cancelled.")
-        elif run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
+        elif limit_attempts and run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
             message = f"{silent}; the run lost its worker {run.attempts} times."
             if mine.update(
                 status=Run.FAILED,
