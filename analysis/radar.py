@@ -493,7 +493,7 @@ def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: di
 
 
 def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: dict) -> list:
-    """The capture verdict of `analysis.capture.capture` on the points so far (the one rule the
+    """The capture verdict of `analysis.capture.capture_verdict` on the points so far (the rule the
     gradients page uses too), dated at the first logged step from which that role has held
     it without a break. Provisional while the run is running: the verdict is about the last
     half of the run, which moves as the run goes on."""
