@@ -204,6 +204,11 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
             re.compile(r"Preparing model tiny-m: warm start \d+% \(\d+s elapsed"), timeout=180_000
         )
         screenshot(page, "new-user-5-warm-start.png")
+        # Within its first percent too, the line says how long is left (issue 35: it stayed
+        # at "0% (21 s elapsed)").
+        expect(phase).to_contain_text(re.compile(r"warm start \d+% \(.+, about .+ left\)"),
+                                      timeout=60_000)  # fmt: skip
+        screenshot(page, "new-user-5b-warm-start-estimate.png")
         pressed = time.monotonic()
         page.click("#cancel-run")
         expect(page.locator("#run-live [data-status]")).to_have_text("cancelled", timeout=15_000)
