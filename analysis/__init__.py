@@ -13,17 +13,19 @@ dataclasses with `as_dict()` where callers read fields.
 One module per idea:
 
 - `series`: cleaning and aligning series (`clean_series`, `as_step`, `as_number`, `EPS`);
-- `intervals`: Student's t without scipy (`student_t_quantile`) and `mean_ci`, the one
-  interval method across seeds;
+- `intervals`: Student's t and Fisher's F without scipy (`student_t_quantile`, `f_sf`) and
+  `mean_ci`, the one interval method across seeds;
 - `cliffs`: base, peak, final, gains and the terminal-cliff verdict (`summarize_accuracy`,
-  `describe_cliff`);
-- `amplification`: a role's gradient-norm onset (`amplification_onset`,
-  `planned_amplification`);
-- `capture`: a role taking over a shared policy (`capture`, `capture_fractions`);
+  `describe_cliff`, and `cliff_label`: the verdict's words on every page);
+- `amplification`: a role's gradient-norm onset (`amplification_verdict`, with "too few
+  steps to judge"; `amplification_onset`, `planned_amplification`);
+- `capture`: a role taking over a shared policy (`capture_verdict`, with "not enough steps
+  yet"; `capture`, `capture_fractions`);
 - `runs`: one run's summary (`summarize_run`), `RunSummary` to read it;
 - `cells`: the seeds of one matrix cell (`summarize_cells`, `MIN_SEEDS`);
 - `radar`: the same events while a run trains, each with its step;
-- `stats`: the statistics page's effects across seeds, seeds needed and the lead test;
+- `stats`: the statistics page's effects across seeds (pooled only where the cells agree:
+  `heterogeneity`), seeds needed and the lead test;
 - `bands`: curves with seed bands; `smoothing`: display smoothing, which no verdict sees;
 - `downsample`: the rule behind the metrics API's `max_points`.
 """

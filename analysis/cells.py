@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from analysis.cliffs import UNJUDGED
 from analysis.intervals import mean_ci
 from analysis.runs import RunSummary
 from trainer.names import CELL_AXES
@@ -55,7 +56,7 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
         for name in ("base", "peak", "final"):
             row[f"{name}_mean"] = mean_ci([getattr(a, name) for a in accs], level)["mean"]
         statuses = [a.cliff_status for a in accs]
-        judged = [st for st in statuses if st != "insufficient"]
+        judged = [st for st in statuses if st not in UNJUDGED]
         row["n_cliffs"] = sum(st in ("cliff", "provisional") for st in judged)
         row["n_provisional"] = sum(st == "provisional" for st in judged)
         row["n_judged"] = len(judged)

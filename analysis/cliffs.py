@@ -17,9 +17,14 @@
   window shrinks, so the first and last smoothed values are the median of two points (their
   mean). (`median_window` is the verdict's own smoothing; the panel's display smoothing is
   `analysis.smoothing`, which no verdict ever sees.)
-- `cliff_status`: "cliff", "none", "provisional", "degradation" or "insufficient". A run with
-  fewer than max(2, `median_window`, `final_window`) evaluations is "insufficient" (no
-  verdict; `cliff` False). A run still in progress (`running=True`) gets no final verdict:
+- `cliff_status`: "cliff", "none", "provisional", "degradation", "insufficient" or "too_low".
+  A run with fewer than max(2, `median_window`, `final_window`) evaluations is "insufficient"
+  (no verdict; `cliff` False). A threshold at or below 0 is "too_low": nothing can fall
+  below it, so the verdict is "cannot judge: accuracy too low", never "none".
+- A peak at most `peak_se` (1) SE of peak − base above the base is a bump noise explains: the
+  run is judged from its base (threshold base − θ), so such a bump never turns a
+  degradation into a cliff (`cliff_test["reference"]` says which).
+- A run still in progress (`running=True`) gets no final verdict:
   when the cliff rule already holds and its last `final_window` raw evaluations all lie below
   threshold, it is "provisional" (`cliff` True, `cliff_onset` set); otherwise "none". A dip
   that recovers before the end is never a cliff, because the smoothed series must stay below
@@ -45,7 +50,11 @@ ACCURACY_DEFAULTS = {
     "min_drop": 0.0,
     "median_window": 3,
     "final_window": 3,
+    "peak_se": 1.0,
 }
+# Statuses with no verdict: too few evaluations, or a threshold at or below 0 (nothing can fall
+# below it, so "none" would be a claim the data cannot support).
+UNJUDGED = ("insufficient", "too_low")
 
 
 def _noise_sd(v: np.ndarray) -> float:
@@ -85,6 +94,27 @@ def _drop_noise(
     return "series", sd * math.sqrt(1 + 1 / final_window)
 
 
+def _gain_noise(
+    s: np.ndarray,
+    v: np.ndarray,
+    se: np.ndarray | None,
+    per_problem: Mapping | None,
+    peak_idx: int,
+    method: str,
+) -> float:
+    """SE of peak − base, from the same evidence as the drop's (`method`)."""
+    if method == "paired" and per_problem:
+        base_row = per_problem.get(as_step(s[0]))
+        peak_row = per_problem.get(as_step(s[peak_idx]))
+        if base_row is not None and peak_row is not None and len(base_row) == len(peak_row):
+            d = np.asarray(peak_row, float) - np.asarray(base_row, float)
+            if len(d) >= 2:
+                return float(d.std(ddof=1) / math.sqrt(len(d)))
+    if se is not None and np.all(np.isfinite(se[[0, peak_idx]])):
+        return math.sqrt(float(se[0]) ** 2 + float(se[peak_idx]) ** 2)
+    return _noise_sd(v) * math.sqrt(2)
+
+
 def summarize_accuracy(
     steps: Sequence,
     values: Sequence,
@@ -96,6 +126,7 @@ def summarize_accuracy(
     min_drop: float = 0.0,
     median_window: int = 3,
     final_window: int = 3,
+    peak_se: float = 1.0,
     running: bool = False,
 ) -> dict[str, Any]:
     """Base, peak, final, gains and the terminal-cliff verdict of one `eval/accuracy` series.
@@ -120,6 +151,8 @@ def summarize_accuracy(
         raise ValueError(f"final_window must be at least 1, not {final_window}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie strictly between 0 and 1, not {alpha}")
+    if not peak_se >= 0:
+        raise ValueError(f"peak_se must be a number of SEs at or above 0, not {peak_se}")
     se_by_step: dict[float, float | None] = {}
     if se is not None:
         if len(se) != len(steps):
@@ -143,6 +176,7 @@ def summarize_accuracy(
         min_drop=min_drop,
         median_window=median_window,
         final_window=final_window,
+        peak_se=peak_se,
         running=running,
     )
 
@@ -159,6 +193,7 @@ def judge_accuracy(
     median_window: int,
     final_window: int,
     running: bool,
+    peak_se: float = 1.0,
     quick: bool = False,
 ) -> dict[str, Any]:
     """`summarize_accuracy` on a cleaned series (sorted unique steps, finite values; `se_arr`
@@ -213,11 +248,19 @@ def judge_accuracy(
         # many degrees of freedom in place of the normal keeps the level (measured: at most
         # 5% false cliffs on flat runs of 6–100 evaluations, docs/analysis.md).
         z = student_t_quantile(1 - alpha / n, n - 2)
-    gain_margin = drop_frac * (peak - base)
+    # A peak no more than `peak_se` SEs above the base is a bump evaluation noise explains:
+    # the run is judged from its base, so cliff versus degradation never hinges on it.
+    se_gain = _gain_noise(s, v, se_arr, per_problem, peak_idx, method) if peak_idx else 0.0
+    learned = peak_idx > 0 and peak - base > peak_se * se_gain + EPS
+    ref_idx = peak_idx if learned else 0
+    ref = float(v[ref_idx])
+    if ref_idx != peak_idx:
+        method, se_drop = _drop_noise(s, v, se_arr, per_problem, ref_idx, window)
+    gain_margin = drop_frac * (ref - base)
     noise_margin = z * se_drop
     theta = max(min_drop, gain_margin, noise_margin)
-    threshold = peak - theta
-    drop = peak - final
+    threshold = ref - theta
+    drop = ref - final
     if se_drop > 0:
         x = drop / se_drop
         if method == "series" and n >= 3:
@@ -242,15 +285,21 @@ def judge_accuracy(
             "gain_margin": gain_margin,
             "min_drop": min_drop,
             "p": p,
+            "reference": "peak" if learned else "base",
+            "se_gain": se_gain,
+            "peak_se": peak_se,
         },
     )
     if n < max(2, median_window, final_window):
         out["evidence"] = describe_cliff(out)
         return out  # too few points for the final mean and the smoothing to mean anything
+    if threshold <= EPS:
+        # Nothing can fall below a line at or under 0: no verdict, rather than "none".
+        out["cliff_status"] = "too_low"
+        out["evidence"] = describe_cliff(out)
+        return out
     if quick and running:
-        tail_down = n - final_window > peak_idx and bool(
-            np.all(v[-final_window:] < threshold - EPS)
-        )
+        tail_down = n - final_window > ref_idx and bool(np.all(v[-final_window:] < threshold - EPS))
         if not tail_down:
             out.update(cliff_status="none", evidence=None)
             return out
@@ -259,21 +308,19 @@ def judge_accuracy(
     # Start of the final stretch below threshold: one past the last index that is not below.
     not_below = np.flatnonzero(~below)
     start = int(not_below[-1]) + 1 if len(not_below) else 0
-    start = max(start, peak_idx + 1)  # the cliff comes after the peak, by definition
+    start = max(start, ref_idx + 1)  # the cliff comes after the peak, by definition
     is_cliff = final < threshold - EPS and start < n
 
     status = "cliff" if is_cliff else "none"
     if running and is_cliff:
         # An unfinished run may still recover: only call it when it is already down for the
         # whole final window, and then only provisionally.
-        tail_down = n - final_window > peak_idx and bool(
-            np.all(v[-final_window:] < threshold - EPS)
-        )
+        tail_down = n - final_window > ref_idx and bool(np.all(v[-final_window:] < threshold - EPS))
         status = "provisional" if tail_down else "none"
         is_cliff = tail_down
-    if is_cliff and peak_idx == 0:
-        # Nothing was ever learned above the base: a fall below it is degradation, not a cliff
-        # from a learned peak.
+    if is_cliff and ref_idx == 0:
+        # Nothing was learned above the base (or only a bump within noise): a fall below it
+        # is degradation, not a cliff from a learned peak.
         out.update(cliff_status="degradation", degradation_onset=as_step(s[start]))
         out["evidence"] = describe_cliff(out)
         return out
@@ -294,11 +341,22 @@ def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
     test = acc.get("cliff_test")
     if acc.get("peak") is None or not test:
         return "no evaluations"
-    text = (
-        f"peak {acc['peak']:.3f} (step {acc['peak_step']}) → final {acc['final']:.3f}; "
-        f"threshold {acc['threshold']:.3f} = peak − θ, θ = {acc['theta']:.3f} = max("
-        f"{test['gain_margin']:.3f} lost gain, {test['z']:.2f} × SE {test['se_drop']:.4f} of "
-        f"the drop [{test['method']}]"
+    from_base = test.get("reference") == "base" and acc.get("peak_step") != acc.get("first_step")
+    if from_base:
+        text = (
+            f"peak {acc['peak']:.3f} (step {acc['peak_step']}) is within "
+            f"{test['peak_se']:g} SE ({test['se_gain']:.4f}) of the base {acc['base']:.3f}, "
+            f"so the run is judged from its base → final {acc['final']:.3f}; "
+            f"threshold {acc['threshold']:.3f} = base − θ"
+        )
+    else:
+        text = (
+            f"peak {acc['peak']:.3f} (step {acc['peak_step']}) → final {acc['final']:.3f}; "
+            f"threshold {acc['threshold']:.3f} = peak − θ"
+        )
+    text += (
+        f", θ = {acc['theta']:.3f} = max({test['gain_margin']:.3f} lost gain, {test['z']:.2f} × "
+        f"SE {test['se_drop']:.4f} of the drop [{test['method']}]"
     )
     if test.get("min_drop"):
         text += f", floor {test['min_drop']:.3f}"
@@ -306,6 +364,37 @@ def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
     status = acc.get("cliff_status")
     if status == "insufficient":
         text += "; too few evaluations for a verdict"
+    elif status == "too_low":
+        text += "; cannot judge: accuracy too low (nothing can fall below a threshold at 0)"
     elif status == "degradation":
         text += f"; no learned peak: below the base from step {acc['degradation_onset']}"
     return text
+
+
+def cliff_label(accuracy: Mapping[str, Any] | None) -> str:
+    """The verdict in a few words, the same on every page (run page, experiment page, compare
+    table, panel): "cliff @140", "provisional cliff @140", "degradation @20", "none",
+    "none so far", "below the line: not judged yet" (running, final under the threshold but
+    not for the whole final window), "cannot judge: accuracy too low", "too few evaluations"
+    or "no evaluations"."""
+    acc = accuracy or {}
+    status = acc.get("cliff_status") or "insufficient"
+    if acc.get("peak") is None:
+        return "no evaluations"
+    if status == "insufficient":
+        return "too few evaluations"
+    if status == "too_low":
+        return "cannot judge: accuracy too low"
+    if status == "cliff":
+        return f"cliff @{acc.get('cliff_onset')}"
+    if status == "provisional":
+        return f"provisional cliff @{acc.get('cliff_onset')}"
+    if status == "degradation":
+        prefix = "provisional degradation" if acc.get("running") else "degradation"
+        return f"{prefix} @{acc.get('degradation_onset')}"
+    if acc.get("running"):
+        final, threshold = acc.get("final"), acc.get("threshold")
+        if final is not None and threshold is not None and final < threshold - EPS:
+            return "below the line: not judged yet"
+        return "none so far"
+    return "none"

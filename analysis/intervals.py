@@ -90,3 +90,47 @@ def mean_ci(values: Iterable, level: float = 0.95) -> dict[str, Any]:
         half = student_t_quantile((1 + level) / 2, n - 1) * sd / math.sqrt(n)
         out.update(low=mean - half, high=mean + half, half_width=half)
     return out
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz), for x below
+    (a + 1)/(a + b + 2), where it converges fast."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1) < 1e-14:
+            break
+    return result
+
+
+def regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function (x in [0, 1], a, b > 0)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    # The symmetry I_x(a, b) = 1 − I_{1−x}(b, a) keeps the fraction in its fast range.
+    return 1 - math.exp(log_front) * _beta_continued_fraction(b, a, 1 - x) / b
+
+
+def f_sf(f: float, df1: float, df2: float) -> float:
+    """P(F > f) for Fisher's F with (df1, df2) degrees of freedom (real df allowed)."""
+    if f <= 0:
+        return 1.0
+    return regularized_beta(df2 / (df2 + df1 * f), df2 / 2, df1 / 2)

@@ -33,7 +33,8 @@ Events (`kind`, per `role` where it has one):
 - `capture` (shared policies only, as in `summarize_run`; key `role/<r>/grad_share`): the
   first logged step at which the §6 capture rule holds for the points so far (the role's
   share > `capture_threshold` in more than `capture_majority` of the later half of the logged
-  steps, more often than any other role), with at least `capture_min_points` (10) logged steps.
+  steps, more often than any other role), with at least `capture_min_steps` (10) logged steps:
+  `analysis.capture.capture_verdict`, the function every page calls.
 - `entropy_collapse` (key `role/<r>/entropy`): the reference is the median of the role's first
   `entropy_ref_points` (10) logged values; a collapse is `entropy_consecutive` (5) consecutive
   logged values after those, each below `entropy_frac` (0.5) × reference; the event is at the
@@ -79,11 +80,10 @@ import numpy as np
 
 from analysis.amplification import (
     AMPLIFICATION_DEFAULTS,
-    amplification_baseline,
-    amplification_onset,
+    amplification_verdict,
     planned_amplification,
 )
-from analysis.capture import CAPTURE_DEFAULTS, capture
+from analysis.capture import CAPTURE_DEFAULTS, capture_verdict
 from analysis.cliffs import ACCURACY_DEFAULTS, judge_accuracy, summarize_accuracy
 from analysis.runs import split_thresholds
 from analysis.series import EPS, align_by_step, as_number, as_step, clean_series
@@ -107,7 +107,6 @@ NON_FINITE_KINDS = {"train/loss": "non_finite_loss", REWARD_KEY: "non_finite_rew
 
 RADAR_DEFAULTS = {
     "cliff_confirm": 5,
-    "capture_min_points": 10,
     "entropy_ref_points": 10,
     "entropy_frac": 0.5,
     "entropy_consecutive": 5,
@@ -137,7 +136,7 @@ def radar(
     `total_steps`: the run's planned number of steps, which fixes the amplification baseline.
     `thresholds`: the `summarize_run` keywords (min_drop, drop_frac, median_window, final_window,
     baseline_frac, k_mad, consecutive, mad_floor, capture_threshold, capture_majority) and
-    the radar's own (`RADAR_DEFAULTS`: cliff_confirm, capture_min_points, entropy_ref_points,
+    the radar's own (`RADAR_DEFAULTS`: cliff_confirm, entropy_ref_points,
     entropy_frac, entropy_consecutive, zero_std_threshold, zero_std_consecutive, and the
     behaviour rules' accept_wrong_threshold, accept_wrong_consecutive,
     voter_agreement_threshold, voter_ref_points, voter_consecutive).
@@ -157,7 +156,7 @@ def radar(
     if unknown:
         raise TypeError(f"unknown threshold {unknown[0]!r}; known: {', '.join(known)}")
     acc_kw, amp_kw, cap_kw = split_thresholds(rest)  # raises on an unknown name
-    for name in ("cliff_confirm", "capture_min_points", "entropy_ref_points"):
+    for name in ("cliff_confirm", "entropy_ref_points"):
         if int(own[name]) != own[name] or own[name] < 1:
             raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
     for name in ("entropy_consecutive", "zero_std_consecutive"):
@@ -404,6 +403,11 @@ def _cliff_events(
         se = [by_step.get(x) for x in s.tolist()]
         acc_kw = {**acc_kw, "se": se}
     events = []
+    # (kind, onset) of the events raised: a fall that re-arms after a "none" prefix (the last
+    # evaluations not all below while the smoothed series still is) and fires again with the
+    # same onset is the same event, and an alert row is unique on (kind, role, step) (issue
+    # 35: the duplicate failed the whole upsert and left the run's alerts stale).
+    raised: set[tuple[str, float]] = set()
     armed = True  # False from a confirmed cliff until the run is seen to recover
     for row in prefix_cliff_statuses(s, v, **acc_kw):
         if row["cliff_status"] == "none":
@@ -412,10 +416,13 @@ def _cliff_events(
             # A fall below a base never beaten is "degradation", judged and confirmed alike.
             kind = "cliff" if row["cliff_status"] == "provisional" else "degradation"
             onset = row["cliff_onset"] if kind == "cliff" else row["degradation_onset"]
-            if (
+            if (kind, onset) in raised:
+                armed = False  # the same fall, seen again after a wobble
+            elif (
                 int(np.count_nonzero(s[: np.searchsorted(s, row["step"]) + 1] >= onset))
                 >= own["cliff_confirm"]
             ):
+                raised.add((kind, onset))
                 at = int(np.searchsorted(s, onset))
                 events.append(
                     _event(
@@ -434,20 +441,21 @@ def _cliff_events(
     status = summary["cliff_status"]
     if armed and status in ("provisional", "cliff", "degradation"):
         degraded = status == "degradation"
+        kind = "degradation" if degraded else "cliff"
         onset = summary["degradation_onset"] if degraded else summary["cliff_onset"]
-        at = int(np.searchsorted(s, onset))
-        events.append(
-            _event(
-                "degradation" if degraded else "cliff",
-                None,
-                ACCURACY_KEY,
-                onset,
-                s[-1],
-                status == "provisional" or (degraded and running),
-                v[at],
-                summary["threshold"],
+        if (kind, onset) not in raised:
+            events.append(
+                _event(
+                    kind,
+                    None,
+                    ACCURACY_KEY,
+                    onset,
+                    s[-1],
+                    status == "provisional" or (degraded and running),
+                    v[int(np.searchsorted(s, onset))],
+                    summary["threshold"],
+                )
             )
-        )
     return events, status
 
 
@@ -460,20 +468,17 @@ def _amplification(
     total_steps: int | None,
     amp_kw: dict,
 ) -> list[dict]:
-    baseline_frac = amp_kw.get("baseline_frac", 0.2)
     consecutive = amp_kw.get("consecutive", 3)
-    base_kw = {k: amp_kw[k] for k in ("k_mad", "mad_floor") if k in amp_kw}
     if total_steps is None:
         # No planned length: the baseline is 20% of what exists so far, so it keeps moving.
-        onset = amplification_onset(s, v, **amp_kw)
-        if onset is None:
+        verdict = amplification_verdict(s, v, **amp_kw)
+        if verdict["onset"] is None:
             return []
-        limit = amplification_baseline(s, v, baseline_frac=baseline_frac, **base_kw)["limit"]
-        i = int(np.searchsorted(s, onset))
+        i = int(np.searchsorted(s, verdict["onset"]))
         seen = s[min(i + consecutive - 1, len(s) - 1)] if not running else s[-1]
-        return [_event("amplification", role, key, onset, seen, running, v[i], limit)]
+        return [_event("amplification", role, key, s[i], seen, running, v[i], verdict["limit"])]
     found = planned_amplification(s, v, total_steps, **amp_kw)
-    if found is None:
+    if found is None or found["index"] is None:
         return []
     first = found["index"]
     return [
@@ -510,15 +515,14 @@ def _entropy_collapse(key: str, role: str, s: np.ndarray, v: np.ndarray, own: di
 
 
 def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: dict) -> list:
-    """The capture verdict of `analysis.capture.capture` on the points so far (the one rule the
+    """The capture verdict of `analysis.capture.capture_verdict` on the points so far (the rule the
     gradients page uses too), dated at the first logged step from which that role has held
     it without a break. Provisional while the run is running: the verdict is about the last
     half of the run, which moves as the run goes on."""
     steps, shares = align_by_step({r: clean[role_key(r, "grad_share")] for r in roles})
     n = len(steps)
-    if n < own["capture_min_points"]:
-        return []
-    role = capture(steps, shares, **cap_kw)
+    min_steps = cap_kw.get("min_steps", CAPTURE_DEFAULTS["min_steps"])
+    role = capture_verdict(steps, shares, **cap_kw)["role"]  # None too below min_steps
     if role is None:
         return []
     # When did it start? Per prefix of m logged steps, the same rule as `capture` (share above
@@ -538,7 +542,7 @@ def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: di
     holds = (frac[i] > majority + EPS) & (frac[i] > others)
     not_holding = np.flatnonzero(~holds)
     first = int(not_holding[-1]) + 1 if len(not_holding) else 0
-    first = min(max(first, own["capture_min_points"] - 1), n - 1)
+    first = min(max(first, min_steps - 1), n - 1)
     return [
         _event(
             "capture",

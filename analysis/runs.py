@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.amplification import AMPLIFICATION_DEFAULTS, amplification_onset
-from analysis.capture import CAPTURE_DEFAULTS, capture, capture_fractions
-from analysis.cliffs import ACCURACY_DEFAULTS, summarize_accuracy
+from analysis.amplification import AMPLIFICATION_DEFAULTS, TOO_FEW_STEPS, amplification_verdict
+from analysis.capture import CAPTURE_DEFAULTS, capture_verdict
+from analysis.cliffs import ACCURACY_DEFAULTS, UNJUDGED, cliff_label, summarize_accuracy
 from analysis.series import align_by_step, names_between
 from trainer.names import (
     ACCURACY_KEY,
@@ -62,7 +62,12 @@ class AccuracySummary:
     @property
     def judged(self) -> bool:
         """Whether there were enough evaluations for a verdict."""
-        return self.cliff_status != "insufficient"
+        return self.cliff_status not in UNJUDGED
+
+    @property
+    def label(self) -> str:
+        """The verdict in a few words, as every page shows it (`cliff_label`)."""
+        return cliff_label(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -79,6 +84,11 @@ class RunSummary:
     policy_amplification: dict[str, Any] = field(default_factory=dict)
     capture: str | None = None
     capture_fractions: dict[str, float] = field(default_factory=dict)
+    # "captured", "none", "too_few_steps"; None where capture is no question (one role, or
+    # per-role policies).
+    capture_status: str | None = None
+    # role → "amplified", "none" or "too_few_steps" (no baseline of real signal yet).
+    amplification_status: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, summary: Mapping[str, Any] | None) -> RunSummary:
@@ -91,6 +101,8 @@ class RunSummary:
             policy_amplification=dict(summary.get("policy_amplification") or {}),
             capture=summary.get("capture"),
             capture_fractions=dict(summary.get("capture_fractions") or {}),
+            capture_status=summary.get("capture_status"),
+            amplification_status=dict(summary.get("amplification_status") or {}),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -141,11 +153,16 @@ def summarize_run(
         and at least two roles with a share (a lone role, or per-role policies, trivially
         have share 1);
       `capture_fractions`: {role: fraction of last-half steps above the capture threshold},
-        empty when capture is not computed.
+        empty when capture is not computed or too few steps are logged;
+      `capture_status`: "captured", "none", "too_few_steps" (fewer than `capture_min_steps`
+        (10) logged steps), or None where capture is not computed;
+      `amplification_status`: {role: "amplified", "none" or "too_few_steps"} (no baseline of
+        `min_signal` points carrying signal yet).
 
     `thresholds` take the keyword names of `summarize_accuracy` (alpha, drop_frac, min_drop,
     median_window, final_window) and `amplification_onset` (baseline_frac, k_mad, consecutive,
-    mad_floor), and `capture_threshold` / `capture_majority` for `capture`.
+    mad_floor, min_signal), and `capture_threshold` / `capture_majority` /
+    `capture_min_steps` for `capture_verdict`.
     """
     acc_kw, amp_kw, cap_kw = split_thresholds(thresholds)
     acc_steps, acc_values = series.get(ACCURACY_KEY, ((), ()))
@@ -159,31 +176,38 @@ def summarize_run(
     roles = roles_in(series)  # every role/<role>/<metric> key names a role, whatever the metric
 
     amplification: dict[str, Any] = {}
+    amplification_status: dict[str, str] = {}
     lead: dict[str, Any] = {}
     onset_cliff = accuracy["cliff_onset"]
     for role in roles:
         key = role_key(role, "grad_norm")
-        onset = (
-            amplification_onset(*series[key], total_steps=total_steps, **amp_kw)
+        verdict = (
+            amplification_verdict(*series[key], total_steps=total_steps, **amp_kw)
             if key in series
-            else None
+            else {"onset": None, "status": TOO_FEW_STEPS}
         )
+        onset = verdict["onset"]
         amplification[role] = onset
+        amplification_status[role] = verdict["status"]
         lead[role] = onset_cliff - onset if onset is not None and onset_cliff is not None else None
 
     policy_amplification = {
-        p: amplification_onset(
+        p: amplification_verdict(
             *series[policy_key(p, "grad_norm")], total_steps=total_steps, **amp_kw
-        )
+        )["onset"]
         for p in names_between(series, POLICY_PREFIX, "/grad_norm")
     }
 
-    captured, fractions = None, {}
+    captured, fractions, capture_status = None, {}, None
     share_roles = [r for r in roles if role_key(r, "grad_share") in series]
     if sharing in (None, "shared") and len(share_roles) >= 2:
         steps, shares = align_by_step({r: series[role_key(r, "grad_share")] for r in share_roles})
-        fractions = capture_fractions(steps, shares, threshold=cap_kw.get("threshold", 0.6))
-        captured = capture(steps, shares, **cap_kw)
+        verdict = capture_verdict(steps, shares, **cap_kw)
+        captured, fractions, capture_status = (
+            verdict["role"],
+            verdict["fractions"],
+            verdict["status"],
+        )
 
     return {
         "accuracy": accuracy,
@@ -193,4 +217,6 @@ def summarize_run(
         "policy_amplification": policy_amplification,
         "capture": captured,
         "capture_fractions": fractions,
+        "capture_status": capture_status,
+        "amplification_status": amplification_status,
     }

@@ -8,7 +8,8 @@ Runs are `{"cell": {workflow, task, model, sharing}, "seed", "summary": summariz
 the input of `analysis.cells.summarize_cells`. The metrics read from a summary
 (`run_metrics`):
 `peak`, `final`, `gain`, `final_gain` (from `summary["accuracy"]`) and `cliff` — 1.0 when the
-cliff status is "cliff" or "provisional", 0.0 when "none", missing when "insufficient" — so
+cliff status is "cliff" or "provisional", 0.0 when "none" or "degradation", missing when
+"insufficient" or "too_low" (no verdict) — so
 the mean of `cliff` over runs is the cliff rate. A missing metric drops that run from that
 metric only.
 
@@ -23,8 +24,12 @@ undercovers (it cannot see beyond the seeds' own range). Seeds are the replicati
 - the pooled effect over cells treats cells as cells: the unweighted mean of the cells'
   mean differences, each with its own seed variance, SE = √(Σ sᶜ²/nᶜ)/k and the
   Welch–Satterthwaite df (floored, so the interval errs wide); only cells with at least
-  `MIN_SEEDS` pairs enter it. Its truth is the average effect over these cells, whatever
-  their heterogeneity (`tests/analysis/test_stats_simulation.py` checks coverage);
+  `MIN_SEEDS` pairs enter it (the verdict says "from k of K cells" when some did not). When
+  those cells disagree (`heterogeneity`: Welch's test of equal means at 0.05, or two cells
+  decided in opposite directions) there is no pooled interval: "cells disagree: see each
+  cell" (`tests/analysis/test_stats_simulation.py` checks coverage);
+- a cliff rate with no cliff in any run of the cell (or of any cell) is "no cliffs"
+  (decision "no_cliffs"), not a degenerate interval [0, 0];
 - a main effect is the same kind of contrast of cell means (a level's cells against the
   average of the levels), so it exists only where every cell in it repeats seeds.
 
@@ -51,7 +56,8 @@ from typing import Any
 import numpy as np
 
 from analysis.cells import MIN_SEEDS
-from analysis.intervals import mean_ci, student_t_quantile
+from analysis.cliffs import UNJUDGED
+from analysis.intervals import f_sf, mean_ci, student_t_quantile
 from analysis.runs import RunSummary
 from analysis.series import as_number, as_step
 from trainer.names import CELL_AXES, role_key
@@ -61,6 +67,9 @@ N_PERM = 10_000
 SEED = 0
 METRICS = ("peak", "final", "gain", "final_gain", "cliff")
 INSUFFICIENT = f"not enough data: fewer than {MIN_SEEDS} seeds"
+HETEROGENEITY_ALPHA = 0.05  # cells whose means differ at this level are not pooled
+DISAGREE = "cells disagree: see each cell"
+NO_CLIFFS = "no cliffs"
 # Bootstrap resamples are drawn in chunks of at most this many indices (memory, not result).
 _CHUNK = 2_000_000
 
@@ -73,7 +82,7 @@ def run_metrics(summary: Mapping[str, Any] | None) -> dict[str, float | None]:
     acc = RunSummary.of(summary).accuracy
     out = {name: as_number(getattr(acc, name)) for name in ("peak", "final", "gain", "final_gain")}
     status = acc.cliff_status
-    out["cliff"] = None if status == "insufficient" else float(status in ("cliff", "provisional"))
+    out["cliff"] = None if status in UNJUDGED else float(status in ("cliff", "provisional"))
     return out
 
 
@@ -216,20 +225,73 @@ def _effect(x: np.ndarray, first: str, second: str, *, level: float) -> dict[str
     return out
 
 
+def heterogeneity(cells: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Do the cells' mean differences disagree beyond their seed noise? Welch's test of equal
+    means (heteroscedastic one-way ANOVA: each cell its own variance), on cells with at least
+    `MIN_SEEDS` values. `{"k" (cells), "F", "df1", "df2", "p", "disagree"}`; with fewer than
+    two cells nothing can disagree (p None).
+
+    A cell whose seeds agree exactly (variance 0: a cliff rate of 0 in every seed) takes the
+    mean variance of the other cells; when no cell has any spread, the cells disagree exactly
+    when their means differ. Two cells decided in opposite directions always disagree.
+    """
+    cells = [np.asarray(x, float) for x in cells if len(x) >= MIN_SEEDS]
+    k = len(cells)
+    out: dict[str, Any] = {"k": k, "F": None, "df1": None, "df2": None, "p": None}
+    if k < 2:
+        out["disagree"] = False
+        return out
+    means = np.array([x.mean() for x in cells])
+    n = np.array([len(x) for x in cells], float)
+    var = np.array([x.var(ddof=1) for x in cells])
+    if not np.any(var > 0):
+        out["p"] = 0.0 if np.ptp(means) > 1e-9 else 1.0
+        out["disagree"] = out["p"] < HETEROGENEITY_ALPHA
+        return out
+    var = np.where(var > 0, var, var[var > 0].mean())
+    w = n / var
+    grand = float(np.sum(w * means) / np.sum(w))
+    a = float(np.sum(w * (means - grand) ** 2)) / (k - 1)
+    tmp = float(np.sum((1 - w / np.sum(w)) ** 2 / (n - 1)))
+    f = a / (1 + 2 * (k - 2) / (k * k - 1) * tmp)
+    df2 = (k * k - 1) / (3 * tmp)
+    out.update(F=f, df1=k - 1, df2=df2, p=f_sf(f, k - 1, df2))
+    signs = set()
+    for x in cells:
+        ci = mean_ci(x)
+        if ci["low"] is not None and ci["low"] > 0:
+            signs.add(1)
+        elif ci["high"] is not None and ci["high"] < 0:
+            signs.add(-1)
+    out["disagree"] = out["p"] < HETEROGENEITY_ALPHA or signs == {1, -1}
+    return out
+
+
 def _pooled_effect(
-    cells: Sequence[np.ndarray], first: str, second: str, *, level: float
+    cells: Sequence[np.ndarray],
+    first: str,
+    second: str,
+    *,
+    level: float,
+    no_cliffs: bool = False,
 ) -> dict[str, Any]:
     """The effect over cells, cells as the unit (see the module docstring): the mean of the
-    cell means; its interval from the cells with at least MIN_SEEDS pairs."""
+    means of the cells with at least MIN_SEEDS pairs, and its interval — unless those cells
+    disagree (`heterogeneity`): then no interval and the verdict "cells disagree: see each
+    cell". `n_cells` counted of `n_cells_present`; `no_cliffs`: no run of any cell had one."""
     present = [x for x in cells if len(x)]
     counted = [x for x in present if len(x) >= MIN_SEEDS]
     out: dict[str, Any] = {
         "n": int(sum(len(x) for x in counted)),
         "n_cells": len(counted),
+        "n_cells_present": len(present),
+        # With no cell of MIN_SEEDS pairs, the mean of what there is, with no interval and the
+        # verdict "not enough data"; else only the counted cells make the figure.
         "mean": float(np.mean([x.mean() for x in present])) if present else None,
         "sd": None,
         "low": None,
         "high": None,
+        "heterogeneity": heterogeneity(counted),
     }
     if counted:
         ci = contrast_ci([(1 / len(counted), x) for x in counted], level=level)
@@ -237,6 +299,12 @@ def _pooled_effect(
     out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
     if not counted:
         out["verdict"] = f"not enough data: no cell has {MIN_SEEDS} seeds"
+    elif no_cliffs:
+        out.update(low=None, high=None, decision="no_cliffs", verdict=NO_CLIFFS)
+    elif out["heterogeneity"]["disagree"]:
+        out.update(low=None, high=None, decision="disagree", verdict=DISAGREE)
+    elif len(counted) < len(present):
+        out["verdict"] += f" (from {len(counted)} of {len(present)} cells with {MIN_SEEDS}+ seeds)"
     out["n_needed"] = out["more_needed"] = None  # planned per cell
     return out
 
@@ -336,12 +404,16 @@ def paired_effect(
         if len(slot) < 2:
             n_unpaired += 1
             continue
-        cell = cells.setdefault(key[:-1], {"seeds": [], "diffs": {m: [] for m in metrics}})
+        cell = cells.setdefault(
+            key[:-1], {"seeds": [], "diffs": {m: [] for m in metrics}, "cliffs": 0}
+        )
         cell["seeds"].append(key[-1])
         for m in metrics:
             a, b = slot[first].get(m), slot[second].get(m)
             if a is not None and b is not None:
                 cell["diffs"][m].append(b - a)
+                if m == "cliff":
+                    cell["cliffs"] += int(a > 0) + int(b > 0)
 
     rows = []
     for key, cell in cells.items():
@@ -350,6 +422,10 @@ def paired_effect(
         row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=_seed_order)
         for m in metrics:
             row[m] = _effect(np.array(cell["diffs"][m]), first, second, level=level)
+            if m == "cliff" and not cell["cliffs"] and row[m]["n"] >= MIN_SEEDS:
+                # Not a single cliff under either mode: "no cliffs", not [+0.000, +0.000].
+                row[m].update(low=None, high=None, decision="no_cliffs", verdict=NO_CLIFFS)
+                row[m].update(n_needed=None, more_needed=None)
         rows.append(row)
     overall = {
         m: _pooled_effect(
@@ -357,6 +433,7 @@ def paired_effect(
             first,
             second,
             level=level,
+            no_cliffs=m == "cliff" and not any(c["cliffs"] for c in cells.values()),
         )
         for m in metrics
     }
@@ -440,11 +517,19 @@ def main_effects(
                 row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(
                     decision, decision
                 )
+                if (
+                    m == "cliff"
+                    and xs
+                    and not any(np.any(x > 0) for c in cells.values() for x in c)
+                ):
+                    # Not one cliff on this axis: "no cliffs", not the interval [0, 0].
+                    row.update(low=None, high=None, decision="no_cliffs")
                 row["verdict"] = {
                     "above": f"{lv} above the average of {axis}",
                     "below": f"{lv} below the average of {axis}",
                     "undecided": "undecided: interval straddles 0",
                     "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
+                    "no_cliffs": NO_CLIFFS,
                 }[row["decision"]]
                 rows.append(row)
             out[axis][m] = rows

@@ -3,7 +3,9 @@
 Migrates the database, collects static files, makes sure the `troupe` login exists, then
 starts the web server (gunicorn on 127.0.0.1:$PORT, default 8000) and two Celery workers, and
 prints where to sign in. Ctrl-C or SIGTERM stops them all and exits 0; if one dies on its own,
-the others are stopped too and the exit status is 1.
+the others are stopped too and the exit status is 1. Either way the runs the training worker
+held are queued again (`hand_back_runs`), so the next start resumes them at once from their
+checkpoints rather than after the stale-run sweep's wait.
 
 The worker listens on both run queues, `cpu` and `gpu`, whatever the hardware: on a single
 machine there is no other worker, and a run queued for a device nobody listens to would wait
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 STOP_GRACE_SECONDS = 15  # how long the web server and the worker get to stop before a SIGKILL
+WORKER_NAME = "troupe@%h"  # the training worker's Celery node name (%h: this host's name)
 READY_TIMEOUT_SECONDS = 90
 
 
@@ -160,6 +163,23 @@ def stop(children: dict[str, subprocess.Popen], grace: float) -> None:
         child.wait()
 
 
+def hand_back() -> None:
+    """Queue again the runs the stopped worker held, so the next `make run` resumes them at
+    once from their checkpoints instead of after the stale-run sweep's wait (a training run
+    rarely ends within the grace period, and the worker is then killed)."""
+    from django.db import DatabaseError
+
+    from webapp.experiments.queueing import hand_back_runs
+
+    try:
+        runs = hand_back_runs(WORKER_NAME.replace("%h", socket.gethostname()))
+    except DatabaseError as exc:  # the database went first: the sweep will find them later
+        print(f"Could not hand the runs back ({exc}); the stale-run sweep will.", flush=True)
+        return
+    if runs:
+        print(f"Queued again to resume on the next start: run {', '.join(map(str, runs))}.")
+
+
 def main() -> int:
     from webapp.env import EnvError, env_int
 
@@ -185,7 +205,7 @@ def main() -> int:
         quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         children["The worker"] = start(
             ["celery", "-A", "webapp", "worker", "--queues", "cpu,gpu",
-             "--concurrency", "1", "--hostname", "troupe@%h", "--loglevel", "INFO", *quiet]
+             "--concurrency", "1", "--hostname", WORKER_NAME, "--loglevel", "INFO", *quiet]
         )  # fmt: skip
         children["The radar worker"] = start(
             # Milliseconds a task, so in its own process (solo: no pool to fork), never
@@ -212,10 +232,12 @@ def main() -> int:
     except StopRequested:
         print("\nStopping Troupe…", flush=True)
         stop(children, STOP_GRACE_SECONDS)
+        hand_back()
         print("Troupe stopped.", flush=True)
         return 0
     except ChildExited as exc:
         stop(children, STOP_GRACE_SECONDS)
+        hand_back()
         print(f"Error: {exc}", file=sys.stderr, flush=True)
         return 1
     except BaseException:

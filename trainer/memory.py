@@ -381,6 +381,7 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
     shape = model_shape(config.model)
     if shape is None or config.device == "cpu":
         return None
+    measured = capacity is not None  # a worker's own GPU, asked; else the configured figure
     capacity = gpu_bytes() if capacity is None else capacity
     need = estimate(config, shape)
     rollout = rollout_estimate(config, shape, update=need)
@@ -414,7 +415,21 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
             f"the update needs about {math.ceil(need.total / gib)} GiB of GPU memory "
             f"({need.parts()} GiB); try {', '.join(_update_fixes(config, need))}"
         )
-    return f"{'; '.join(problems)}; the GPU has {capacity / gib:.0f} GiB"
+    return f"{'; '.join(problems)}; {_capacity_words(capacity, measured)}"
+
+
+def _capacity_words(capacity: float, measured: bool) -> str:
+    """Where the GPU's size came from: a web process sees no GPU, so unless the worker's own
+    GPU was asked it is the configured figure — said as such, not as a fact (issue 35)."""
+    size = f"{capacity / 2**30:.0f} GiB"
+    if measured:
+        return f"the GPU has {size}"
+    if "TROUPE_GPU_MEMORY_GB" in os.environ:
+        return f"the workers' GPUs have {size} (TROUPE_GPU_MEMORY_GB)"
+    return (
+        f"no GPU is visible here, so it is assumed to have {size} (an H200); set "
+        "TROUPE_GPU_MEMORY_GB to your workers' GPU memory"
+    )
 
 
 def _round_down(n: int) -> int:

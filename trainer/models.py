@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from trainer.config import TINY_MODELS
+from trainer.offline import offline_reason
 
 
 class ModelUnavailable(RuntimeError):
@@ -122,19 +123,6 @@ def _locate(name: str) -> Path:
 
 # What a model needs: no pickled weights, no ONNX/GGUF/other-framework copies.
 HUB_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model", "*.jinja"]
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def offline_reason() -> str | None:
-    """Why this node may not download a model (None: it may)."""
-    if _truthy("TROUPE_OFFLINE"):
-        return "TROUPE_OFFLINE=1 forbids downloads on this node"
-    if _truthy("HF_HUB_OFFLINE"):
-        return "HF_HUB_OFFLINE=1 is set on this node"
-    return None
 
 
 def _hub_cache() -> str | None:

@@ -124,6 +124,8 @@ def _cliff_text(acc: dict) -> str:
         return f"{'yes' if status == 'cliff' else 'provisional'} @{acc['cliff_onset']}{below}"
     if status == "degradation":
         return f"degradation @{acc['degradation_onset']}{below}"
+    if status == "too_low":
+        return "cannot judge: accuracy too low"  # the line is at or below 0 (docs/analysis.md)
     return ("no" + below) if status == "none" else "too few evals"
 
 

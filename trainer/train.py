@@ -148,6 +148,7 @@ class Cancelled(Exception):
 
 
 STOP_CHECK_SECONDS = 1.0  # how often a warm start asks `should_stop` (a database read each)
+STATUS_SECONDS = 5.0  # how often a warm start's line is told again within one percent
 
 
 def duration_text(seconds: float) -> str:
@@ -163,30 +164,43 @@ def duration_text(seconds: float) -> str:
 def warm_start_status(
     reporter: Reporter, model: str, clock: Callable[[], float] = time.monotonic
 ) -> Callable[[int, int], None]:
-    """A warm-start progress callback that tells `reporter` each new whole percent, with the
-    time spent and an estimate of the time left (from the pace so far), and raises
-    `Cancelled` within about `STOP_CHECK_SECONDS` of a cancel."""
+    """A warm-start progress callback that tells `reporter` each new whole percent — and,
+    within a percent, the same line again every `STATUS_SECONDS` — with the time spent and an
+    estimate of the time left, and raises `Cancelled` within about `STOP_CHECK_SECONDS` of a
+    cancel. From 1% the estimate is the pace so far; below it, the pace since the first step
+    reported (the set-up before it, the tokenizer and the corpus, would promise hours): a
+    slow machine's 0% otherwise read "0% (21s elapsed)" for minutes, with no estimate."""
     shown = -1
     started = clock()
     asked = started
+    told = started
+    first: tuple[float, int] | None = None  # (time, steps) of the first step reported
 
     def progress(done: int, total: int) -> None:
-        nonlocal shown, asked
+        nonlocal shown, asked, told, first
         now = clock()
+        if first is None:
+            first = (now, done)
         if now - asked >= STOP_CHECK_SECONDS:
             asked = now
             if reporter.should_stop():
                 raise Cancelled(f"cancelled during the warm start of {model}")
         percent = 100 * done // max(total, 1)
-        if percent != shown:
-            shown = percent
-            elapsed = now - started
-            timing = f"{duration_text(elapsed)} elapsed"
-            # No estimate before 1%: the first steps' pace still carries the set-up (the
-            # tokenizer, the corpus), which made 0% promise hours.
-            if percent >= 1 and done < total:
-                timing += f", about {duration_text(elapsed * (total - done) / done)} left"
-            reporter.on_status(f"Preparing model {model}: warm start {percent}% ({timing})")
+        if percent == shown and now - told < STATUS_SECONDS:
+            return
+        shown, told = percent, now
+        elapsed = now - started
+        timing = f"{duration_text(elapsed)} elapsed"
+        if done < total:
+            if percent >= 1:
+                left = elapsed * (total - done) / done
+            elif done > first[1] and now > first[0]:
+                left = (now - first[0]) / (done - first[1]) * (total - done)
+            else:
+                left = None
+            if left is not None:
+                timing += f", about {duration_text(left)} left"
+        reporter.on_status(f"Preparing model {model}: warm start {percent}% ({timing})")
 
     return progress
 

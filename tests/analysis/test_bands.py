@@ -76,3 +76,13 @@ def test_bad_options_are_named():
         smooth_series([0], [1.0], method="ema", alpha=0)
     with pytest.raises(ValueError, match="window"):
         smooth_series([0], [1.0], method="rolling", window=0)
+
+
+def test_an_accuracy_band_never_runs_below_0_or_above_1():
+    # Three seeds near 0: mean .01, the t-interval ±.04 would reach −.03 (issue 35).
+    runs = [([0, 1], [0.0, 0.0]), ([0, 1], [0.0, 0.03]), ([0, 1], [0.0, 0.0])]
+    free = seed_bands(runs)
+    assert free["low"][1] < 0
+    clipped = seed_bands(runs, bounds=(0.0, 1.0))
+    assert clipped["low"][1] == 0.0 and clipped["high"][1] == free["high"][1]
+    assert clipped["mean"] == free["mean"]

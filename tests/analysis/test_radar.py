@@ -254,23 +254,27 @@ def test_the_radar_bench_runs():
     assert result["events"] >= 5 and result["radar_ms"] > 0
 
 
-def test_an_onset_inside_the_baseline_is_seen_when_the_baseline_is_fixed():
-    # Baseline steps < 40 (40 points: thirty-seven 1s, three 9s → median 1, MAD 0, limit
-    # 1.03). The 9s at 37…39 are the first three above it, but only judged once step 40 is
-    # logged.
+def test_a_rise_inside_the_baseline_is_its_early_range_not_an_onset():
+    # Baseline steps < 40 (thirty-seven 1s, three 9s → median 1, MAD 0): 1.03 by the MAD, but
+    # the run already reached 9 in its early range, so the limit is 9 and nothing amplifies
+    # (issue 35). The same 9s just after the baseline are an onset, judged at their third.
     values = [1.0] * 37 + [9.0] * 3 + [1.0] * 160
     series = {"role/gen/grad_norm": (STEPS, values)}
-    assert radar(truncate(series, 39), total_steps=N)["events"] == []
-    out = radar(truncate(series, 40), total_steps=N)["events"]
-    assert brief(out) == [("amplification", "gen", 37, 40, False)]
-    assert amplification_onset(STEPS, values) == 37
+    assert radar(truncate(series, 40), total_steps=N)["events"] == []
+    assert radar(series, total_steps=N, running=False)["events"] == []
+    assert amplification_onset(STEPS, values) is None
+    later = {"role/gen/grad_norm": (STEPS, [1.0] * 40 + [9.0] * 3 + [1.0] * 157)}
+    assert radar(truncate(later, 41), total_steps=N)["events"] == []
+    out = radar(truncate(later, 42), total_steps=N)["events"]
+    assert brief(out) == [("amplification", "gen", 40, 42, False)]
+    assert out[0]["limit"] == pytest.approx(1.03)
 
 
 @pytest.mark.parametrize(
     "series",
     [
         full_run(),
-        {"role/gen/grad_norm": (STEPS, [1.0] * 37 + [9.0] * 3 + [1.0] * 160)},
+        {"role/gen/grad_norm": (STEPS, [1.0] * 40 + [9.0] * 3 + [1.0] * 157)},
     ],
 )
 def test_each_settled_event_first_appears_at_its_seen_at_step(series):

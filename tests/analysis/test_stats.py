@@ -173,8 +173,10 @@ def test_no_effect_gives_an_interval_around_zero_and_no_verdict():
         assert effect["decision"] == "undecided"
         assert effect["verdict"] == "undecided: interval straddles 0"
         assert effect["n_needed"] is None and effect["more_needed"] is None
-    # No run fell off a cliff under either mode: every difference is 0.
-    assert cell["cliff"]["mean"] == 0.0 and cell["cliff"]["low"] == cell["cliff"]["high"] == 0.0
+    # No run fell off a cliff under either mode: "no cliffs", not the interval [0, 0].
+    assert cell["cliff"]["mean"] == 0.0 and cell["cliff"]["low"] is None
+    assert cell["cliff"]["decision"] == "no_cliffs" and cell["cliff"]["verdict"] == "no cliffs"
+    assert out["overall"]["cliff"]["decision"] == "no_cliffs"
     assert out["overall"]["peak"]["decision"] == "undecided"
     assert out["unpaired"] == 0
 

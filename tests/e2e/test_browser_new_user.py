@@ -204,6 +204,11 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
             re.compile(r"Preparing model tiny-m: warm start \d+% \(\d+s elapsed"), timeout=180_000
         )
         screenshot(page, "new-user-5-warm-start.png")
+        # Within its first percent too, the line says how long is left (issue 35: it stayed
+        # at "0% (21 s elapsed)").
+        expect(phase).to_contain_text(re.compile(r"warm start \d+% \(.+, about .+ left\)"),
+                                      timeout=60_000)  # fmt: skip
+        screenshot(page, "new-user-5b-warm-start-estimate.png")
         pressed = time.monotonic()
         page.click("#cancel-run")
         expect(page.locator("#run-live [data-status]")).to_have_text("cancelled", timeout=15_000)
@@ -243,3 +248,132 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
         page.goto(f"{base}/runs/{child}/")
         expect(page.locator("#run-live [data-status]")).to_have_text("succeeded", timeout=120_000)
         screenshot(page, "new-user-8-branch-done.png")
+
+
+# --- issue 35: verdicts the numbers support ------------------------------------------------------
+
+# Base .156, a bump to .180 at step 2 (within one SE of it), then a collapse to 0: the same
+# verdict as the collapse without the bump, "degradation" (docs/analysis.md).
+BUMPED = [0.156, 0.16, 0.180, 0.15, 0.0, 0.0, 0.0, 0.0]
+# A peak of .03 with an SE of .02 an evaluation: no threshold above 0, so no verdict.
+TOO_LOW = [0.0, 0.01, 0.03, 0.02, 0.01, 0.02, 0.0, 0.01]
+
+
+@pytest.fixture
+def matrix_experiment(frank) -> int:
+    return Experiment.objects.create(owner=frank, name="Two cells", preset="cpu-demo").id
+
+
+@pytest.fixture
+def bare_server(transactional_db, tmp_path, monkeypatch):
+    """The web server alone: these runs are logged through the API, nothing trains."""
+    monkeypatch.setenv("DEBUG", "1")
+    with live_troupe(tmp_path) as base:
+        yield base
+
+
+def external_run(base, token, experiment, name, config, points, finish=True) -> int:
+    run = api(base, token, "runs", {"name": name, "experiment": experiment, "config": config})
+    api(base, token, f"runs/{run['id']}/metrics", {"points": points})
+    if finish:
+        api(base, token, f"runs/{run['id']}/finish", {"status": "succeeded"})
+    return run["id"]
+
+
+def accuracy_points(values, se):
+    return [
+        {"key": key, "step": step, "value": value}
+        for step, accuracy in enumerate(values)
+        for key, value in (("eval/accuracy", accuracy), ("eval/accuracy_se", se))
+    ]
+
+
+def share_points(steps, generator):
+    return [
+        {"key": f"role/{role}/grad_share", "step": step, "value": share}
+        for step in steps
+        for role, share in (("generator", generator), ("aggregator", 1 - generator))
+    ]
+
+
+def test_the_new_users_verdicts_hold_to_the_numbers(
+    bare_server, token, external_experiment, matrix_experiment, chromium_path
+):
+    base, experiment = bare_server, external_experiment
+    bumped = external_run(base, token, experiment, "bump", {"steps": 7, "seed": 1},
+                          accuracy_points(BUMPED, 0.027))  # fmt: skip
+    too_low = external_run(base, token, experiment, "too low", {"steps": 7, "seed": 2},
+                           accuracy_points(TOO_LOW, 0.02))  # fmt: skip
+    shared = {"steps": 12, "seed": 3, "workflow": "voting", "sharing": "shared"}
+    early = external_run(base, token, experiment, "capture", shared,
+                         share_points(range(6), 0.9), finish=False)  # fmt: skip
+    # Two cells, three seeds each, per_role − shared at +.10 and −.10 (a little spread).
+    for workflow, effect in (("voting", 0.10), ("single", -0.10)):
+        for seed, noise in enumerate((0.0, 0.004, -0.004)):
+            for sharing, peak in (("shared", 0.3), ("per_role", 0.3 + effect + noise)):
+                config = {"steps": 4, "seed": seed, "workflow": workflow, "sharing": sharing,
+                          "task": "math", "model": "tiny-s"}  # fmt: skip
+                points = accuracy_points([0.1, peak, peak, peak, peak], 0.01)
+                name = f"{workflow}-{sharing}-{seed}"
+                external_run(base, token, matrix_experiment, name, config, points)
+
+    with chromium(chromium_path) as browser:
+        page = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
+        page.goto(f"{base}/runs/{bumped}/")
+        page.fill("#id_username", "frank")
+        page.fill("#id_password", PASSWORD)
+        page.click("#login-form button[type=submit]")
+
+        # A bump noise explains does not make a cliff.
+        page.goto(f"{base}/runs/{bumped}/")
+        verdict = page.locator("[data-cliff-verdict]")
+        expect(verdict).to_contain_text("degradation @4")
+        expect(page.locator("[data-cliff-evidence]")).to_contain_text("within 1 SE")
+        expect(page.locator("[data-steps]").first).to_contain_text("step 7 of 7")
+        expect(page.locator("[data-best]")).to_contain_text("logged from elsewhere")
+        screenshot(page, "new-user-9-bump-is-degradation.png")
+
+        # A threshold accuracy cannot reach: no verdict, and no "below −0.0…".
+        page.goto(f"{base}/runs/{too_low}/")
+        expect(verdict).to_have_text("cannot judge: accuracy too low")
+        screenshot(page, "new-user-10-too-low.png")
+
+        # Capture: "not enough steps yet" until 10 logged steps, then the role.
+        page.goto(f"{base}/runs/{early}/")
+        expect(page.locator("[data-capture-verdict]")).to_have_text("not enough steps yet")
+        screenshot(page, "new-user-11-capture-too-early.png")
+        api(base, token, f"runs/{early}/metrics", {"points": share_points(range(6, 12), 0.9)})
+        page.reload()
+        expect(page.locator("[data-capture-verdict]")).to_have_text("by generator")
+
+        # The experiment page says what the run pages say.
+        page.goto(f"{base}/experiments/{experiment}/")
+        expect(page.locator(f'tr[data-run-id="{bumped}"] [data-cliff-verdict]')).to_contain_text(
+            "degradation @4"
+        )
+        expect(page.locator(f'tr[data-run-id="{too_low}"] [data-cliff-verdict]')).to_contain_text(
+            "cannot judge"
+        )
+        # The matrix's last column fits (it was cut off at 1400 px).
+        link = page.locator(".matrix td.cell-links a", has_text="gradients").first.bounding_box()
+        frame = page.locator(".table-scroll").first.bounding_box()
+        assert link["x"] + link["width"] <= frame["x"] + frame["width"]
+        # A running run's key results follow its points without a reload.
+        final = page.locator(f'tr[data-run-id="{early}"] [data-result="final"]')
+        expect(final).to_have_text("—")
+        api(base, token, f"runs/{early}/metrics",
+            {"points": accuracy_points([0.5, 0.4, 0.3], 0.01)})  # fmt: skip
+        expect(final).to_have_text("0.400")
+        screenshot(page, "new-user-12-experiment.png")
+
+        # Cells at +.10 and −.10 are not pooled into "no difference".
+        page.goto(f"{base}/experiments/{matrix_experiment}/stats/")
+        expect(page.locator('[data-verdict="sharing"]')).to_contain_text(
+            "cells disagree: see each cell"
+        )
+        expect(page.locator('[data-verdict="sharing"]')).to_contain_text(
+            "cliff rate: no cliffs in any run"
+        )
+        expect(page.locator("tfoot")).to_contain_text("cells disagree: see each cell")
+        expect(page.locator("tfoot")).not_to_contain_text("[+0.000, +0.000]")
+        screenshot(page, "new-user-13-cells-disagree.png")

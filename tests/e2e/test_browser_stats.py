@@ -53,7 +53,12 @@ def test_the_owner_reads_the_verdicts_and_queues_the_missing_seeds(served, chrom
             "tends to come first."
         )
         expect(page.locator('[data-verdict="sharing"]')).to_contain_text(
-            "Undecided in 1 of 2 cells: resolving them takes about 16 more seeds (32 runs)."
+            "Undecided in 1 of 2 cells (on peak accuracy, final accuracy): resolving them takes "
+            "about 16 more seeds (32 runs)."
+        )
+        # One cell decided, one not: they disagree, so no pooled figure (issue 35).
+        expect(page.locator('[data-verdict="sharing"]')).to_contain_text(
+            "cells disagree: see each cell"
         )
         voting = page.locator('tr[data-cell="voting/math/tiny-s"]')
         expect(voting).to_have_class("undecided")

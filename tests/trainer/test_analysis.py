@@ -251,8 +251,9 @@ def test_half_of_the_last_half_is_not_a_majority():
 
 
 def test_a_share_of_exactly_the_threshold_does_not_capture():
-    assert capture(range(4), {"generator": [0.6] * 4, "aggregator": [0.4] * 4}) is None
-    assert capture(range(4), {"generator": [0.6] * 4}, threshold=0.55) == "generator"
+    shares = {"generator": [0.6] * 4, "aggregator": [0.4] * 4}
+    assert capture(range(4), shares, min_steps=4) is None
+    assert capture(range(4), {"generator": [0.6] * 4}, threshold=0.55, min_steps=4) == "generator"
 
 
 def test_capture_counts_steps_where_any_role_logged():
@@ -261,7 +262,7 @@ def test_capture_counts_steps_where_any_role_logged():
     steps = list(range(9))
     gen = [0.5, 0.5, 0.5, None, 0.5, 0.7, 0.7, None, 0.7]
     agg = [0.5, 0.5, 0.5, None, 0.5, 0.3, 0.3, 0.1, 0.3]
-    assert capture(steps, {"generator": gen, "aggregator": agg}) == "generator"
+    assert capture(steps, {"generator": gen, "aggregator": agg}, min_steps=8) == "generator"
 
 
 def test_capture_of_nothing_is_none():
@@ -311,9 +312,10 @@ def test_lead_is_negative_when_amplification_comes_after_the_cliff():
 def test_capture_is_computed_for_shared_or_unspecified_sharing_only():
     norms = [1.0] * 9
     series = _run_series(norms, norms, gen_share=[0.5] * 4 + [0.8] * 5)
-    assert summarize_run(series)["capture"] == "generator"
-    assert summarize_run(series, sharing="shared")["capture_fractions"]["generator"] == 1.0
-    isolated = summarize_run(series, sharing="per_role")
+    assert summarize_run(series, capture_min_steps=9)["capture"] == "generator"
+    shared = summarize_run(series, sharing="shared", capture_min_steps=9)
+    assert shared["capture_fractions"]["generator"] == 1.0
+    isolated = summarize_run(series, sharing="per_role", capture_min_steps=9)
     assert isolated["capture"] is None and isolated["capture_fractions"] == {}
 
 

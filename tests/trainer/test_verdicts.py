@@ -133,8 +133,9 @@ def test_paired_per_problem_accuracies_make_the_test_sharper():
     out = summarize_accuracy(STEPS10, values, se=[0.5] * 10, per_problem=per_problem)
     assert out["cliff_test"]["method"] == "paired"
     assert out["cliff_status"] == "cliff"
-    # With the (huge) SE alone, the same drop is noise.
-    assert summarize_accuracy(STEPS10, values, se=[0.5] * 10)["cliff_status"] == "none"
+    # With the (huge) SE alone, the threshold falls below 0: nothing could be detected, so
+    # there is no verdict (issue 35), not "none".
+    assert summarize_accuracy(STEPS10, values, se=[0.5] * 10)["cliff_status"] == "too_low"
 
 
 def test_the_radar_and_the_summary_use_the_same_cliff_rule():
@@ -264,7 +265,18 @@ def test_the_pooled_effect_treats_cells_as_cells():
         runs += [_run(seed, 0.5, "shared", "b"), _run(seed, 0.5 + d, "per_role", "b")]
     overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
     assert overall["mean"] == pytest.approx(0.05)
-    assert overall["n_cells"] == 2 and overall["low"] < 0.05 < overall["high"]
+    # These two cells differ by ten SEs: they disagree, so no pooled interval (issue 35).
+    assert overall["n_cells"] == 2 and overall["decision"] == "disagree"
+    # Cells that agree (+.05 and +.04, SE of the difference .007) get the interval around
+    # the mean of the cell means, .045, not the pair-weighted .0425.
+    runs = []
+    for seed, d in enumerate([0.04, 0.05, 0.06]):
+        runs += [_run(seed, 0.5, "shared", "a"), _run(seed, 0.5 + d, "per_role", "a")]
+    for seed, d in enumerate([0.03, 0.04, 0.05] * 3):
+        runs += [_run(seed, 0.5, "shared", "b"), _run(seed, 0.5 + d, "per_role", "b")]
+    overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
+    assert overall["mean"] == pytest.approx(0.045)
+    assert overall["n_cells"] == 2 and overall["low"] < 0.045 < overall["high"]
 
 
 def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
@@ -286,11 +298,12 @@ def test_degradation_is_its_own_radar_event_and_stops_a_run_too():
 
 def test_the_summary_takes_the_radars_amplification_baseline_from_the_planned_length():
     # A run planned for 100 steps that logged 60: the radar's baseline is steps 0–19 (20% of
-    # 100): eight at 1.0 and twelve at 1.2, median 1.2, so nothing amplifies. Counting 20% of
-    # the 60 points logged instead (12, median 1.0) would call an onset at step 8.
+    # 100): twelve at 1.0 and eight at 1.2, so 1.2 is within its early range and nothing
+    # amplifies. Counting 20% of the 60 points logged instead (12, all 1.0: limit 1.03) would
+    # call an onset at step 12.
     steps = list(range(60))
-    series = {"role/gen/grad_norm": (steps, [1.0] * 8 + [1.2] * 52)}
+    series = {"role/gen/grad_norm": (steps, [1.0] * 12 + [1.2] * 48)}
     found = radar(series, running=False, total_steps=100)["events"]
     assert not [e for e in found if e["kind"] == "amplification"]
     assert summarize_run(series, total_steps=100)["amplification"] == {"gen": None}
-    assert summarize_run(series)["amplification"] == {"gen": 8}
+    assert summarize_run(series)["amplification"] == {"gen": 12}

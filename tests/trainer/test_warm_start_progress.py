@@ -111,3 +111,20 @@ def test_a_cancel_during_the_warm_start_stops_it_within_seconds(
     assert not (tiny.model_dir("tiny-s") / "done").exists()  # nothing half-built is kept
     assert not [p for p in tiny.model_dir("tiny-s").parent.iterdir() if p.is_dir()]
     assert reporter.points == []  # never evaluated, never trained
+
+
+def test_a_slow_first_percent_still_says_how_long_is_left():
+    # Issue 35: on a busy machine the line stayed at "0% (21s elapsed)" and never estimated.
+    reporter = ListReporter()
+    now = [0.0]
+    progress = warm_start_status(reporter, "tiny-m", clock=lambda: now[0])
+
+    now[0] = 20.0  # the set-up took 20 s before the first step
+    progress(1, 1200)
+    now[0] = 26.0  # 3 more steps in 6 s: 2 s a step, 1,196 steps to go
+    progress(4, 1200)
+
+    assert reporter.statuses == [
+        "Preparing model tiny-m: warm start 0% (20s elapsed)",
+        "Preparing model tiny-m: warm start 0% (26s elapsed, about 39m 52s left)",
+    ]

@@ -96,3 +96,25 @@ def test_the_traceback_reaches_stderr_with_the_default_settings(tmp_path):
 
     assert result.stdout.strip() == "500 application/json", result.stderr
     assert "Traceback" in result.stderr and "probe-failure-7781" in result.stderr
+
+
+def _restarting(*args, **kwargs):
+    # What psycopg raises through Django while PostgreSQL restarts: the server's "terminating
+    # connection due to administrator command" (SQLSTATE 57P01). A fault to inject: a real
+    # restart would take the database from everyone sharing it.
+    import psycopg
+
+    try:
+        raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+    except psycopg.Error as exc:
+        raise OperationalError(str(exc)) from exc
+
+
+def test_a_database_restart_is_a_retryable_503_not_a_500(client, run, alice, monkeypatch):
+    # Issue 35: during a PostgreSQL restart GET /api/v1/runs/<id> answered 500.
+    monkeypatch.setattr(views, "run_json", _restarting)
+
+    response = client.get(f"/api/v1/runs/{run.id}", headers=bearer(alice))
+
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    assert "cannot be reached" in response.json()["error"]

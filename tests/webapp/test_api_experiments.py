@@ -2,7 +2,10 @@
 
 import json
 
+import huggingface_hub
 import pytest
+import requests
+from huggingface_hub.utils import RepositoryNotFoundError
 
 from tests.people import bearer, make_experiment
 from webapp.experiments.models import Experiment, Run
@@ -207,3 +210,40 @@ def test_get_lists_experiments_newest_first_with_their_run_counts(client, alice,
     page = client.get("/api/v1/experiments?limit=1&offset=1", headers=bearer(alice)).json()
     assert [e["name"] for e in page["experiments"]] == ["Older"]
     assert client.get("/api/v1/experiments?limit=0", headers=bearer(alice)).status_code == 400
+
+
+def _hub_says_no(repo_id, **kwargs):
+    # What the Hugging Face Hub answers for an id it does not know (the Hub cannot be reached
+    # from the tests: its answer is made here).
+    response = requests.Response()
+    response.status_code = 404
+    raise RepositoryNotFoundError(f"404 Client Error: Repository Not Found for {repo_id}",
+                                  response=response)  # fmt: skip
+
+
+def test_a_model_id_the_hub_does_not_know_is_refused_at_submit_time(client, alice, monkeypatch):
+    # Issue 35: a model id that does not exist was queued and failed only on the worker.
+    monkeypatch.setenv("TROUPE_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub, "model_info", _hub_says_no)
+    body = {"name": "typo", "preset": "cpu-demo", "config": {"model": "Qwen/Qwen3-0.6Bx"}}
+
+    response = client.post(
+        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        headers=bearer(alice),
+    )  # fmt: skip
+
+    assert response.status_code == 400
+    assert "no model 'Qwen/Qwen3-0.6Bx' on the Hugging Face Hub" in json.dumps(response.json())
+    assert not Run.objects.exists()
+
+
+def test_a_model_id_that_cannot_be_checked_offline_is_queued_with_a_warning(client, alice):
+    body = {"name": "offline", "preset": "cpu-demo", "config": {"model": "Qwen/Qwen3-0.6B"}}
+
+    response = client.post(
+        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        headers=bearer(alice),
+    )  # fmt: skip
+
+    assert response.status_code == 201
+    assert any("was not checked" in w for w in response.json()["warnings"])

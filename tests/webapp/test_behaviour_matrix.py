@@ -4,7 +4,7 @@
 import pytest
 
 from tests.people import make_experiment
-from webapp.dashboards import data
+from webapp.dashboards import data, figures
 from webapp.dashboards.pages import matrix
 from webapp.experiments.behaviour_cells import behaviour_cells, run_value
 from webapp.metrics import write_points
@@ -56,7 +56,10 @@ def test_the_matrix_page_colours_by_the_chosen_metric(experiment, bob):
     assert "not logged" in str(heatmap.text)  # the eval-opt cell: blank, and says why
     axis = figure.layout.coloraxis
     assert (axis.cmin, axis.cmax) == (0.0, 1.0)
-    assert axis.colorbar.title.text == "voter agreement, peak value (mean over seeds)"
+    assert (
+        axis.colorbar.title.text.replace("<br>", " ")
+        == "voter agreement, peak value (mean over seeds)"
+    )
     # A metric nobody logged draws a figure that says so; the URL keeps the choice.
     with data.viewing_as(bob):
         empty = matrix.update_matrix(experiment.id, "behaviour", 0, "behav/orchestrator_subtasks")
@@ -68,3 +71,12 @@ def test_the_matrix_page_colours_by_the_chosen_metric(experiment, bob):
     # The layout puts the choice next to the existing colour switch, with the scale explained.
     page = str(matrix.layout(experiment=str(experiment.id), colour="behaviour", metric=AGREE))
     assert "matrix-behaviour" in page and "fixed 0–1 scale" in page
+
+
+def test_the_colour_bar_title_fits_beside_a_one_row_grid():
+    # Issue 35: the title read sideways along a 228 px grid and was cut off.
+    title = "evaluator accepts wrong, final value (mean over seeds)"
+    lines = figures.colour_bar_lines(title, 228)
+    assert " ".join(lines) == title and len(lines) > 1
+    assert all(7 * len(line) <= 228 - 110 for line in lines)
+    assert figures.colour_bar_lines("gain", 500) == ["gain"]

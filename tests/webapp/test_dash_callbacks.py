@@ -3,11 +3,12 @@ experiment (webapp/experiments/demo.py): each returns the traces, rows and state
 needs — including the known cliff of `cliff_run` and the known capture of `capture_run`."""
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth import get_user_model
 
-from webapp.dashboards import data, state, tables
+from webapp.dashboards import data, figures, state, tables
 from webapp.dashboards.pages import compare, gradients, home, matrix
 from webapp.experiments.demo import LEAD, build_demo_experiment
 from webapp.experiments.models import Run
@@ -162,7 +163,7 @@ def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
     assert (str(peak.x[0]), f"{peak.y[0]:.3f}") == (row["peak_step"], row["peak"])
     cliff = next(t for t in figure.data if t.legendgroup == group and t.marker.symbol == "x-thin")
     assert cliff.x[0] == demo.cliff_onset
-    assert row["cliff_onset"] == str(demo.cliff_onset)
+    assert row["onset"] == str(demo.cliff_onset)
     assert demo.cliff_onset in [shape.x0 for shape in figure.layout.shapes]
     assert row["cliff"] == "cliff"
     assert timer_off is True
@@ -332,3 +333,12 @@ def test_the_front_page_links_each_experiment_to_its_matrix(demo, viewer):
     table, refresh_off = home.list_experiments("/dash/", 0)
     assert state.matrix_url(demo.experiment.id) in str(table)
     assert refresh_off is True
+
+
+def test_runs_of_one_sharing_mode_and_seed_are_told_apart_by_colour():
+    # Issue 35: four shared runs (seed 0, four workflows) were four identical lines.
+    runs = [SimpleNamespace(id=i, seed=0, sharing="shared") for i in range(4)]
+    runs.append(SimpleNamespace(id=4, seed=0, sharing="per_role"))
+    styles = figures.run_styles(runs, "sharing")
+    assert len({colour for colour, _ in styles.values()}) == 5
+    assert {styles[i][1] for i in range(4)} == {"solid"} and styles[4][1] == "dash"

@@ -113,6 +113,24 @@ def test_signing_out_ends_access_to_the_panel(signed_in):
     assert signed_in.get("/dash/").status_code == 302
 
 
+def test_the_panels_header_links_to_the_alerts_and_to_signing_out(signed_in):
+    # Issue 35: the panel had neither; signing out is a POST, so the panel links to a page
+    # with the button, and that page's form signs out.
+    layout = json.loads(signed_in.get("/dash/_dash-layout").get_data())
+
+    def hrefs(node):
+        if isinstance(node, dict):
+            found = [node["props"]["href"]] if "href" in node.get("props", {}) else []
+            return found + [h for child in node.values() for h in hrefs(child)]
+        if isinstance(node, list):
+            return [h for child in node for h in hrefs(child)]
+        return []
+
+    assert {"/alerts/", "/accounts/sign-out/"} <= set(hrefs(layout))
+    page = signed_in.get("/accounts/sign-out/").get_data(as_text=True)
+    assert 'id="sign-out-form"' in page and 'action="/accounts/logout/"' in page
+
+
 def test_the_web_process_never_imports_torch():
     code = (
         "import sys, webapp.wsgi; "

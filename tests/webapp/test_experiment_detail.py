@@ -158,3 +158,25 @@ def test_branches_are_not_seeds_of_the_matrix_but_shown_under_their_parent(clien
     assert html.count('class="run-cell"') == 4  # the branches get no matrix cells of their own
     assert "+2 branches" in html
     assert html.count(f'data-branch-of="{root.id}"') == 2
+
+
+def test_live_json_carries_a_running_runs_key_results_as_its_run_page_says_them(
+    client, matrix, bob
+):
+    # Issue 35: the experiment page showed FINAL 0.128 for minutes while the run page, which
+    # reads the points afresh, said 0.091. live.json now carries the running run's results.
+    run = matrix.runs.filter(status=Run.QUEUED).order_by("id").first()
+    Run.objects.filter(id=run.id).update(status=Run.RUNNING)
+    write_points(run.id, [("eval/accuracy", 5 * i, a) for i, a in enumerate([0.1, 0.2, 0.15])])
+    client.force_login(bob)
+
+    first = {r["id"]: r for r in client.get(f"/experiments/{matrix.id}/live.json").json()["runs"]}
+    write_points(run.id, [("eval/accuracy", 15, 0.05)])
+    later = {r["id"]: r for r in client.get(f"/experiments/{matrix.id}/live.json").json()["runs"]}
+
+    assert first[run.id]["results"]["final"] == pytest.approx(0.15)
+    assert later[run.id]["results"]["final"] == pytest.approx((0.2 + 0.15 + 0.05) / 3)
+    # The same words as the run page's key results.
+    label = later[run.id]["results"]["cliff_label"]
+    assert label in client.get(f"/runs/{run.id}/").content.decode()
+    assert all("results" not in r for r in later.values() if r["status"] != "running")

@@ -42,3 +42,36 @@ def test_a_run_without_shares_says_how_to_get_them(client, run, bob):
     store.write_episodes(run.id, [record("train", 1, 0)])
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert "set <code>episodes_grad_share</code>" in page
+
+
+def test_a_step_whose_recorded_episodes_carried_no_gradient_gets_no_link(client, run, bob):
+    # The aggregator's norm is largest at step 4, but every recorded episode there carried 0%
+    # of its gradient (issue 35: 5 of 6 links opened such groups). Only step 2 is offered, and
+    # the page says why step 4 is not.
+    store.write_episodes(
+        run.id,
+        [record("train", 2, i, grad_share={"aggregator": 0.3}) for i in (0, 1)]
+        + [record("train", 4, i, grad_share={"aggregator": 0.0}) for i in (0, 1)],
+    )
+    write_points(
+        run.id, [("role/aggregator/grad_norm", 2, 1.0), ("role/aggregator/grad_norm", 4, 5.0)]
+    )
+    client.force_login(bob)
+
+    page = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'data-step="2"' in page and 'data-step="4"' not in page
+    assert "1 step with a larger norm left out" in page
+
+
+def test_a_role_no_recorded_episode_carried_says_why_there_is_no_link(client, run, bob):
+    store.write_episodes(
+        run.id, [record("train", 4, i, grad_share={"aggregator": 0.0}) for i in (0, 1)]
+    )
+    write_points(run.id, [("role/aggregator/grad_norm", 4, 5.0)])
+    client.force_login(bob)
+
+    page = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'data-step="4"' not in page
+    assert "no recorded episode carried aggregator's gradient" in page

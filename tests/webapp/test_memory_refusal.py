@@ -46,3 +46,11 @@ def test_the_api_refuses_it_with_the_same_message(client, alice):
     assert response.status_code == 400
     assert message() in json.dumps(response.json())
     assert not Run.objects.exists()
+
+
+def test_a_gpu_size_nobody_measured_is_said_to_be_assumed(monkeypatch):
+    # Issue 35: on a machine with no GPU the refusal said "the GPU has 141 GiB", a default.
+    monkeypatch.delenv("TROUPE_GPU_MEMORY_GB", raising=False)
+    assert "assumed to have 141 GiB" in message() and "the GPU has" not in message()
+    monkeypatch.setenv("TROUPE_GPU_MEMORY_GB", "80")
+    assert "the workers' GPUs have 80 GiB (TROUPE_GPU_MEMORY_GB)" in message()

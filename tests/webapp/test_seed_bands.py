@@ -153,7 +153,7 @@ def test_rows_hold_config_fields_and_accuracy_results():
     _runs, _configs, rows = _runs_and_rows()
     assert rows[0]["config.sharing"] == "shared" and rows[0]["config.lr"] == 1e-5
     assert rows[0]["peak"] == 0.9 and rows[0]["final"] == 0.5
-    assert rows[0]["cliff"] == "cliff" and rows[0]["cliff_onset"] == 60
+    assert rows[0]["cliff"] == "cliff" and rows[0]["cliff_onset"] == rows[0]["onset"] == 60
     assert rows[3]["peak"] is None and rows[3]["cliff"] == "insufficient"
     assert rows[3]["config.tags"] == "[1, 2]"
 
@@ -165,7 +165,7 @@ def test_columns_show_the_core_and_differing_fields_group_by_first():
     assert fields == ["sharing", "seed", "lr", "tags"]  # "note" is the same everywhere
     ids = [c.id for c in run_table.columns(fields, group_by="lr")]
     assert ids[:4] == ["run", "config.lr", "config.sharing", "config.seed"]
-    assert ids[-6:] == ["status", "peak", "peak_step", "final", "cliff", "cliff_onset"]
+    assert ids[-6:] == ["status", "peak", "peak_step", "final", "cliff", "onset"]
 
 
 def test_sorting_is_numeric_and_puts_empty_cells_last_both_ways():
@@ -182,3 +182,12 @@ def test_sorting_is_numeric_and_puts_empty_cells_last_both_ways():
 def test_sorting_numbers_is_not_sorting_their_text():
     rows = [{"run": 1, "x": 10}, {"run": 2, "x": 9}, {"run": 3, "x": 100}]
     assert [r["x"] for r in run_table.sort_rows(rows, "x")] == [9, 10, 100]
+
+
+def test_accuracy_bands_are_clipped_to_what_an_accuracy_can_be():
+    bounds = seed_bands.value_bounds
+    assert bounds("eval/accuracy") == (0.0, 1.0) == bounds("eval/accuracy/generator")
+    assert bounds("eval/accuracy_se") is None and bounds("train/loss") is None
+    runs = [{"config": {}, "series": ([0], [v])} for v in (0.0, 0.03, 0.0)]
+    (group,) = seed_bands.bands(runs, seed_bands.NO_GROUP, key="eval/accuracy")
+    assert group["band"]["low"] == [0.0]

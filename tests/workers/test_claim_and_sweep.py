@@ -8,8 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from tests.people import make_experiment
 from webapp.experiments.models import Run, RunLog
-from webapp.experiments.queueing import requeue_stale_runs
+from webapp.experiments.queueing import hand_back_runs, requeue_stale_runs
 from workers.execute import claim
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +111,25 @@ def test_the_sweep_runs_from_the_command_line(run, capsys, django_capture_on_com
         call_command("sweep_runs")
 
     assert capsys.readouterr().out.strip() == f"Queued again: {run.id}"
+
+
+def test_a_stopped_workers_runs_are_handed_back_at_once(
+    run, alice, settings, django_capture_on_commit_callbacks
+):
+    # Issue 35: `make run` stopped with Ctrl-C killed the worker after its grace period; the
+    # run then waited for the sweep (120 s) after the restart. Its heartbeat is fresh, its
+    # worker known to be gone: it is queued again now, even past the attempt limit (a stop is
+    # no fault of the run). A run of another worker is left alone.
+    settings.TROUPE_STALE_RUN_SECONDS = 120
+    other = make_experiment(alice, name="Another").runs.get()
+    for which, worker in ((run, "troupe@here"), (other, "troupe@elsewhere")):
+        stale(which, seconds=5)
+        attempts = settings.TROUPE_MAX_ATTEMPTS
+        Run.objects.filter(id=which.id).update(worker=worker, attempts=attempts)
+
+    with django_capture_on_commit_callbacks() as sends:
+        assert hand_back_runs("troupe@here") == [run.id]
+
+    assert Run.objects.get(id=run.id).status == Run.QUEUED and len(sends) == 1
+    assert Run.objects.get(id=other.id).status == Run.RUNNING
+    assert "troupe@here was stopped; queued again" in RunLog.objects.get(run=run).line

@@ -9,4 +9,5 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("accounts/", views.account, name="account"),
     path("accounts/login/", views.LoginView.as_view(), name="login"),
+    path("accounts/sign-out/", views.sign_out, name="sign_out"),
 ]

@@ -55,3 +55,9 @@ class LoginView(auth_views.LoginView):
         wait = getattr(self.request, "login_retry_after", 0)
         context["retry_minutes"] = -(-wait // 60) if wait else 0
         return context
+
+
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """A page with the sign-out button, for places that can only link (the Dash panel's
+    header: signing out is a POST with Django's CSRF token, which the panel's frame has not)."""
+    return render(request, "accounts/sign_out.html")

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views import defaults
@@ -71,6 +71,45 @@ def database_busy(exc: OperationalError) -> bool:
     timeout for the lock. A retry succeeds once the other writers are done."""
     message = str(exc).lower()
     return "database is locked" in message or "database is busy" in message
+
+
+UNAVAILABLE_MESSAGE = (
+    "The database cannot be reached right now (restarting?); nothing of this request was "
+    "stored. Retry it in a few seconds."
+)
+# SQLSTATEs of a server that went away: class 08 (connection exceptions) and the operator's
+# shutdown, crash and "cannot connect now" (a PostgreSQL restart: issue 35).
+_UNAVAILABLE_STATES = ("57P01", "57P02", "57P03")
+
+
+def database_unavailable(exc: Exception) -> bool:
+    """Whether `exc` says the database server went away or is not back yet (a restart), not
+    that this request's query failed: a retry a few seconds later succeeds."""
+    if isinstance(exc, InterfaceError):
+        return True  # Django's "connection already closed"
+    if not isinstance(exc, OperationalError):
+        return False
+    state = getattr(exc.__cause__, "sqlstate", None)
+    if state is None:
+        # No SQLSTATE: the client library failed to reach or keep the server ("connection
+        # refused", "server closed the connection unexpectedly"), unless SQLite said busy.
+        return not database_busy(exc) and exc.__cause__ is not None
+    return state.startswith("08") or state in _UNAVAILABLE_STATES
+
+
+def retry_later(request: HttpRequest, exc: Exception) -> JsonResponse | None:
+    """The retryable 503 for a busy (SQLite) or unreachable database, or None for any other
+    error (a 500)."""
+    if database_busy(exc):
+        message = BUSY_MESSAGE
+    elif database_unavailable(exc):
+        message = UNAVAILABLE_MESSAGE
+    else:
+        return None
+    log.warning("Database busy or unreachable: %s %s answered 503", request.method, request.path)
+    response = error_response(503, message)
+    response["Retry-After"] = str(BUSY_RETRY_AFTER)
+    return response
 
 
 class ApiError(Exception):
@@ -141,13 +180,11 @@ def api_view(*methods: str) -> Callable:
                 return error_response(404, str(exc) or "Not found.")
             except PermissionDenied as exc:
                 return error_response(403, str(exc) or "You may not do this.")
-            except OperationalError as exc:
-                if not database_busy(exc):
+            except (OperationalError, InterfaceError) as exc:
+                response = retry_later(request, exc)
+                if response is None:
                     log.exception("API error: %s %s", request.method, request.path)
                     return _server_error_response()
-                log.warning("Database busy: %s %s answered 503", request.method, request.path)
-                response = error_response(503, BUSY_MESSAGE)
-                response["Retry-After"] = str(BUSY_RETRY_AFTER)
                 return response
             except Exception:
                 log.exception("API error: %s %s", request.method, request.path)

@@ -324,6 +324,12 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
         found = get_run_for_user(request.user, run_id, manage=True)
         points = _points(read_json(request))
         write_points(found.id, points)  # one statement on PostgreSQL, atomic by itself
+        if found.external and points:
+            # An external run's progress is the last step its client logged: no worker counts
+            # its steps, and a finished run read "step 0 of 8" (issue 35). A conditional
+            # UPDATE, so concurrent batches only ever move it forward.
+            last = max(int(step) for _, step, _ in points)
+            Run.objects.filter(id=found.id, step__lt=last).update(step=last)
         after_points(found.id, {key for key, _, _ in points})
         return JsonResponse({"accepted": len(points)})
 

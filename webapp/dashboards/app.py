@@ -34,7 +34,8 @@ app = Dash(
 
 
 def _frame() -> html.Div:
-    # Plain links (not dcc.Link): Experiments and Account are Django pages, a full load away.
+    # Plain links (not dcc.Link): these are Django pages, a full load away. The same places
+    # as the site's own header (base.html).
     return html.Div(
         [
             html.Header(
@@ -46,7 +47,10 @@ def _frame() -> html.Div:
                         children=[
                             html.A("Experiments", href="/"),
                             html.A("Panel", href="/dash/", className="current"),
+                            html.A("Alerts", href="/alerts/"),
                             html.A("Account", href="/accounts/"),
+                            # A link, not the site's POST form: the frame has no CSRF token.
+                            html.A("Sign out", href="/accounts/sign-out/"),
                         ],
                     ),
                 ],

@@ -10,6 +10,7 @@ works with no network.
 from __future__ import annotations
 
 import math
+import textwrap
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,7 +41,6 @@ ROLE_COLOURS = {
     "synthesizer": "#56B4E9",
     "solver": "#0072B2",
 }
-DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SHARING_DASHES = {"shared": "solid", "per_role": "dash", "per_agent": "dot"}
 # Pairwise cosines: muted hues, apart from the role colours they share a legend with.
 PAIR_COLOURS = ["#3d4b5c", "#8f6bb3", "#2a9d8f", "#b5838d", "#6b705c", "#9c6644"]
@@ -217,18 +217,32 @@ def cell_grid(
             row=1,
             col=col,
         )
+    height = 140 + 88 * len(row_keys)
+    lines = colour_bar_lines(title, height)
     _layout(
         fig,
-        height=140 + 88 * len(row_keys),
-        margin={"l": 150, "r": 30, "t": 60, "b": 50},
+        height=height,
+        # Room on the right for every line of the colour bar's title (read sideways).
+        margin={"l": 150, "r": 30 + 16 * len(lines), "t": 60, "b": 50},
         coloraxis={
             **scale,
-            "colorbar": {"title": {"text": title, "side": "right"}, "thickness": 14},
+            "colorbar": {
+                "title": {"text": "<br>".join(lines), "side": "right"},
+                "thickness": 14,
+            },
         },
     )
     fig.update_yaxes(autorange="reversed", showgrid=False, ticks="")
     fig.update_xaxes(showgrid=False, side="bottom", ticks="")
     return fig
+
+
+def colour_bar_lines(title: str, height: float, char_px: float = 7.0) -> list[str]:
+    """A colour bar's title as lines that fit beside the bar: it reads sideways along the
+    plot's height, and a one-row grid is shorter than "evaluator accepts wrong, final value
+    (mean over seeds)", which was cut off (issue 35)."""
+    width = max(12, int((height - 110) / char_px))
+    return textwrap.wrap(title, width) or [title]
 
 
 def _cell_text(cell: dict | None, field: str) -> str:
@@ -276,27 +290,15 @@ def _cell_hover(cell: dict | None, sharing: str) -> str:
 
 
 def run_styles(runs: Sequence, colour_by: str) -> dict[int, tuple[str, str]]:
-    """{run id: (colour, dash)}. By sharing mode: the mode's hue, a shade and a dash per seed
-    (so the seeds of one cell stay apart); by seed: one hue per seed, a dash per sharing mode."""
+    """{run id: (colour, dash)}, the dash always the run's sharing mode. By sharing mode: a
+    colour per run (four shared runs of one seed were four identical lines, issue 35); by
+    seed: one colour per seed, so a seed's runs under each mode share it."""
     seeds = sorted({run.seed for run in runs})
     styles = {}
-    for run in runs:
-        i = seeds.index(run.seed)
-        if colour_by == "seed":
-            styles[run.id] = (colour(i), SHARING_DASHES.get(run.sharing, "solid"))
-        else:
-            hue = SHARING_COLOURS.get(run.sharing, MUTED)
-            lift = 0.0 if len(seeds) == 1 else -0.3 + 0.7 * i / (len(seeds) - 1)
-            styles[run.id] = (shade(hue, lift), DASHES[i % len(DASHES)])
+    for index, run in enumerate(runs):
+        i = seeds.index(run.seed) if colour_by == "seed" else index
+        styles[run.id] = (colour(i), SHARING_DASHES.get(run.sharing, "solid"))
     return styles
-
-
-def shade(hex_colour: str, lift: float) -> str:
-    """`hex_colour` mixed towards white (lift > 0) or black (lift < 0) by |lift|."""
-    rgb = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
-    target = 255 if lift > 0 else 0
-    mixed = [round(c + (target - c) * abs(lift)) for c in rgb]
-    return "#" + "".join(f"{c:02x}" for c in mixed)
 
 
 def curves_figure(

@@ -24,7 +24,7 @@ RESULT_COLUMNS = [
     Column("peak_step", "Peak step", "int"),
     Column("final", "Final", "num"),
     Column("cliff", "Cliff"),
-    Column("cliff_onset", "Cliff onset", "int"),
+    Column("onset", "Cliff / degradation onset", "int"),
 ]
 
 
@@ -78,6 +78,10 @@ def rows(
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
         row.update({k: getattr(accuracy, k) for k in ("peak", "peak_step", "final", "cliff_onset")})
         row["cliff"] = accuracy.cliff_status
+        # Whichever fall the verdict names, as the run page's "degradation @2" (issue 35).
+        row["onset"] = (
+            accuracy.cliff_onset if accuracy.cliff_onset is not None else accuracy.degradation_onset
+        )
         out.append(row)
     return out
 

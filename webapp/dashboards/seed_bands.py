@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from analysis.bands import group_bands
-from trainer.names import CELL_AXES
+from trainer.names import ACCURACY_KEY, CELL_AXES
 from webapp.dashboards import labels
 from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 
@@ -79,9 +79,17 @@ def group_of(config: Mapping[str, Any], by: str, branch: str = "") -> Any:
     return f"{value} · branch: {branch}" if branch else value
 
 
-def bands(runs: Sequence[Mapping[str, Any]], by: str, smoothing: str = "0") -> list[dict[str, Any]]:
+def value_bounds(key: str) -> tuple[float, float] | None:
+    """The values `key` can take, where they are bounded: an accuracy lies in [0, 1]."""
+    return (0.0, 1.0) if key == ACCURACY_KEY or key.startswith(ACCURACY_KEY + "/") else None
+
+
+def bands(
+    runs: Sequence[Mapping[str, Any]], by: str, smoothing: str = "0", key: str = ""
+) -> list[dict[str, Any]]:
     """`group_bands` of `{"config", "series": (steps, values), "branch"?}` runs by the config
-    field `by` (every run in one group when `by` is NO_GROUP, by cell when CELL)."""
+    field `by` (every run in one group when `by` is NO_GROUP, by cell when CELL); the bands
+    of `key` clipped to its `value_bounds`."""
     keyed = [
         {
             "config": {"group": group_of(run.get("config") or {}, by, run.get("branch") or "")},
@@ -89,7 +97,7 @@ def bands(runs: Sequence[Mapping[str, Any]], by: str, smoothing: str = "0") -> l
         }
         for run in runs
     ]
-    return group_bands(keyed, "group", **smoothing_options(smoothing))
+    return group_bands(keyed, "group", bounds=value_bounds(key), **smoothing_options(smoothing))
 
 
 def group_name(by: str, value: Any, n_runs: int) -> str:

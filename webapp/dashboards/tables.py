@@ -123,7 +123,7 @@ RUN_COLUMNS = [
     Column("gain", "Gain", "signed"),
     Column("final_gain", "Final gain", "signed"),
     Column("cliff", "Cliff"),
-    Column("cliff_onset", "Cliff onset", "int"),
+    Column("onset", "Cliff / degradation onset", "int"),
     Column("cliff_threshold", "Cliff threshold", "num"),
 ]
 RUN_CSV = [
@@ -164,8 +164,15 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
                 **{k: getattr(accuracy, k) for k in ("base", "peak", "peak_step", "final")},
                 **{k: getattr(accuracy, k) for k in ("gain", "final_gain", "cliff_onset")},
                 "cliff": accuracy.cliff_status,
-                # The threshold in use beside the verdict, the evidence on hover (issue 21).
-                "cliff_threshold": accuracy.threshold,
+                # The onset of whichever fall the verdict names: a degradation has one too, as
+                # the run page says "degradation @2" (issue 35).
+                "onset": accuracy.cliff_onset
+                if accuracy.cliff_onset is not None
+                else accuracy.degradation_onset,
+                "cliff_label": accuracy.label,
+                # The threshold in use beside the verdict, the evidence on hover (issue 21);
+                # none where the run was not judged (a line at or below 0 cannot be crossed).
+                "cliff_threshold": accuracy.threshold if accuracy.judged else None,
                 "cliff_evidence": accuracy.evidence,
                 "cliff_title": accuracy.evidence,
             }
@@ -228,7 +235,9 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
                     "cliff_onset": cliff,
                     "cliff_onset_title": evidence,
                     "lead": lead,
-                    "precedes": _precedes(cliff, onset, lead),
+                    "precedes": _precedes(
+                        cliff, onset, lead, summary.amplification_status.get(role)
+                    ),
                     "capture_fraction": fractions.get(role) if shared else None,
                     "captured": _captured(summary, role) if shared else "— (own policy)",
                     "captured_title": _capture_rule(summary, role) if shared else None,
@@ -237,9 +246,11 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
     return rows
 
 
-def _precedes(cliff, onset, lead) -> str:
+def _precedes(cliff, onset, lead, status: str | None = None) -> str:
     if cliff is None:
         return "— no cliff"
+    if onset is None and status == "too_few_steps":
+        return "— too few steps to judge amplification"
     if onset is None:
         return "no: never amplified"
     if lead > 0:
@@ -261,6 +272,8 @@ def _capture_rule(summary: RunSummary, role: str | None) -> str:
 def _captured(summary: RunSummary, role: str | None) -> str:
     if role is None:
         return "—"
+    if summary.capture_status == "too_few_steps":
+        return "— not enough steps yet"  # the one minimum of evidence (analysis.capture)
     return "yes" if summary.capture == role else "no"
 
 
@@ -298,7 +311,13 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
     # that has logged nothing yet has no roles to count).
     shared = [r for r in runs if r.sharing == "shared" and len(read[r.id].roles) != 1]
     logged = [r for r in shared if read[r.id].capture_fractions]
-    if shared and not logged:
+    early = [r for r in shared if read[r.id].capture_status == "too_few_steps"]
+    if shared and not logged and early:
+        findings.append(
+            "No shared run has logged enough steps yet (10 with gradient shares), so capture "
+            "is not judged."
+        )
+    elif shared and not logged:
         findings.append("No shared run has logged gradient shares yet, so capture is not judged.")
     shared = [r for r in logged if _shares_a_policy(r, read[r.id])]
     if shared:

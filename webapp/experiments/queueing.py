@@ -33,9 +33,11 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
+from trainer.offline import offline_reason
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.worker_gpus import check_gpus
 from webapp.tracking.name_claims import claim_name
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "workers.tasks.execute_run"
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local path
+HUB_TIMEOUT_SECONDS = 5  # how long a submit waits for the Hub to say whether a model exists
 
 
 def queue_for(config: Config) -> str:
@@ -83,11 +86,58 @@ def _missing_local_model(model: str) -> str | None:
     return None
 
 
-def check_models(configs: list[Config]) -> None:
-    """ConfigError naming `model` when a local model path does not hold a model."""
+def _hub_model_check(model: str) -> tuple[str | None, str | None]:
+    """(why a Hugging Face id cannot be used, or None; what to tell the user, or None). A
+    model in this machine's Hugging Face cache exists. Otherwise the Hub is asked where this
+    node may reach it: an id it does not know is refused at submit time, not hours later on
+    a worker (issue 35). A gated model, an unreachable Hub or an offline node cannot say no:
+    the run is accepted, with a word that the worker will have to find the model."""
+    if model in TINY_MODELS or model.startswith(LOCAL_PATH_PREFIXES) or "/" not in model:
+        return None, None
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return None, None
+    except ValueError:  # not an id the Hub could hold (trainer.config let it through)
+        return f"{model!r} is not a Hugging Face model id", None
+    if reason := offline_reason():
+        return None, (
+            f"model {model!r} is not in this server's Hugging Face cache and {reason}, so it "
+            "was not checked: the worker must find it in its own cache"
+        )
+    try:
+        model_info(model, timeout=HUB_TIMEOUT_SECONDS)
+    except GatedRepoError:
+        return None, f"model {model!r} is gated on the Hub: the worker needs a token for it"
+    except RepositoryNotFoundError:
+        return (
+            f"there is no model {model!r} on the Hugging Face Hub (or it is private): check "
+            "the id's spelling, e.g. Qwen/Qwen3-0.6B"
+        ), None
+    except Exception as exc:  # noqa: BLE001 - a network failure must not refuse a good run
+        return None, (
+            f"could not ask the Hugging Face Hub whether {model!r} exists "
+            f"({type(exc).__name__}): the worker will download it or say why not"
+        )
+    return None, None
+
+
+def check_models(configs: list[Config]) -> list[str]:
+    """ConfigError naming `model` when a local model path does not hold a model or the Hub
+    does not know a Hugging Face id; the warnings to show for ids that could not be
+    checked."""
+    warnings = []
     for model in sorted({config.model for config in configs}):
-        if problem := _missing_local_model(model):
+        problem, warning = _missing_local_model(model), None
+        if problem is None:
+            problem, warning = _hub_model_check(model)
+        if problem:
             raise ConfigError({"model": problem})
+        if warning:
+            warnings.append(warning)
+    return warnings
 
 
 def create_experiment(
@@ -103,8 +153,8 @@ def create_experiment(
     `matrix.<axis>`) before anything is stored when the spec is invalid, or when no live
     worker has the GPUs a run needs. `experiment.warnings` lists what to tell the user."""
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
-    check_models(configs)
-    warnings = check_gpus(configs)  # ConfigError when no live worker has the GPUs
+    warnings = check_models(configs)
+    warnings += check_gpus(configs)  # ConfigError when no live worker has the GPUs
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -230,21 +280,32 @@ def requeue_stale_runs() -> list[int]:
     A run already tried TROUPE_MAX_ATTEMPTS times is marked failed (WorkerLost) instead, and a
     run whose cancel was requested is marked cancelled. Returns the ids queued again.
     """
+    cutoff = timezone.now() - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
+    return _requeue(Q(heartbeat__lt=cutoff), "stopped answering", limit_attempts=True)
+
+
+def hand_back_runs(worker: str) -> list[int]:
+    """Put back in the queue the running runs of `worker`, a worker known to have stopped
+    (`make run` stopped it, or killed it after its grace period): the next start resumes them
+    at once from their last checkpoint, not after TROUPE_STALE_RUN_SECONDS of silence
+    (issue 35). A run being cancelled is cancelled; a stop is no fault of the run, so it
+    counts against no attempt limit. Returns the ids queued again."""
+    return _requeue(Q(worker=worker), "was stopped", limit_attempts=False)
+
+
+def _requeue(which: Q, what_happened: str, *, limit_attempts: bool) -> list[int]:
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
-    stale = Run.objects.filter(status=Run.RUNNING, external=False, heartbeat__lt=cutoff)
+    stale = Run.objects.filter(which, status=Run.RUNNING, external=False)
     requeued = []
     for run in stale.only("id", "attempts", "cancel_requested", "queue", "worker"):
         # The same conditions again, plus the attempt: a run that beat, finished or was
         # claimed again since the SELECT is left alone.
-        mine = Run.objects.filter(
-            id=run.id, status=Run.RUNNING, attempts=run.attempts, heartbeat__lt=cutoff
-        )
-        silent = f"Worker {run.worker or '?'} stopped answering"
+        mine = Run.objects.filter(which, id=run.id, status=Run.RUNNING, attempts=run.attempts)
+        silent = f"Worker {run.worker or '?'} {what_happened}"
         if run.cancel_requested:
             if mine.update(status=Run.CANCELLED, finished=now):
                 add_log(run.id, f"{silent}; the run was being cancelled: cancelled.")
-        elif run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
+        elif limit_attempts and run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
             message = f"{silent}; the run lost its worker {run.attempts} times."
             if mine.update(
                 status=Run.FAILED,

@@ -151,7 +151,10 @@ def experiment_stats(experiment: Experiment) -> dict[str, Any]:
     sharing = paired_effect(entries, first=FIRST, second=SECOND, metrics=METRICS, axes=AXES)
     for cell in sharing["cells"]:
         cell["plan"] = _cell_plan(cell, pending)
-        cell["undecided"] = any(cell[m]["decision"] == "undecided" for m in METRICS)
+        # Which metrics are open: a cell decided on peak and final but not on its cliff rate
+        # is "undecided on cliff rate", never a blanket "undecided" (issue 35).
+        cell["undecided_on"] = [m for m in METRICS if cell[m]["decision"] == "undecided"]
+        cell["undecided"] = bool(cell["undecided_on"])
         # Fewer than MIN_SEEDS pairs: no interval and no verdict, only "not enough data".
         cell["insufficient"] = cell["n_pairs"] < MIN_SEEDS
     lead = lead_test(leads)
@@ -387,11 +390,16 @@ def sharing_sentence(stats: dict) -> str:
         effect = sharing["overall"][m]
         if effect["mean"] is None:
             continue
+        if effect["decision"] == "no_cliffs":
+            parts.append(f"{METRIC_NAMES[m]}: no cliffs in any run")
+            continue
         text = f"{METRIC_NAMES[m]} {_signed(effect['mean'])}"
         if effect["low"] is not None:
             text += f" [{_signed(effect['low'])}, {_signed(effect['high'])}]"
         text += f" ({effect['verdict']})"
         parts.append(text)
+    if not parts:  # no cell has the seeds for a pooled figure
+        parts.append(sharing["overall"][METRICS[0]]["verdict"])
     cells = sharing["cells"]
     undecided = sum(1 for c in cells if c["undecided"] or c["insufficient"])
     n_pairs = sum(c["n_pairs"] for c in cells)
@@ -407,7 +415,11 @@ def sharing_sentence(stats: dict) -> str:
             if not any(c["insufficient"] for c in cells)
             else ("Undecided or without enough seeds")
         )
-        said += f" {what} in {undecided} of {_plural(len(cells), 'cell')}: "
+        said += f" {what} in {undecided} of {_plural(len(cells), 'cell')}"
+        open_metrics = sorted({m for c in cells for m in c["undecided_on"]}, key=METRICS.index)
+        if open_metrics:
+            said += " (on " + ", ".join(METRIC_NAMES[m] for m in open_metrics) + ")"
+        said += ": "
         if plan["seeds"]:
             said += f"resolving them takes about {_plural(plan['seeds'], 'more seed')} "
             said += f"({plan['runs']} runs)."

@@ -36,6 +36,7 @@ def experiment_stats_page(request: HttpRequest, experiment_id: int) -> HttpRespo
             "n_pairs": cell["n_pairs"],
             "seeds": cell["seeds"],
             "undecided": cell["undecided"] or cell["insufficient"],
+            "undecided_on": [METRIC_NAMES[m] for m in cell["undecided_on"]],
             "plan": cell["plan"],
             "effects": [cell[m] for m in METRICS],
         }

@@ -27,6 +27,7 @@ from webapp.experiments.run_files import delete_runs
 from webapp.experiments.serialize import log_tail, run_json, run_label
 from webapp.experiments.sparkline import sparkline
 from webapp.experiments.summaries import cell_summaries, run_summaries
+from webapp.experiments.templatetags import verdicts
 from webapp.metrics import latest_points, read_series
 
 SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)
@@ -161,7 +162,13 @@ def _spec_rows(experiment: Experiment) -> list[tuple[str, str]]:
 @login_required
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     experiment = get_experiment_for_user(request.user, experiment_id)
-    runs = experiment.runs.only("id", "status", "step", "total_steps", "phase", "experiment_id")
+    runs = list(experiment.runs.all())
+    # A running run's key results move with every evaluation: the page updates them from here
+    # rather than showing the numbers of its last reload (issue 35: FINAL 0.128 on the
+    # experiment page while the run page said 0.091). Summaries are cached per run, so only
+    # a run with new points is read again.
+    active = [r for r in runs if r.status == Run.RUNNING]
+    summaries = run_summaries(active, gradients=False) if active else {}
     return JsonResponse(
         {
             "runs": [
@@ -172,11 +179,28 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
                     "total_steps": r.total_steps,
                     "percent": r.percent,
                     "phase": r.current_phase,
+                    **({"results": live_results(summaries[r.id])} if r.id in summaries else {}),
                 }  # fmt: skip
                 for r in runs
             ]
         }
     )
+
+
+def live_results(summary: dict) -> dict:
+    """A running run's key results as the experiment page writes them (the same words as
+    its template: `verdicts.cliff_label` and `cliff_line`)."""
+    accuracy = RunSummary.of(summary).accuracy
+    return {
+        "base": accuracy.base,
+        "peak": accuracy.peak,
+        "peak_step": accuracy.peak_step,
+        "final": accuracy.final,
+        "cliff": accuracy.cliff,
+        "cliff_label": verdicts.cliff_label(accuracy),
+        "cliff_line": verdicts.cliff_line(accuracy),
+        "evidence": accuracy.evidence,
+    }
 
 
 @login_required

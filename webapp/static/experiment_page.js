@@ -1,6 +1,6 @@
 // The experiment page follows its runs while any is queued or running: every few seconds it
-// reads live.json and updates each run's status badge and progress bar. When a run finishes
-// the page reloads once, to show its key results.
+// reads live.json and updates each run's status badge, progress bar and, for a running run, its
+// key results (base, peak, final, the cliff verdict). When a run finishes the page reloads once.
 (function () {
   "use strict";
   var root = document.getElementById("experiment-live");
@@ -21,7 +21,43 @@
       if (track) track.title = run.phase || "step " + run.step + " of " + run.total_steps;
       var steps = el.querySelector("[data-steps]");
       if (steps) steps.textContent = run.step + "/" + run.total_steps;
+      if (run.results) results(el, run.results);
     });
+  }
+
+  function number(value) {
+    return value === null || value === undefined ? "—" : Number(value).toFixed(3);
+  }
+
+  // A running run's key results, in the words the server wrote them (live.json).
+  function results(row, r) {
+    var cell = function (name) { return row.querySelector('[data-result="' + name + '"]'); };
+    if (cell("base")) cell("base").textContent = number(r.base);
+    if (cell("final")) cell("final").textContent = number(r.final);
+    var peak = cell("peak");
+    if (peak) {
+      peak.textContent = number(r.peak);
+      if (r.peak_step !== null && r.peak_step !== undefined) {
+        var at = document.createElement("span");
+        at.className = "muted small";
+        at.textContent = "@" + r.peak_step;
+        peak.append(" ", at);
+      }
+    }
+    var verdict = row.querySelector("[data-cliff-verdict]");
+    if (verdict) {
+      var label = document.createElement("span");
+      label.className = r.cliff ? "badge status-failed" : "muted";
+      label.textContent = r.cliff_label;
+      verdict.replaceChildren(label);
+      if (r.cliff_line) {
+        var line = document.createElement("span");
+        line.className = "muted small";
+        line.textContent = r.cliff_line;
+        verdict.append(" ", line);
+      }
+      verdict.title = r.evidence || "";
+    }
   }
 
   var before = null;

@@ -159,6 +159,7 @@ def update_bands(run_ids, key, by, smooth, band, scale, _tick):
         ],
         by,
         state.parse_choice(smooth, seed_bands.SMOOTHING, "0"),
+        key,
     )
     figure = (
         seed_bands.bands_figure(groups, key, by, band, scale)

@@ -1,6 +1,7 @@
 """The compare view, /dash/compare?runs=3,7,9&key=eval/accuracy: one metric of several runs
 overlaid, with each run's accuracy peak (★) and cliff onset (✕, dotted line), optional display
-smoothing, and runs coloured by sharing mode or by seed. The table gives each run's key
+smoothing, and runs told apart by colour (one per run, or one per seed) with the sharing mode as
+the line's dash. The table gives each run's key
 results; both the table and the plotted series download as CSV. `?run=<id>&lineage=1` selects
 a run and its branches; a branch of a drawn parent starts at its branch step, is named by its
 change, and the branch step gets a dashed line (`lineage_overlay.py`).
@@ -15,7 +16,8 @@ from webapp.dashboards.episode_clicks import episodes_href
 from webapp.experiments.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
-COLOUR_BY = {"sharing": "Sharing mode", "seed": "Seed"}
+# The URL keeps "sharing" for the default: the dash shows the mode, a colour each run.
+COLOUR_BY = {"sharing": "A colour per run (dash: sharing mode)", "seed": "A colour per seed"}
 
 
 def layout(

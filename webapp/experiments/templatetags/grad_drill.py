@@ -4,8 +4,11 @@ gradient (`grad_share`, trainer/grad_drill.py; recorded with `episodes_grad_shar
 
 From a spike of `role/<r>/grad_norm` a researcher wants the episodes that drove it: only
 training steps with recorded episodes can answer, so the spikes offered are the largest norms
-among those steps. A tag, so the run view stays as it is: three queries (the recorded steps,
-the latest step's records, each role's norms at those steps).
+among those steps — and only steps where some recorded episode carried a share of the role's
+gradient: a link to a step whose recorded episodes all carried 0% leads nowhere (issue 35),
+so such steps are skipped and counted (`empty`), and the panel says why none is offered. A
+tag, so the run view stays as it is: the recorded steps, the latest step's records, each
+role's norms at those steps, and one query per step looked at (at most `LOOKED_AT` a role).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from webapp.metrics import values_at
 register = template.Library()
 
 SPIKES = 3  # steps offered per role
+LOOKED_AT = 12  # recorded steps a role's spikes are looked for in, largest norm first
+CARRIED = 1e-9  # a share below this is no gradient: a float's dust, not an episode's part
 
 
 def episodes_by_share(run_id: int, step: int, role: str) -> dict[str, str]:
@@ -49,6 +54,16 @@ def drill_roles(run_id: int) -> tuple[list[int], list[str] | None]:
     return steps, sorted({role for s in shares if s for role in s})
 
 
+def carried_gradient(run_id: int, step: int, role: str) -> bool:
+    """Whether any recorded training episode of `step` carried a share of `role`'s gradient."""
+    rows = Episode.objects.filter(run_id=run_id, kind=Episode.TRAIN, step=step)
+    for data in rows.values_list("data", flat=True):
+        share = (unpack(data).get("grad_share") or {}).get(role)
+        if share is not None and abs(share) > CARRIED:
+            return True
+    return False
+
+
 @register.inclusion_tag("experiments/_grad_drill.html")
 def grad_drill_panel(run: Run) -> dict:
     steps, roles = drill_roles(run.id)
@@ -56,13 +71,13 @@ def grad_drill_panel(run: Run) -> dict:
     for role in roles or []:
         norms = values_at(run.id, role_key(role, "grad_norm"), steps)
         finite = [(s, v) for s, v in norms.items() if v is not None]
-        spikes = sorted(finite, key=lambda pair: (-pair[1], pair[0]))[:SPIKES]
-        rows.append(
-            {
-                "role": role,
-                "spikes": [
-                    {"step": s, "norm": v, **episodes_by_share(run.id, s, role)} for s, v in spikes
-                ],
-            }
-        )
+        spikes, empty = [], 0
+        for s, v in sorted(finite, key=lambda pair: (-pair[1], pair[0]))[:LOOKED_AT]:
+            if len(spikes) == SPIKES:
+                break
+            if carried_gradient(run.id, s, role):
+                spikes.append({"step": s, "norm": v, **episodes_by_share(run.id, s, role)})
+            else:
+                empty += 1
+        rows.append({"role": role, "spikes": spikes, "empty": empty, "logged": bool(finite)})
     return {"run": run, "recorded": bool(steps), "shares": roles is not None, "rows": rows}
