@@ -34,10 +34,18 @@ from webapp.experiments.alerts import after_points, settle_run
 from webapp.experiments.cells import run_columns
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
-from webapp.metrics import write_point_times, write_points, write_signs, write_step_times
+from webapp.metrics import (
+    delete_series,
+    stored_keys,
+    write_point_times,
+    write_points,
+    write_signs,
+    write_step_times,
+)
 from webapp.tracking import artifacts, keymap, rows
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
+from webapp.tracking.repeats import standing_points
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 100, 1000
@@ -389,9 +397,8 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             if not tracked.accuracy_key:
                 chosen = keymap.accuracy_source(keys, _cell_value(tracked, "accuracy_key"))
                 tracked.accuracy_key = chosen or ""
-            new = keymap.aliases(keys, tracked.accuracy_key or None)
-            tracked.aliases.update({troupe: original for original, troupe in new.items()})
-            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases"])
+            _settle_aliases(run.id, tracked, keys)
+            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases", "shadowed"])
             if params or tags:
                 _apply_fields(run, tracked)
         run.tracked = tracked
@@ -399,11 +406,32 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
     return written
 
 
+def _settle_aliases(run_id: int, tracked: TrackedRun, keys: list[str]) -> None:
+    """Record which Troupe keys the batch's keys are copied to (`aliases`) and which the
+    client logs itself (`shadowed`: never copied to). A Troupe key the client now logs
+    itself after an alias filled it loses the copies: it reads back only what was logged.
+    Runs under the lock on the run's row."""
+    claimed = [key for key in keys if key in tracked.aliases]
+    for key in claimed:
+        tracked.shadowed[key] = tracked.aliases.pop(key)
+    if claimed:
+        delete_series(run_id, claimed)
+    mapped = keymap.mappings(keys, tracked.accuracy_key or None)
+    fresh = {troupe: original for original, troupe in mapped.items()
+             if troupe not in tracked.aliases and troupe not in tracked.shadowed}  # fmt: skip
+    own = set(keys) | stored_keys(run_id, list(fresh))  # not aliases: the client's own
+    for troupe, original in fresh.items():
+        (tracked.shadowed if troupe in own else tracked.aliases)[troupe] = original
+
+
 def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
-    """Whether a metrics-only batch must update the run's row: a new alias to remember, or
-    an accuracy key still to choose."""
-    mapped = keymap.aliases(keys, tracked.accuracy_key or None)
-    if any(troupe not in tracked.aliases for troupe in mapped.values()):
+    """Whether a metrics-only batch must update the run's row: a new alias to remember, a
+    Troupe key logged by the client that an alias filled so far, or an accuracy key still
+    to choose."""
+    if any(key in tracked.aliases for key in keys):
+        return True
+    mapped = keymap.mappings(keys, tracked.accuracy_key or None)
+    if any(t not in tracked.aliases and t not in tracked.shadowed for t in mapped.values()):
         return True
     return (
         not tracked.accuracy_key
@@ -414,21 +442,28 @@ def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
 def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     if not points:
         return 0
-    plain = list(keymap.map_points([(p.key, p.step, p.value) for p in points],
-                                   tracked.accuracy_key or None))  # fmt: skip
-    written = write_points(run_id, plain)
     times: dict[int, int] = {}
     for p in points:
         times.setdefault(p.step, p.timestamp)  # the step's time: its first point's
     # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
     # so only training keys say how far the run is.
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
-    before = write_step_times(run_id, times, max(trained, default=None))
+    last = max(trained, default=None)
+    before = write_step_times(run_id, times, None if last is None else min(last, INT_MAX))
+    # One point a (key, step) stands in the metric table; the others are kept beside it.
+    points = standing_points(run_id, points, set(before))
+    plain = keymap.map_points(
+        [(p.key, p.step, p.value) for p in points],
+        tracked.accuracy_key or None,
+        own=tracked.shadowed,
+    )
+    written = write_points(run_id, plain)
     _write_point_times(run_id, points, {**times, **before}, before)
     # Which gaps were ±inf (`PointSign`); no query for a batch of finite values.
     if odd := {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}:
         write_signs(run_id, odd)
-    after_points(run_id, {key for key, _, _ in plain})
+    if plain:
+        after_points(run_id, {key for key, _, _ in plain})
     return written
 
 
