@@ -386,9 +386,12 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             )  # fmt: skip
     keys = list(dict.fromkeys(p.key for p in points))
     with transaction.atomic():
+        # One writer a run at a time. Two batches logging one (key, step) at once (the async
+        # logger's workers do) must each see the other's point, or one would overwrite the
+        # other instead of keeping it (`repeats.py`); params and tags merge into this row.
+        # Lock order: this row, then the run's (its step), then its points.
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
         if params or tags or _needs_bookkeeping(tracked, keys):
-            # Rare (params, tags, a key seen the first time): lock the row to merge into it.
-            tracked = TrackedRun.objects.select_for_update().get(run=run)
             for key, value in params.items():  # re-checked under the lock
                 if tracked.params.get(key, value) != value:
                     raise MlflowError(INVALID, f"Changing param values is not allowed ('{key}').")
@@ -449,7 +452,8 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     # so only training keys say how far the run is.
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
     last = max(trained, default=None)
-    before = write_step_times(run_id, times, None if last is None else min(last, INT_MAX))
+    # The run's step column counts training steps: MLflow's wider ones are clamped into it.
+    before = write_step_times(run_id, times, None if last is None else min(max(last, 0), INT_MAX))
     # One point a (key, step) stands in the metric table; the others are kept beside it.
     points = standing_points(run_id, points, set(before))
     plain = keymap.map_points(
@@ -507,9 +511,9 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         tracked.tags[RUN_NAME_TAG] = name
         fields.append("name")
     with transaction.atomic():
+        tracked.save(update_fields=["end_time", "tags"])  # log_batch's lock order: this row first
         if fields:
             run.save(update_fields=fields)
-        tracked.save(update_fields=["end_time", "tags"])
         if status and run.status in Run.FINISHED:
             settle_run(run.id)  # the radar's verdict on the ended run, with its end
     return run
