@@ -2,7 +2,8 @@
 a client logs reads back (ten values without a step are ten points, a retried batch adds
 none), while Troupe's own reads take a step's last value; steps and keys as wide as MLflow
 takes them, synchronously and through async logging; a key and its Troupe alias never
-overwrite each other; and a NUL byte in a GET parameter or path is a 400, not a 500."""
+overwrite each other; a logged model keeps its metrics and its run's link to it; and a NUL
+byte in a GET parameter or path is a 400, not a 500."""
 
 import mlflow
 import pytest
@@ -125,6 +126,34 @@ def test_a_key_and_its_troupe_alias_never_overwrite_each_other(troupe, alias_fir
     page = client.get(f"/runs/{number}/").content.decode()
     assert "<code>train/loss</code> is the run's own; <code>loss</code> maps here" in page
     assert "<code>train/reward</code> is the run's own" in page
+
+
+class Echo(mlflow.pyfunc.PythonModel):
+    def predict(self, context, model_input: list[str]) -> list[str]:
+        return model_input
+
+
+def test_a_logged_model_keeps_its_metrics_and_the_runs_link_to_it(troupe):
+    with mlflow.start_run() as run:
+        info = mlflow.pyfunc.log_model(name="policy", python_model=Echo(),
+                                       pip_requirements=["mlflow"])  # fmt: skip
+        mlflow.log_metric("acc", 0.4, step=1, model_id=info.model_id)
+        mlflow.log_metric("acc", 0.9, step=2, model_id=info.model_id)
+        mlflow.log_metrics({"f1": 0.7}, step=2, model_id=info.model_id, synchronous=False)
+        mlflow.flush_async_logging()
+    client = MlflowClient()
+    outputs = client.get_run(run.info.run_id).outputs.model_outputs
+    assert [o.model_id for o in outputs] == [info.model_id]
+    assert history(run.info.run_id, "acc") == [(1, 0.4), (2, 0.9)]  # the run's metrics too
+
+    model = client.get_logged_model(info.model_id)
+    assert sorted((m.key, m.step, m.value) for m in model.metrics) == [
+        ("acc", 1, 0.4), ("acc", 2, 0.9), ("f1", 2, 0.7)
+    ]  # fmt: skip
+    found = mlflow.search_logged_models(filter_string="metrics.acc > 0.5", output_format="list")
+    assert [m.model_id for m in found] == [info.model_id]  # the latest value, 0.9
+    assert mlflow.search_logged_models(filter_string="metrics.acc < 0.5",
+                                       output_format="list") == []  # fmt: skip
 
 
 def test_a_nul_byte_in_a_get_parameter_or_path_is_a_400(troupe):

@@ -64,6 +64,8 @@ class TrackedRun(models.Model):
     # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
     # one entry per (name, digest), as MLflow's store keeps them.
     inputs = models.JSONField(default=list)
+    # runs/outputs: [{"model_id", "step"}], the models the run logged (`run.outputs`).
+    outputs = models.JSONField(default=list)
 
 
 class StepTime(models.Model):
@@ -143,6 +145,9 @@ class LoggedModel(models.Model):
     updated = models.BigIntegerField()
     tags = models.JSONField(default=dict)
     params = models.JSONField(default=dict)
+    # Metrics logged with this model's id (`log_metric(…, model_id=…)`): [{"key", "value",
+    # "timestamp", "step", "run_id", "dataset_name"?, "dataset_digest"?}], each once.
+    metrics = models.JSONField(default=list)
 
     class Meta:
         indexes = [

@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -21,7 +22,7 @@ from webapp.experiments.models import Experiment, Run
 from webapp.experiments.run_files import delete_runs
 from webapp.metrics import history_json
 from webapp.metrics.earlier import every_point_json, has_earlier
-from webapp.tracking import reads, search, store
+from webapp.tracking import logged_models, reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,
     INVALID,
@@ -262,14 +263,28 @@ def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
     store.check_limits(len(raw_metrics), len(raw_params), len(raw_tags))
     run = store.find_run(user, run_id(data), manage=True)
     points = _points(raw_metrics)
-    store.log_batch(run, points, store.checked_params(raw_params), store.checked_tags(raw_tags))
+    linked = [
+        (points[i], link)
+        for i, entry in enumerate(raw_metrics)
+        if type(entry) is dict and (link := logged_models.model_link(entry, f"metrics[{i}]"))
+    ]
+    params, tags = store.checked_params(raw_params), store.checked_tags(raw_tags)
+    with transaction.atomic():  # a metric naming a model it may not reach stores nothing
+        store.log_batch(run, points, params, tags)
+        if linked:
+            logged_models.add_metrics(user, run, linked)
     return _ok()
 
 
 @mlflow_view("POST")
 def log_metric(request: HttpRequest, user, data: dict) -> JsonResponse:
     run = store.find_run(user, run_id(data), manage=True)
-    store.log_batch(run, [_point(data, "metric")], {}, {})
+    point = _point(data, "metric")
+    link = logged_models.model_link(data, "metric")
+    with transaction.atomic():
+        store.log_batch(run, [point], {}, {})
+        if link:
+            logged_models.add_metrics(user, run, [(point, link)])
     return _ok()
 
 

@@ -1,6 +1,6 @@
 """Every point an MLflow client logs (`EarlierPoint`), the Troupe keys a client logs itself
-(`TrackedRun.shadowed`), and MLflow's key and step ranges for the time and sign rows
-(issue 34)."""
+(`TrackedRun.shadowed`), a run's model outputs and a model's metrics, and MLflow's key and
+step ranges for the time and sign rows (issue 34)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -13,6 +13,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="loggedmodel",
+            name="metrics",
+            field=models.JSONField(default=list),
+        ),
+        migrations.AddField(
+            model_name="trackedrun",
+            name="outputs",
+            field=models.JSONField(default=list),
+        ),
         migrations.AddField(
             model_name="trackedrun",
             name="shadowed",
