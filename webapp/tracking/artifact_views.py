@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
-from webapp.tracking import artifacts, logged_models, multipart, store
+from webapp.tracking import artifact_total, artifacts, logged_models, multipart, store
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError, integer, mlflow_view, text
 
 
@@ -64,8 +64,11 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
         return download_response(handle, inner.rsplit("/", 1)[-1])
     root, inner, run_id = _root(user, address, manage=True)
     if request.method == "PUT":
-        artifacts.save(root, inner, request, _length(request), run_id=run_id)
+        used = artifact_total.used_bytes(run_id)
+        written, replaced = artifacts.save(root, inner, request, _length(request), used=used)
+        artifact_total.add(run_id, written - replaced)
     else:
+        artifact_total.recount(run_id)
         artifacts.delete(root, inner)
     return JsonResponse({})
 
@@ -108,6 +111,7 @@ def upload_create(request: HttpRequest, user, data: dict, path: str) -> JsonResp
     address = _file_address(path, data)
     root, inner, run_id = _root(user, address, manage=True)
     parts = integer(data, "num_parts", default=1, low=1, high=multipart.MAX_PARTS)
+    artifact_total.recount(run_id)  # creating one removes stale parts
     upload_id = multipart.create(root, inner, parts, run_id=run_id)
     # The parts go where the client would send S3's presigned URLs, here; they are sent with
     # the headers given beside them, so the caller's own token goes along (back to the caller
@@ -134,7 +138,9 @@ def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonRespon
     number = integer(query, "part_number", low=1, high=multipart.MAX_PARTS)
     if number is None:
         raise MlflowError(INVALID, "Missing value for required parameter 'part_number'.")
-    etag = multipart.put_part(upload, number, request, _length(request), run_id=run_id)
+    used = artifact_total.used_bytes(run_id)
+    etag, grown = multipart.put_part(upload, number, request, _length(request), used=used)
+    artifact_total.add(run_id, grown)
     response = JsonResponse({})
     response["ETag"] = etag
     return response
@@ -152,6 +158,7 @@ def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonRe
                           "{part_number, etag}.")  # fmt: skip
     parts = [(integer(p, "part_number", low=1, high=multipart.MAX_PARTS) or 0,
               text(p, "etag", limit=100)) for p in listed]  # fmt: skip
+    artifact_total.recount(run_id)  # parts joined, unlisted ones dropped, a file replaced
     multipart.complete(upload, parts)
     return JsonResponse({})
 
@@ -160,5 +167,6 @@ def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonRe
 def upload_abort(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
     address = _file_address(path, data)
     _, _, run_id = _root(user, address, manage=True)
+    artifact_total.recount(run_id)
     multipart.abort(run_id, text(data, "upload_id", required=True, limit=100))
     return JsonResponse({})
