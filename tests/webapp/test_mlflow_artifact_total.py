@@ -1,6 +1,7 @@
 """A run's artifact bytes are a stored running total (issue 34: walking the run's folder for
 every upload made each upload slower as the folder grew): uploads and replacements keep it
-exact, a deletion has it counted again once, and the run's limit is checked against it."""
+exact, a deletion has it counted again once, the run's limit is checked against it, and the
+file that holds it is neither counted nor listed."""
 
 import json
 
@@ -34,8 +35,12 @@ def put(client, user, path, data):
                       headers=bearer(user))  # fmt: skip
 
 
+def total_file():
+    return artifacts.run_folder(TrackedRun.objects.get().run_id).parent / ".artifact-bytes"
+
+
 def stored_total() -> int | None:
-    return TrackedRun.objects.get().artifact_bytes
+    return int(total_file().read_text()) if total_file().exists() else None
 
 
 def on_disk() -> int:
@@ -48,6 +53,8 @@ def test_uploads_and_replacements_keep_the_total_exact(client, alice, run_root):
     assert stored_total() == on_disk() == 60
     assert put(client, alice, f"{run_root}/f0.txt", b"y" * 3).status_code == 200  # replaced
     assert stored_total() == on_disk() == 53
+    listed = client.get(ARTIFACTS, {"path": run_root.strip("/")}, headers=bearer(alice))
+    assert sorted(f["path"] for f in listed.json()["files"]) == [f"f{i}.txt" for i in range(5)]
 
 
 def test_a_deletion_has_the_total_counted_again_by_the_next_upload(client, alice, run_root):
@@ -68,7 +75,7 @@ def test_the_runs_limit_is_checked_against_the_stored_total(client, alice, run_r
     )
     # The total is what the check reads, not a walk of the folder: 90 stored leaves room for
     # 10 more bytes although only 60 lie on disk.
-    TrackedRun.objects.update(artifact_bytes=90)
+    total_file().write_text("90")
     assert put(client, alice, f"{run_root}/c.bin", b"x" * 11).status_code == 400
     assert put(client, alice, f"{run_root}/c.bin", b"x" * 10).status_code == 200
     assert stored_total() == 100

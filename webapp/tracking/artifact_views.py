@@ -64,9 +64,10 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
         return download_response(handle, inner.rsplit("/", 1)[-1])
     root, inner, run_id = _root(user, address, manage=True)
     if request.method == "PUT":
-        used = artifact_total.used_bytes(run_id)
-        written, replaced = artifacts.save(root, inner, request, _length(request), used=used)
-        artifact_total.add(run_id, written - replaced)
+        with artifact_total.tally(run_id) as total:
+            written, replaced = artifacts.save(root, inner, request, _length(request),
+                                               used=total.used())  # fmt: skip
+            total.add(written - replaced)
     else:
         artifact_total.recount(run_id)
         artifacts.delete(root, inner)
@@ -138,9 +139,10 @@ def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonRespon
     number = integer(query, "part_number", low=1, high=multipart.MAX_PARTS)
     if number is None:
         raise MlflowError(INVALID, "Missing value for required parameter 'part_number'.")
-    used = artifact_total.used_bytes(run_id)
-    etag, grown = multipart.put_part(upload, number, request, _length(request), used=used)
-    artifact_total.add(run_id, grown)
+    with artifact_total.tally(run_id) as total:
+        etag, grown = multipart.put_part(upload, number, request, _length(request),
+                                         used=total.used())  # fmt: skip
+        total.add(grown)
     response = JsonResponse({})
     response["ETag"] = etag
     return response

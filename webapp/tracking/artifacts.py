@@ -26,6 +26,7 @@ from webapp.experiments.models import Run
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError
 
 ROOT_PART = "artifacts"  # the last part of every run's artifact URI
+TOTAL_FILE = ".artifact-bytes"  # the run's running total (`artifact_total.py`), not counted
 CHUNK = 1024 * 1024
 
 
@@ -128,7 +129,7 @@ def walk(root: Path) -> list[Entry]:
         names[:] = sorted(n for n in names if not Path(folder, n).is_symlink())
         for name in sorted(filenames):
             path = Path(folder, name)
-            if name.startswith(".upload-") or path.is_symlink():
+            if name.startswith(".upload-") or name == TOTAL_FILE or path.is_symlink():
                 continue
             files.append(Entry(path.relative_to(root).as_posix(), False, path.stat().st_size))
     return files

@@ -66,9 +66,6 @@ class TrackedRun(models.Model):
     inputs = models.JSONField(default=list)
     # runs/outputs: [{"model_id", "step"}], the models the run logged (`run.outputs`).
     outputs = models.JSONField(default=list)
-    # The bytes the run's directory holds, kept as uploads arrive; NULL: count them again
-    # (`webapp/tracking/artifact_total.py`).
-    artifact_bytes = models.BigIntegerField(null=True)
 
 
 class StepTime(models.Model):

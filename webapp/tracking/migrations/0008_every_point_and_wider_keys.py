@@ -1,6 +1,6 @@
 """Every point an MLflow client logs (`EarlierPoint`), the Troupe keys a client logs itself
-(`TrackedRun.shadowed`), a run's model outputs and a model's metrics, a run's artifact bytes
-as a running total, and MLflow's key and step ranges for the time and sign rows (issue 34)."""
+(`TrackedRun.shadowed`), a run's model outputs and a model's metrics, and MLflow's key and
+step ranges for the time and sign rows (issue 34)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -13,11 +13,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(
-            model_name="trackedrun",
-            name="artifact_bytes",
-            field=models.BigIntegerField(null=True),
-        ),
         migrations.AddField(
             model_name="loggedmodel",
             name="metrics",
