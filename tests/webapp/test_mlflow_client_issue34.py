@@ -2,8 +2,9 @@
 a client logs reads back (ten values without a step are ten points, a retried batch adds
 none), while Troupe's own reads take a step's last value; steps and keys as wide as MLflow
 takes them, synchronously and through async logging; a key and its Troupe alias never
-overwrite each other; a logged model keeps its metrics and its run's link to it; and a NUL
-byte in a GET parameter or path is a 400, not a 500."""
+overwrite each other; a logged model keeps its metrics and its run's link to it; a NUL
+byte in a GET parameter or path is a 400, not a 500; experiments/search answers GET too, and
+MLflow paths Troupe does not serve answer MLflow's JSON 404."""
 
 import mlflow
 import pytest
@@ -172,3 +173,18 @@ def test_a_nul_byte_in_a_get_parameter_or_path_is_a_400(troupe):
         answer = requests.get(api + endpoint, params=params, headers=headers, timeout=30)
         assert answer.status_code == 400, (endpoint, answer.text)
         assert answer.json()["error_code"] == "INVALID_PARAMETER_VALUE", endpoint
+
+
+def test_experiments_search_answers_get_and_other_mlflow_paths_a_json_404(troupe):
+    base, token = troupe
+    headers = {"Authorization": f"Bearer {token}"}
+    mlflow.set_experiment("searched")
+    found = requests.get(f"{base}/api/2.0/mlflow/experiments/search", headers=headers,
+                         params={"max_results": "10", "order_by": "name"}, timeout=30)  # fmt: skip
+    assert found.status_code == 200, found.text
+    assert "searched" in [e["name"] for e in found.json()["experiments"]]
+    for path in ("/api/3.0/mlflow/server-info", "/api/2.0/preview/mlflow/runs/get",
+                 "/ajax-api/2.0/mlflow/runs/get"):  # fmt: skip
+        answer = requests.get(base + path, headers=headers, timeout=30)
+        assert answer.status_code == 404, path
+        assert answer.json()["error_code"] == "ENDPOINT_NOT_FOUND", path

@@ -105,11 +105,15 @@ def experiment_get(request: HttpRequest, user, data: dict) -> JsonResponse:
     return _ok({"experiment": reads.experiment_json(experiment, user)})
 
 
-@mlflow_view("POST")
+@mlflow_view("GET", "POST")
 def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """POST with a JSON body (the client), or GET with the query string (MLflow's server
+    answers both): a lone `order_by` then arrives as a string, not a list."""
     attributes = ("name", "creation_time", "last_update_time", "experiment_id")
     numeric = ("creation_time", "last_update_time")
     clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
+    if isinstance(data.get("order_by"), str):
+        data = {**data, "order_by": [data["order_by"]]}
     orders = search.parse_order(_list(data, "order_by"), attributes) or [
         ("attributes", "last_update_time", True)
     ]
@@ -420,9 +424,11 @@ def _history_position(data: dict) -> tuple[int, int]:
 
 @csrf_exempt
 def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path of MLflow's APIs (/api/2.0/mlflow/…, /api/3.0/mlflow/…, the UI's
+    /ajax-api/…): MLflow's JSON error, never an HTML page."""
     return error_response(
         "ENDPOINT_NOT_FOUND",
-        f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
+        f"Troupe does not implement the MLflow endpoint {request.method} {request.path} "
         "(it answers experiments/get-by-name, create, get, search, update, delete, "
         "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
         "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
