@@ -25,6 +25,7 @@ def troupe(alice, tmp_path, monkeypatch):
         for name, value in mlflow_env(base, token).items():
             monkeypatch.setenv(name, value)
         mlflow.set_tracking_uri(base)
+        mlflow.set_experiment("issue 34")  # not the id an earlier test left in the client
         try:
             yield base, token
         finally:

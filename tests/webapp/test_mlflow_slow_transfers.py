@@ -70,6 +70,7 @@ def test_transfers_slower_than_thirty_seconds_finish_while_metrics_pass_them(
         for name, value in mlflow_env(base, token).items():
             monkeypatch.setenv(name, value)
         mlflow.set_tracking_uri(base)
+        mlflow.set_experiment("issue 34")  # not the id an earlier test left in the client
         (tmp_path / "big.bin").write_bytes(big)
         with mlflow.start_run() as run:
             mlflow.log_artifact(str(tmp_path / "big.bin"))
