@@ -3,8 +3,9 @@ a client logs reads back (ten values without a step are ten points, a retried ba
 none), while Troupe's own reads take a step's last value; steps and keys as wide as MLflow
 takes them, synchronously and through async logging; a key and its Troupe alias never
 overwrite each other; a logged model keeps its metrics and its run's link to it; a NUL
-byte in a GET parameter or path is a 400, not a 500; experiments/search answers GET too, and
-MLflow paths Troupe does not serve answer MLflow's JSON 404."""
+byte in a GET parameter or path is a 400, not a 500; experiments/search answers GET too,
+artifacts/list lists a run's folder, and MLflow paths Troupe does not serve answer MLflow's
+JSON 404."""
 
 import mlflow
 import pytest
@@ -176,7 +177,7 @@ def test_a_nul_byte_in_a_get_parameter_or_path_is_a_400(troupe):
         assert answer.json()["error_code"] == "INVALID_PARAMETER_VALUE", endpoint
 
 
-def test_experiments_search_answers_get_and_other_mlflow_paths_a_json_404(troupe):
+def test_search_and_listing_answer_get_and_other_mlflow_paths_a_json_404(troupe):
     base, token = troupe
     headers = {"Authorization": f"Bearer {token}"}
     mlflow.set_experiment("searched")
@@ -184,6 +185,14 @@ def test_experiments_search_answers_get_and_other_mlflow_paths_a_json_404(troupe
                          params={"max_results": "10", "order_by": "name"}, timeout=30)  # fmt: skip
     assert found.status_code == 200, found.text
     assert "searched" in [e["name"] for e in found.json()["experiments"]]
+    with mlflow.start_run() as run:
+        mlflow.log_text("hello", "notes/a.txt")
+    asked = {"run_id": run.info.run_id, "path": "notes"}
+    listed = requests.get(f"{base}/api/2.0/mlflow/artifacts/list", params=asked,
+                          headers=headers, timeout=30)  # fmt: skip
+    assert listed.status_code == 200, listed.text
+    file = {"path": "notes/a.txt", "is_dir": False, "file_size": 5}
+    assert listed.json() == {"root_uri": run.info.artifact_uri, "files": [file]}
     for path in ("/api/3.0/mlflow/server-info", "/api/2.0/preview/mlflow/runs/get",
                  "/ajax-api/2.0/mlflow/runs/get"):  # fmt: skip
         answer = requests.get(base + path, headers=headers, timeout=30)

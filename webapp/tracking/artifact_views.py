@@ -16,8 +16,16 @@ from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
-from webapp.tracking import artifact_total, artifacts, logged_models, multipart, store
-from webapp.tracking.protocol import INVALID, MISSING, MlflowError, integer, mlflow_view, text
+from webapp.tracking import artifact_total, artifacts, logged_models, multipart, reads, store
+from webapp.tracking.protocol import (
+    INVALID,
+    MISSING,
+    MlflowError,
+    integer,
+    mlflow_view,
+    run_id,
+    text,
+)
 
 
 def _root(user, address: artifacts.Address, *, manage: bool = False) -> tuple[Path, str, int]:
@@ -75,8 +83,28 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
 
 
 @mlflow_view("GET")
+def run_artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """/api/2.0/mlflow/artifacts/list?run_id=&path=: MLflow's older listing, by run, with
+    paths from the run's artifact root (the client itself lists through
+    mlflow-artifacts/)."""
+    run = store.find_run(user, run_id(data))
+    uri = reads.runs_json([run], user)[0]["info"]["artifact_uri"]
+    inner = text(data, "path", limit=2000).strip("/")
+    listed = _listing(user, artifacts.parse(f"{uri.removeprefix('mlflow-artifacts:')}/{inner}"))
+    for item in listed:
+        item["path"] = f"{inner}/{item['path']}" if inner else item["path"]
+    return JsonResponse({"root_uri": uri, "files": listed})
+
+
+@mlflow_view("GET")
 def artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
-    address = artifacts.parse(text(data, "path", required=True, limit=2000))
+    return JsonResponse(
+        {"files": _listing(user, artifacts.parse(text(data, "path", required=True, limit=2000)))}
+    )
+
+
+def _listing(user, address: artifacts.Address) -> list[dict]:
+    """A folder's entries as MLflow lists them: {path (from the folder), is_dir, file_size}."""
     root, inner, _ = _root(user, address)
     files = []
     entries = artifacts.listing(root, inner)
@@ -89,7 +117,7 @@ def artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
         if entry.size is not None:
             item["file_size"] = entry.size
         files.append(item)
-    return JsonResponse({"files": files})
+    return files
 
 
 def _length(request: HttpRequest) -> int | None:

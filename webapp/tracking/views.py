@@ -432,5 +432,5 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
         "(it answers experiments/get-by-name, create, get, search, update, delete, "
         "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
         "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
-        "metrics/get-history; logged-models).",
+        "metrics/get-history; artifacts/list; logged-models).",
     )
