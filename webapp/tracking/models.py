@@ -4,8 +4,10 @@ An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Trou
 (its params are the run's config, its status and times the run's). The rows here add what
 MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
 key chosen as its `eval/accuracy`, the aliases the key mapping made
-(`webapp/tracking/keymap.py`) and the datasets it was given (runs/log-inputs), and per step
-the wall-clock time the client gave its points (MLflow's metric timestamp).
+(`webapp/tracking/keymap.py`) and the Troupe keys it logs itself, the datasets it was given
+(runs/log-inputs) and the models it logged (runs/outputs); per step the wall-clock time the
+client gave its points (MLflow's metric timestamp); and the points a later one replaced at
+their step (`EarlierPoint`: MLflow keeps every point).
 """
 
 from __future__ import annotations

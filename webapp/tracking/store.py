@@ -7,8 +7,10 @@
   MLflow client can read every run. Writing needs an external run of an experiment the caller
   may change (its owner or staff, `webapp/experiments/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
-  Points go through `write_points` (idempotent on (run, key, step): a resumed job that logs a
-  step again overwrites it) after `webapp.tracking.keymap` adds each recognised key's Troupe alias.
+  Every point is kept, as MLflow keeps it: at each (key, step) the latest stands in the metric
+  table (`write_points`) and the others are kept as earlier points (`repeats.py`); an exact
+  repeat is dropped. `webapp.tracking.keymap` adds each recognised key's Troupe alias, except
+  onto a Troupe key the client logs itself (`TrackedRun.shadowed`).
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
   named `workflow`, `task`, `model`, `sharing`, `seed` fill the run's matrix cell, and
   `troupe.accuracy_key` names the key to show as `eval/accuracy`.
