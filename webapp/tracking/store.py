@@ -373,11 +373,13 @@ def check_limits(n_metrics: int, n_params: int, n_tags: int) -> None:
         )  # fmt: skip
 
 
-def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str]) -> int:
+def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str],
+              *, replace: bool = False) -> int:  # fmt: skip
     """Store one checked batch; returns the points written (aliases included).
 
     Param values are immutable (MLflow's rule): a different value for a logged param is an
-    error, and then nothing of the batch is stored.
+    error, and then nothing of the batch is stored. `replace`: a point overwrites the one at
+    its (key, step) instead of joining it (the offline importer: importing a log again).
     """
     tracked = tracked_of(run)
     for key, value in params.items():
@@ -407,7 +409,7 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             if params or tags:
                 _apply_fields(run, tracked)
         run.tracked = tracked
-        written = _write(run.id, points, tracked)
+        written = _write(run.id, points, tracked, replace)
     return written
 
 
@@ -444,7 +446,7 @@ def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
     )
 
 
-def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
+def _write(run_id: int, points: list[Point], tracked: TrackedRun, replace: bool) -> int:
     if not points:
         return 0
     times: dict[int, int] = {}
@@ -456,8 +458,8 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
     last = max(trained, default=None)
     # The run's step column counts training steps: MLflow's wider ones are clamped into it.
     before = write_step_times(run_id, times, None if last is None else min(max(last, 0), INT_MAX))
-    # One point a (key, step) stands in the metric table; the others are kept beside it.
-    points = standing_points(run_id, points, set(before))
+    if not replace:  # one point a (key, step) stands in the metric table; the others beside
+        points = standing_points(run_id, points, set(before))
     plain = keymap.map_points(
         [(p.key, p.step, p.value) for p in points],
         tracked.accuracy_key or None,
