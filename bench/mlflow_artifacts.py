@@ -11,6 +11,12 @@ venv is made). Per repeat (ABBA order), each side gets a fresh run and `--files`
 `MlflowClient.download_artifacts` into a fresh folder; every download is checked byte for
 byte. Throughput = bytes / wall time; medians over `--repeats` and the ratios Troupe / MLflow.
 
+Many small files (`--small-files N`, issue 34: each upload used to walk the run's whole
+folder for its quota): each side gets another fresh run and N files of `--small-kib` KiB,
+uploaded one after another with `log_artifact`; files/s over the whole upload, and the median
+milliseconds a file over the first and the last tenth (flat when an upload's cost does not
+grow with the folder). `--small-files 0` skips it; `--mib 0` skips the large files.
+
     .venv/bin/python bench/mlflow_artifacts.py --mlflow-python /tmp/mlflow-venv/bin/python
     .venv/bin/python bench/mlflow_artifacts.py --smoke --without-mlflow   # tiny, Troupe only
 """
@@ -69,13 +75,38 @@ def measure(name: str, url: str, experiment: str, files: list[Path], tag: str) -
             "upload_s": up, "download_s": seconds}  # fmt: skip
 
 
+def measure_small(name: str, url: str, experiment: str, files: list[Path], tag: str) -> dict:
+    """Upload many small files into one run, one after another: files/s, and ms a file over
+    the first and the last tenth of them."""
+    mlflow.set_tracking_uri(url)
+    os.environ["MLFLOW_TRACKING_URI"] = url
+    client = MlflowClient(tracking_uri=url)
+    run_id = client.create_run(experiment, run_name=f"{name}-small-{tag}").info.run_id
+    each = []
+    start = time.perf_counter()
+    for path in files:
+        before = time.perf_counter()
+        client.log_artifact(run_id, str(path))
+        each.append(time.perf_counter() - before)
+    seconds = time.perf_counter() - start
+    listed = client.list_artifacts(run_id)
+    assert len(listed) == len(files), f"{name}: {len(listed)} of {len(files)} files listed"
+    client.set_terminated(run_id)
+    tenth = max(1, len(files) // 10)
+    return {"small_files_per_s": len(files) / seconds, "small_files_s": seconds,
+            "first_tenth_ms": 1000 * statistics.median(each[:tenth]),
+            "last_tenth_ms": 1000 * statistics.median(each[-tenth:])}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlflow-python", default=os.environ.get("MLFLOW_PYTHON"))
     parser.add_argument("--without-mlflow", action="store_true", help="Troupe's side only")
     parser.add_argument("--postgres", default=DEFAULT_POSTGRES)
     parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--mib", type=int, default=64, help="size of each file")
+    parser.add_argument("--mib", type=int, default=64, help="size of each file (0: none)")
+    parser.add_argument("--small-files", type=int, default=1000, help="many small files")
+    parser.add_argument("--small-kib", type=int, default=1, help="size of each small file")
     parser.add_argument("--workers", type=int, default=4, help="server worker processes")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
@@ -87,6 +118,7 @@ def main() -> None:
     suffix = ""
     if args.smoke:
         args.files, args.mib, args.workers, args.repeats = 2, 1, 2, 1
+        args.small_files = 20
         suffix = f"_smoke_{os.getpid()}"
     with_mlflow = mlflow_available(args.mlflow_python)
     if not with_mlflow and not args.smoke:
@@ -96,9 +128,14 @@ def main() -> None:
     rows: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="artifact-bench-up-") as up:
         files = []
-        for i in range(args.files):
+        for i in range(args.files if args.mib else 0):
             files.append(Path(up, f"blob-{i}.bin"))
             files[-1].write_bytes(os.urandom(args.mib * MIB))
+        Path(up, "small").mkdir()
+        small = []
+        for i in range(args.small_files):
+            small.append(Path(up, "small", f"note-{i:05d}.txt"))
+            small[-1].write_bytes(os.urandom(args.small_kib * 1024))
         with TroupeServer(args.postgres, f"troupe_artifact_bench{suffix}", args.workers,
                           log=log) as troupe:  # fmt: skip
             os.environ["MLFLOW_TRACKING_TOKEN"] = troupe.token  # MLflow's server ignores it
@@ -114,39 +151,49 @@ def main() -> None:
                     sides.append(("mlflow", server.url, made))
                 for rep in range(args.repeats):
                     for name, url, experiment in sides if rep % 2 == 0 else sides[::-1]:
+                        row = {}
                         with contextlib.redirect_stdout(sys.stderr):  # the client's notes
-                            row = measure(name, url, experiment, files, f"rep{rep}")
+                            if files:
+                                row |= measure(name, url, experiment, files, f"rep{rep}")
+                            if small:
+                                row |= measure_small(name, url, experiment, small, f"rep{rep}")
                         rows.setdefault(name, []).append(row)
-                        log(f"repeat {rep + 1}/{args.repeats} {name}: up "
-                            f"{row['upload_mib_s']:.0f} MiB/s, down "
-                            f"{row['download_mib_s']:.0f} MiB/s")  # fmt: skip
+                        log(f"repeat {rep + 1}/{args.repeats} {name}: "
+                            + ", ".join(f"{k} {v:.1f}" for k, v in row.items()))  # fmt: skip
             finally:
                 if server is not None:
                     server.__exit__(None, None, None)
+    workload = ("files", "mib", "small_files", "small_kib", "workers", "repeats")
     summary: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
-        "workload": {k: getattr(args, k) for k in ("files", "mib", "workers", "repeats")},
+        "workload": {k: getattr(args, k) for k in workload},
     }
+    measures = [
+        *(["upload_mib_s", "download_mib_s"] if files else []),
+        *(["small_files_per_s", "first_tenth_ms", "last_tenth_ms"] if small else []),
+    ]
     for name, measured in rows.items():
         summary[name] = {
-            f"{way}_mib_s_median": round(statistics.median(r[f"{way}_mib_s"] for r in measured), 1)
-            for way in ("upload", "download")
-        } | {
-            f"{way}_mib_s_each": [round(r[f"{way}_mib_s"], 1) for r in measured]
-            for way in ("upload", "download")
-        }  # fmt: skip
+            f"{m}_median": round(statistics.median(r[m] for r in measured), 1) for m in measures
+        } | {f"{m}_each": [round(r[m], 1) for r in measured] for m in measures}  # fmt: skip
     if "mlflow" in summary:
         t, m = summary["troupe"], summary["mlflow"]
-        for way in ("upload", "download"):
-            summary[f"ratio_{way}"] = round(t[f"{way}_mib_s_median"] / m[f"{way}_mib_s_median"], 2)
+        parts = []
+        ratios = {"upload": "upload_mib_s", "download": "download_mib_s",
+                  "small_files": "small_files_per_s"}  # fmt: skip
+        for label, key in ratios.items():
+            if f"{key}_median" in t:
+                summary[f"ratio_{label}"] = round(t[f"{key}_median"] / m[f"{key}_median"], 2)
+                parts.append(f"{label} {t[f'{key}_median']} vs {m[f'{key}_median']} = "
+                             f"{summary[f'ratio_{label}']}x")  # fmt: skip
         summary["summary"] = (
-            f"artifacts, {args.files} x {args.mib} MiB: upload {t['upload_mib_s_median']} vs "
-            f"{m['upload_mib_s_median']} MiB/s = {summary['ratio_upload']}x; download "
-            f"{t['download_mib_s_median']} vs {m['download_mib_s_median']} MiB/s = "
-            f"{summary['ratio_download']}x (Troupe / MLflow --serve-artifacts) | load average "
-            f"{summary['load_before']} before, {summary['load_after']} after"
+            f"artifacts, {len(files)} x {args.mib} MiB and {len(small)} x {args.small_kib} KiB: "
+            + "; ".join(parts)
+            + " (Troupe / MLflow --serve-artifacts; MiB/s, small files a "
+            f"second) | load average {summary['load_before']} before, {summary['load_after']} "
+            "after"
         )
     print(json.dumps(summary, indent=2))
     if "summary" in summary:

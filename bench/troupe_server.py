@@ -148,6 +148,8 @@ class TroupeServer:
                 "-m",
                 "gunicorn",
                 "webapp.wsgi",
+                "--config",  # as `make run` and compose serve it; the workers as asked
+                "python:webapp.gunicorn_conf",
                 "--workers",
                 str(self.workers),
                 "--bind",

@@ -197,8 +197,8 @@ def main() -> int:
     try:
         children["The web server"] = start(
             # No control socket: it lives in ~/.gunicorn, where a second instance would clash.
-            ["gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-             "--graceful-timeout", "10", "--no-control-socket"]
+            ["gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--config", "python:webapp.gunicorn_conf", "--no-control-socket"]
         )  # fmt: skip
         # No gossip, mingle or heartbeat: they only matter between several workers, and on
         # the embedded broker every heartbeat would be a file.

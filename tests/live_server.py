@@ -23,11 +23,16 @@ from tests.helpers import ROOT, database_url, free_port, service_env
 
 @contextmanager
 def live_troupe(
-    log_dir: Path, threads: int = 4, workers: int = 1, database: str | None = None
+    log_dir: Path,
+    threads: int = 4,
+    workers: int = 1,
+    database: str | None = None,
+    deployed: bool = False,
 ) -> Iterator[str]:
     """Start the server, wait until it answers, yield its base URL, stop it. `database` (a
     DATABASE_URL) replaces the test database; the access log lands in `log_dir/gunicorn.log`
-    beside the server's own lines."""
+    beside the server's own lines. `deployed`: served exactly as `make run` and docker
+    compose serve it (`webapp/gunicorn_conf.py`), `threads` and `workers` unused."""
     # The server serves its scripts and styles from the collected static files, as
     # `scripts/run.py` deploys them; a fresh clone has none until they are collected.
     call_command("collectstatic", interactive=False, verbosity=0)
@@ -38,10 +43,14 @@ def live_troupe(
     )
     log = log_dir / "gunicorn.log"
     with log.open("w") as out:
+        how = (
+            ["--config", "python:webapp.gunicorn_conf"]
+            if deployed
+            else ["--workers", str(workers), "--threads", str(threads), "--timeout", "60"]
+        )
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(workers), "--threads", str(threads), "--timeout", "60",
-             "--access-logfile", "-"],
+             *how, "--access-logfile", "-"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"

@@ -28,6 +28,7 @@ def test_the_artifact_bench_runs_troupes_side_alone(postgres_url):
     summary = run_smoke("--postgres", postgres_url, "--without-mlflow")
     assert summary["troupe"]["upload_mib_s_median"] > 0
     assert summary["troupe"]["download_mib_s_median"] > 0
+    assert summary["troupe"]["small_files_per_s_median"] > 0  # 20 small files, all listed
     assert "mlflow" not in summary
 
 
@@ -36,3 +37,4 @@ def test_the_artifact_bench_compares_with_mlflow_where_it_is_installed(postgres_
         pytest.skip(f"no MLflow venv at {MLFLOW_PYTHON} (see bench/tracking_vs_mlflow.py)")
     summary = run_smoke("--postgres", postgres_url, "--mlflow-python", MLFLOW_PYTHON)
     assert summary["ratio_upload"] > 0 and summary["ratio_download"] > 0
+    assert summary["ratio_small_files"] > 0

@@ -1,9 +1,10 @@
 """Top-level URL routes. Each app owns its own routes; this file only mounts them."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from webapp.experiments import alert_views
+from webapp.tracking import views as tracking_views
 
 urlpatterns = [
     path("", include("webapp.accounts.urls")),
@@ -18,6 +19,8 @@ urlpatterns = [
     # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
     path("api/2.0/mlflow/", include("webapp.tracking.urls")),
     path("api/2.0/mlflow-artifacts/", include("webapp.tracking.artifact_urls")),
+    # MLflow's other API versions and the UI's (`/api/3.0/mlflow/server-info`, …): its JSON 404
+    re_path(r"^(ajax-)?api/\d+\.\d+/", tracking_views.not_found),
     path("", include("webapp.tracking.page_urls")),  # artifact downloads from the run page
     # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
     path("accounts/", include("django.contrib.auth.urls")),

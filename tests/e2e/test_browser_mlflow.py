@@ -1,7 +1,8 @@
 """A run logged by the real MLflow client with the study's fork's keys (`actor/<role>/grad_norm`,
 verl's `val-core/…/acc/mean_at_1`) shows in the gradient page of a real browser (the system's
 Chromium through Playwright), against gunicorn on the test database: each role's curve, and
-the amplification ahead of the cliff in the dynamics table."""
+the amplification ahead of the cliff in the dynamics table; and the "View run" link the client
+prints (an address of MLflow's own UI) opens the run's page, after signing in or at once."""
 
 import mlflow
 import pytest
@@ -78,3 +79,16 @@ def test_an_mlflow_logged_run_shows_its_roles_in_the_gradient_page(logged, chrom
         row = page.locator("#gradients-table tbody tr", has_text="generator")
         assert f"yes, by {lead} steps" in row.inner_text()
         screenshot(page, "mlflow-gradients.png")
+
+
+def test_the_clients_view_run_link_opens_the_run_page(logged, chromium_path):
+    base, run = logged
+    uuid, experiment = run.tracked.uuid, run.experiment_id  # no ORM inside Playwright's loop
+    with chromium(chromium_path) as browser:
+        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        # What the client printed: sign in on the way, then land on the run itself.
+        sign_in(page, f"{base}/#/experiments/{experiment}/runs/{uuid}", "alice", PASSWORD)
+        page.wait_for_url(f"{base}/runs/{run.id}/")
+        # Signed in already, "View experiment" goes straight to it.
+        page.goto(f"{base}/#/experiments/{experiment}")
+        page.wait_for_url(f"{base}/experiments/{experiment}/")

@@ -13,6 +13,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
 from webapp.experiments.models import Experiment, MetricPoint, Run
+from webapp.tracking.models import EarlierPoint
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +116,7 @@ def test_importing_again_reuses_the_runs_and_duplicates_nothing(alice, tmp_path)
     # Only steps 21..25 are new, 5 points each: actor/pg_loss, train/loss, train/agent_1/…,
     # agent/agent1/… and training/global_step.
     assert MetricPoint.objects.count() == before + 5 * 5
+    assert not EarlierPoint.objects.exists()  # overwritten: MLflow's history holds 25 too
     assert Run.objects.filter(experiment__name="again").count() == 1
 
 

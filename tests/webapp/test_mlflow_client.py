@@ -102,7 +102,7 @@ def test_a_script_logging_to_mlflow_lands_in_troupe_and_reads_back_identically(t
     assert run.experiment.name == "grpo-voting" and run.step == STEPS - 1
 
 
-def test_a_resumed_run_overwrites_the_steps_it_logs_again(troupe):
+def test_a_resumed_run_stands_at_the_steps_it_logs_again_and_mlflow_keeps_both(troupe):
     mlflow.set_experiment("resume")
     with mlflow.start_run() as active:
         log_training(range(60))
@@ -115,15 +115,18 @@ def test_a_resumed_run_overwrites_the_steps_it_logs_again(troupe):
         assert Run.objects.get(id=troupe_id).status == Run.RUNNING
         log_training(range(50, 80), scale=2.0)
 
+    # MLflow's history keeps every point (issue 34): steps 50..59 twice, the first run's
+    # value first (it was logged earlier).
     history = MlflowClient().get_metric_history(run_id, "actor/aggregator/grad_norm")
-    assert [m.step for m in history] == list(range(80))
-    assert history[55].value == 2.0 * grad_norm("aggregator", 55)
-    assert history[45].value == grad_norm("aggregator", 45)
+    assert [m.step for m in history] == sorted([*range(80), *range(50, 60)])
+    at_55 = [m.value for m in history if m.step == 55]
+    assert at_55 == [grad_norm("aggregator", 55), 2.0 * grad_norm("aggregator", 55)]
+    assert [m.value for m in history if m.step == 45] == [grad_norm("aggregator", 45)]
     points = MetricPoint.objects.filter(run_id=troupe_id)
-    # Steps 60..79 are new: 3 role keys and their 3 aliases a step, and at steps 60 and 70 the
-    # validation accuracy and its eval/accuracy alias.
+    # Troupe keeps one value a step, the latest. Steps 60..79 are new: 3 role keys and their
+    # 3 aliases a step, and at steps 60 and 70 the validation accuracy and its alias.
     assert points.count() == before + 20 * (3 + 3) + 2 * 2
-    assert points.filter(key="role/aggregator/grad_norm", step=55).get().value == history[55].value
+    assert points.filter(key="role/aggregator/grad_norm", step=55).get().value == at_55[-1]
     assert Run.objects.get(id=troupe_id).status == Run.SUCCEEDED
 
 

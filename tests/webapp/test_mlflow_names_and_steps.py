@@ -139,4 +139,8 @@ def test_nan_and_infinities_are_gaps_read_back_as_logged_and_the_batch_is_kept(c
     assert done.status_code == 200, done.content
     history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
                          headers=bearer(alice)).json()["metrics"]  # fmt: skip
-    assert [m["value"] for m in history] == [0.5, "NaN", "NaN", "Infinity"]
+    # Every point stays (issue 34); at one time the one logged last stands at its step.
+    assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "NaN", "-Infinity",
+                                             "Infinity"]  # fmt: skip
+    got = client.get(API + "runs/get", {"run_id": run_id}, headers=bearer(alice)).json()
+    assert {m["key"]: m["value"] for m in got["run"]["data"]["metrics"]}["loss"] == "Infinity"

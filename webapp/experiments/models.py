@@ -14,6 +14,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+METRIC_KEY_MAX = 250  # characters in a metric key: MLflow's limit, so its clients fit
+
 
 class Experiment(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
@@ -155,8 +157,9 @@ class MetricPoint(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="points", db_index=False, db_constraint=False
     )
-    key = models.CharField(max_length=200)
-    step = models.IntegerField()
+    # MLflow's limits: keys of up to 250 characters, steps any 64-bit integer (issue 34).
+    key = models.CharField(max_length=METRIC_KEY_MAX)
+    step = models.BigIntegerField()
     value = models.FloatField(null=True)  # null: NaN/inf, which JSON has no spelling for
 
     def __str__(self) -> str:
@@ -215,9 +218,9 @@ class Alert(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts", db_index=False)
     kind = models.CharField(max_length=40)  # cliff, amplification, capture, entropy_collapse …
     role = models.CharField(max_length=200, blank=True)  # "" for run-wide kinds
-    key = models.CharField(max_length=200)  # the metric the event was read from
-    step = models.IntegerField()  # where it happened
-    seen_at = models.IntegerField()  # the step whose point made it known (confirmed)
+    key = models.CharField(max_length=METRIC_KEY_MAX)  # the metric the event was read from
+    step = models.BigIntegerField()  # where it happened
+    seen_at = models.BigIntegerField()  # the step whose point made it known (confirmed)
     provisional = models.BooleanField(default=False)
     value = models.FloatField(null=True)
     limit = models.FloatField(null=True)

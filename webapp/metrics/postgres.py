@@ -51,7 +51,7 @@ def _cursor() -> Iterator[psycopg.Cursor]:
 
 _INSERT = f"""
 INSERT INTO {POINTS} (run_id, key, step, value)
-SELECT %b, k, s, v FROM unnest(%b::varchar[], %b::integer[], %b::double precision[]) AS p(k, s, v)
+SELECT %b, k, s, v FROM unnest(%b::varchar[], %b::bigint[], %b::double precision[]) AS p(k, s, v)
 """
 _UPSERT = (
     _INSERT
@@ -139,12 +139,12 @@ def selected_series(
 _TIMES_UPSERT = f"""
 WITH times AS (
     INSERT INTO {TIMES} (run_id, step, timestamp)
-    SELECT %(run)b, s, t FROM unnest(%(steps)b::integer[], %(times)b::bigint[]) AS p(s, t)
+    SELECT %(run)b, s, t FROM unnest(%(steps)b::bigint[], %(times)b::bigint[]) AS p(s, t)
     ON CONFLICT (run_id, step) DO NOTHING
 ), moved AS (
     UPDATE {RUNS} SET step = %(last)b WHERE id = %(run)b AND step < %(last)b
 )
-SELECT step, timestamp FROM {TIMES} WHERE run_id = %(run)b AND step = ANY(%(steps)b::integer[])
+SELECT step, timestamp FROM {TIMES} WHERE run_id = %(run)b AND step = ANY(%(steps)b::bigint[])
 """
 
 

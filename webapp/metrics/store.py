@@ -79,6 +79,11 @@ def delete_points_from(run_id: int, step: int) -> None:
     MetricPoint.objects.filter(run_id=run_id, step__gte=step).delete()
 
 
+def delete_series(run_id: int, keys: Sequence[str]) -> None:
+    """Forget every point of these keys of the run (an alias the client now logs itself)."""
+    MetricPoint.objects.filter(run_id=run_id, key__in=list(keys)).delete()
+
+
 # --- reading points ------------------------------------------------------------------------------
 
 
@@ -139,6 +144,14 @@ def latest_values(run_id: int, keys: Sequence[str]) -> dict[str, float | None]:
     for key, value in rows:
         latest.setdefault(key, value)
     return latest
+
+
+def stored_keys(run_id: int, keys: Sequence[str]) -> set[str]:
+    """Those of `keys` the run has points of."""
+    if not keys:
+        return set()
+    found = MetricPoint.objects.filter(run_id=run_id, key__in=list(keys)).values_list("key")
+    return {key for (key,) in found.distinct()}
 
 
 def values_at(run_id: int, key: str, steps: Iterable[int]) -> dict[int, float | None]:

@@ -3,19 +3,22 @@
 Points (`MetricPoint`, unique on (run, key, step)) belong to `webapp.experiments`; what
 MLflow's protocol adds to them — each step's time (`StepTime`), a point's own time where it
 differs (`PointTime`), the sign of a gap logged as ±inf (`PointSign`) — to
-`webapp.tracking`. The models stay in their apps; only the store writes SQL on them.
+`webapp.tracking`, as are the points an MLflow client logged at a step where a later one now
+stands (`EarlierPoint`: MLflow keeps every point). The models stay in their apps; only the
+store writes SQL on them.
 """
 
 from __future__ import annotations
 
 from webapp.experiments.models import MetricPoint, Run
-from webapp.tracking.models import PointSign, PointTime, StepTime
+from webapp.tracking.models import EarlierPoint, PointSign, PointTime, StepTime
 
 POINTS = MetricPoint._meta.db_table
 RUNS = Run._meta.db_table
 TIMES = StepTime._meta.db_table
 OWN_TIMES = PointTime._meta.db_table
 SIGNS = PointSign._meta.db_table
+EARLIER = EarlierPoint._meta.db_table
 
 # A point's time: its own where it has one, else its step's (0 when neither: points logged
 # another way than MLflow's).

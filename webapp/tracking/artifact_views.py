@@ -16,8 +16,16 @@ from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
-from webapp.tracking import artifacts, logged_models, multipart, store
-from webapp.tracking.protocol import INVALID, MISSING, MlflowError, integer, mlflow_view, text
+from webapp.tracking import artifact_total, artifacts, logged_models, multipart, reads, store
+from webapp.tracking.protocol import (
+    INVALID,
+    MISSING,
+    MlflowError,
+    integer,
+    mlflow_view,
+    run_id,
+    text,
+)
 
 
 def _root(user, address: artifacts.Address, *, manage: bool = False) -> tuple[Path, str, int]:
@@ -64,15 +72,39 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
         return download_response(handle, inner.rsplit("/", 1)[-1])
     root, inner, run_id = _root(user, address, manage=True)
     if request.method == "PUT":
-        artifacts.save(root, inner, request, _length(request), run_id=run_id)
+        with artifact_total.tally(run_id) as total:
+            written, replaced = artifacts.save(root, inner, request, _length(request),
+                                               used=total.used())  # fmt: skip
+            total.add(written - replaced)
     else:
+        artifact_total.recount(run_id)
         artifacts.delete(root, inner)
     return JsonResponse({})
 
 
 @mlflow_view("GET")
+def run_artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """/api/2.0/mlflow/artifacts/list?run_id=&path=: MLflow's older listing, by run, with
+    paths from the run's artifact root (the client itself lists through
+    mlflow-artifacts/)."""
+    run = store.find_run(user, run_id(data))
+    uri = reads.runs_json([run], user)[0]["info"]["artifact_uri"]
+    inner = text(data, "path", limit=2000).strip("/")
+    listed = _listing(user, artifacts.parse(f"{uri.removeprefix('mlflow-artifacts:')}/{inner}"))
+    for item in listed:
+        item["path"] = f"{inner}/{item['path']}" if inner else item["path"]
+    return JsonResponse({"root_uri": uri, "files": listed})
+
+
+@mlflow_view("GET")
 def artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
-    address = artifacts.parse(text(data, "path", required=True, limit=2000))
+    return JsonResponse(
+        {"files": _listing(user, artifacts.parse(text(data, "path", required=True, limit=2000)))}
+    )
+
+
+def _listing(user, address: artifacts.Address) -> list[dict]:
+    """A folder's entries as MLflow lists them: {path (from the folder), is_dir, file_size}."""
     root, inner, _ = _root(user, address)
     files = []
     entries = artifacts.listing(root, inner)
@@ -85,7 +117,7 @@ def artifact_list(request: HttpRequest, user, data: dict) -> JsonResponse:
         if entry.size is not None:
             item["file_size"] = entry.size
         files.append(item)
-    return JsonResponse({"files": files})
+    return files
 
 
 def _length(request: HttpRequest) -> int | None:
@@ -108,6 +140,7 @@ def upload_create(request: HttpRequest, user, data: dict, path: str) -> JsonResp
     address = _file_address(path, data)
     root, inner, run_id = _root(user, address, manage=True)
     parts = integer(data, "num_parts", default=1, low=1, high=multipart.MAX_PARTS)
+    artifact_total.recount(run_id)  # creating one removes stale parts
     upload_id = multipart.create(root, inner, parts, run_id=run_id)
     # The parts go where the client would send S3's presigned URLs, here; they are sent with
     # the headers given beside them, so the caller's own token goes along (back to the caller
@@ -134,7 +167,10 @@ def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonRespon
     number = integer(query, "part_number", low=1, high=multipart.MAX_PARTS)
     if number is None:
         raise MlflowError(INVALID, "Missing value for required parameter 'part_number'.")
-    etag = multipart.put_part(upload, number, request, _length(request), run_id=run_id)
+    with artifact_total.tally(run_id) as total:
+        etag, grown = multipart.put_part(upload, number, request, _length(request),
+                                         used=total.used())  # fmt: skip
+        total.add(grown)
     response = JsonResponse({})
     response["ETag"] = etag
     return response
@@ -152,6 +188,7 @@ def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonRe
                           "{part_number, etag}.")  # fmt: skip
     parts = [(integer(p, "part_number", low=1, high=multipart.MAX_PARTS) or 0,
               text(p, "etag", limit=100)) for p in listed]  # fmt: skip
+    artifact_total.recount(run_id)  # parts joined, unlisted ones dropped, a file replaced
     multipart.complete(upload, parts)
     return JsonResponse({})
 
@@ -160,5 +197,6 @@ def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonRe
 def upload_abort(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
     address = _file_address(path, data)
     _, _, run_id = _root(user, address, manage=True)
+    artifact_total.recount(run_id)
     multipart.abort(run_id, text(data, "upload_id", required=True, limit=100))
     return JsonResponse({})

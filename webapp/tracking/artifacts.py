@@ -26,6 +26,7 @@ from webapp.experiments.models import Run
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError
 
 ROOT_PART = "artifacts"  # the last part of every run's artifact URI
+TOTAL_FILE = ".artifact-bytes"  # the run's running total (`artifact_total.py`), not counted
 CHUNK = 1024 * 1024
 
 
@@ -128,7 +129,7 @@ def walk(root: Path) -> list[Entry]:
         names[:] = sorted(n for n in names if not Path(folder, n).is_symlink())
         for name in sorted(filenames):
             path = Path(folder, name)
-            if name.startswith(".upload-") or path.is_symlink():
+            if name.startswith(".upload-") or name == TOTAL_FILE or path.is_symlink():
                 continue
             files.append(Entry(path.relative_to(root).as_posix(), False, path.stat().st_size))
     return files
@@ -138,18 +139,20 @@ def used_bytes(root: Path) -> int:
     return sum(entry.size or 0 for entry in walk(root))
 
 
-def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id: int) -> int:
-    """Store the upload as the file `inner` under `root`; its size. Over a limit (the run's
-    total counts the folder of the run: its artifacts and its models), nothing is kept."""
+def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *,
+         used: int) -> tuple[int, int]:  # fmt: skip
+    """Store the upload as the file `inner` under `root`: its size, and the size of the file
+    it replaced (0: none). Over a limit (the run's total, `used` bytes before it, counts the
+    folder of the run: its artifacts and its models), nothing is kept."""
     if not inner:
         raise MlflowError(INVALID, "An upload needs a file name after the run's artifacts/.")
     limit = settings.TROUPE_ARTIFACT_MAX_BYTES
-    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used_bytes(run_folder(run_id).parent)
+    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used
     target = locate(root, inner)
     if target.is_dir():
         raise MlflowError(INVALID, f"Artifact '{inner}' is a folder; upload files into it.")
-    if target.is_file():
-        room += target.stat().st_size  # replaced, not added
+    replaced = target.stat().st_size if target.is_file() else 0
+    room += replaced  # replaced, not added
     if length is not None:
         check_size(length, limit, room)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +163,7 @@ def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *, run_id
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    return written
+    return written, replaced
 
 
 def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,

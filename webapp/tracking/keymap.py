@@ -29,8 +29,9 @@ import re
 from collections.abc import Iterable
 
 from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, agent_key, role_key
+from webapp.experiments.models import METRIC_KEY_MAX
 
-MAX_KEY_LENGTH = 200  # Troupe's metric key column
+MAX_KEY_LENGTH = METRIC_KEY_MAX  # Troupe's metric key column: MLflow's 250
 
 # Per-role (and per-agent) metric names as verl / OpenRLHF spell them → docs/design.md §5's.
 _ROLE_METRICS = {
@@ -109,25 +110,36 @@ def accuracy_source(keys: Iterable[str], named: str | None = None) -> str | None
     return None
 
 
-def aliases(keys: Iterable[str], accuracy_key: str | None = None) -> dict[str, str]:
+def mappings(keys: Iterable[str], accuracy_key: str | None = None) -> dict[str, str]:
     """{original key: Troupe key} for the recognised keys among `keys`; `accuracy_key` (from
-    `accuracy_source`) maps to `eval/accuracy`. A Troupe key that is itself among `keys` is
-    left alone: a run that logs `role/x/grad_norm` directly keeps what it logged."""
-    keys = list(dict.fromkeys(keys))
-    logged = set(keys)
+    `accuracy_source`) maps to `eval/accuracy`."""
     out: dict[str, str] = {}
-    for key in keys:
+    for key in dict.fromkeys(keys):
         mapped = ACCURACY_KEY if key == accuracy_key else troupe_key(key)
-        if mapped is not None and mapped not in logged:
+        if mapped is not None:
             out[key] = mapped
     return out
 
 
+def aliases(
+    keys: Iterable[str], accuracy_key: str | None = None, own: Iterable[str] = ()
+) -> dict[str, str]:
+    """`mappings` less those onto a Troupe key the client logs itself: one among `keys`, or
+    in `own` (logged in another batch). A run that logs both `loss` and `train/loss` keeps
+    the `train/loss` it logged."""
+    keys = list(dict.fromkeys(keys))
+    logged = {*keys, *own}
+    return {k: t for k, t in mappings(keys, accuracy_key).items() if t not in logged}
+
+
 def map_points(
-    points: Iterable[tuple[str, int, float | None]], accuracy_key: str | None = None
+    points: Iterable[tuple[str, int, float | None]],
+    accuracy_key: str | None = None,
+    own: Iterable[str] = (),
 ) -> list[tuple[str, int, float | None]]:
-    """The points with each recognised one also under its Troupe key (originals first)."""
+    """The points with each recognised one also under its Troupe key (originals first),
+    except onto the keys the client logs itself (`aliases`)."""
     points = list(points)
-    alias = aliases((key for key, _, _ in points), accuracy_key)
+    alias = aliases((key for key, _, _ in points), accuracy_key, own)
     extra = [(alias[key], step, value) for key, step, value in points if key in alias]
     return points + extra

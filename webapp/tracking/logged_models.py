@@ -13,17 +13,20 @@ folder, not a copy (`artifact_views.py`; the run's own artifacts show the same f
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from typing import Any
+
+from django.db import transaction
 
 from trainer.checkpoint_index import checkpoint_dir_name, checkpoint_root
 from webapp.experiments.models import Run
 from webapp.experiments.templatetags.radar import best_checkpoint
 from webapp.tracking import artifacts, search
-from webapp.tracking.models import LoggedModel
+from webapp.tracking.models import LoggedModel, TrackedRun
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError
-from webapp.tracking.store import find_run, mlflow_run_id, now_ms, to_ms
+from webapp.tracking.store import find_run, mlflow_run_id, now_ms, to_ms, tracked_of
 
 STATUSES = ("LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
 
@@ -129,6 +132,60 @@ def update(model: LoggedModel, *, tags: dict[str, str] | None = None,
     model.save(update_fields=["tags", "params", "updated"])
 
 
+ModelLink = tuple[str, str, str]  # (model id, dataset name, dataset digest) of a metric
+
+
+def model_link(entry: dict, where: str) -> ModelLink | None:
+    """The model a logged metric names (`log_metric(…, model_id=…)`), or None."""
+    model_id = entry.get("model_id")
+    if not model_id:
+        return None
+    fields = [model_id, entry.get("dataset_name") or "", entry.get("dataset_digest") or ""]
+    if not all(isinstance(field, str) and len(field) <= 500 for field in fields):
+        raise MlflowError(INVALID, f"{where}: model_id, dataset_name and dataset_digest must be "
+                          "strings.")  # fmt: skip
+    return fields[0], fields[1], fields[2]
+
+
+def add_metrics(user, run: Run, linked: list[tuple[Any, ModelLink]]) -> None:
+    """Attach logged metrics (each a `store.Point` with its link) to the models they name,
+    each point once. Called inside the batch's transaction: a model that does not exist, or
+    that the caller may not change, refuses the whole batch."""
+    by_model: dict[str, list[dict]] = {}
+    for point, (model_id, dataset, digest) in linked:
+        # JSON has no NaN or infinity: those are kept as protobuf's JSON spells them.
+        value = point.value if math.isfinite(point.value) else str(point.value)
+        value = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(value, value)
+        entry = {"key": point.key, "value": value, "timestamp": point.timestamp,
+                 "step": point.step, "run_id": mlflow_run_id(run)}  # fmt: skip
+        if dataset or digest:
+            entry.update(dataset_name=dataset, dataset_digest=digest)
+        by_model.setdefault(model_id, []).append(entry)
+    for model_id, entries in sorted(by_model.items()):  # one lock order for every writer
+        find(user, model_id, manage=True)  # it exists, and is the caller's to change
+        model = LoggedModel.objects.select_for_update().get(model_id=model_id)
+        model.metrics += [e for e in entries if e not in model.metrics]
+        model.updated = now_ms()
+        model.save(update_fields=["metrics", "updated"])
+
+
+def add_outputs(run: Run, outputs: list[dict]) -> None:
+    """runs/outputs: remember the models the run logged, each (model, step) once."""
+    with transaction.atomic():
+        tracked_of(run)  # a run made by Troupe's API gets its row
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        tracked.outputs += [o for o in outputs if o not in tracked.outputs]
+        tracked.save(update_fields=["outputs"])
+
+
+def latest_metric(model: LoggedModel, key: str) -> float | None:
+    """A model's value of `key` at its highest (step, timestamp): what a filter compares."""
+    found = [m for m in model.metrics if m["key"] == key]
+    if not found:
+        return None
+    return float(max(found, key=lambda m: (m["step"], m["timestamp"]))["value"])
+
+
 def model_json(model: LoggedModel) -> dict[str, Any]:
     run: Run = model.run
     pairs = lambda d: [{"key": k, "value": v} for k, v in d.items()]  # noqa: E731
@@ -152,7 +209,7 @@ def model_json(model: LoggedModel) -> dict[str, Any]:
 def _metrics(model: LoggedModel) -> list[dict[str, Any]]:
     best = getattr(model, "best", None)
     if best is None:
-        return []
+        return [{**m, "model_id": model.model_id} for m in model.metrics]
     step, run_id = best["step"], mlflow_run_id(model.run)
     found = [{"key": "checkpoint_step", "value": float(step), "step": step}]
     if best["accuracy"] is not None:
@@ -163,7 +220,8 @@ def _metrics(model: LoggedModel) -> list[dict[str, Any]]:
 
 def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedModel]:
     """The experiments' models matching a filter on `name`, `model_id`, `status`,
-    `source_run_id`, `tags.` or `params.` (the client looks a run's model up by name)."""
+    `source_run_id`, `tags.`, `params.` or `metrics.` (a model's latest value of the key; the
+    client looks a run's model up by name)."""
     attributes = ("name", "model_id", "status", "source_run_id", "model_type")
     clauses = search.parse_filter(filter_text, attributes, ())
     models = LoggedModel.objects.filter(run__experiment_id__in=experiment_ids).select_related(
@@ -184,6 +242,8 @@ def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedMod
         def get(kind: str, name: str, model=model, values=values) -> Any:
             if kind == "attributes":
                 return values.get(name)
+            if kind == "metrics":
+                return latest_metric(model, name)
             return {"tags": model.tags, "params": model.params}.get(kind, {}).get(name)
 
         if search.matches(clauses, get):

@@ -6,7 +6,15 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from webapp.tracking import logged_models, store
-from webapp.tracking.protocol import INVALID, MlflowError, entity_name, mlflow_view, run_id, text
+from webapp.tracking.protocol import (
+    INVALID,
+    MlflowError,
+    entity_name,
+    integer,
+    mlflow_view,
+    run_id,
+    text,
+)
 from webapp.tracking.views import _list, _offset, _token
 
 MAX_MODELS = 1000
@@ -81,8 +89,17 @@ def search(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 @mlflow_view("POST")
 def run_outputs(request: HttpRequest, user, data: dict) -> JsonResponse:
-    """The run's models are known from their source run; the link needs no more storing."""
-    store.find_run(user, run_id(data), manage=True)
+    """The models a run logged (`run.outputs.model_outputs`): [{"model_id", "step"}]."""
+    run = store.find_run(user, run_id(data), manage=True)
+    outputs = []
+    for i, entry in enumerate(_list(data, "models")):
+        if not isinstance(entry, dict):
+            raise MlflowError(INVALID, f"models[{i}] must be an object {{model_id, step}}.")
+        model_id = text(entry, "model_id", required=True, limit=40)
+        logged_models.find(user, model_id)  # it exists
+        outputs.append({"model_id": model_id, "step": integer(entry, "step", default=0,
+                        low=-(2**63), high=2**63 - 1)})  # fmt: skip
+    logged_models.add_outputs(run, outputs)
     return JsonResponse({})
 
 

@@ -4,8 +4,10 @@ An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Trou
 (its params are the run's config, its status and times the run's). The rows here add what
 MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
 key chosen as its `eval/accuracy`, the aliases the key mapping made
-(`webapp/tracking/keymap.py`) and the datasets it was given (runs/log-inputs), and per step
-the wall-clock time the client gave its points (MLflow's metric timestamp).
+(`webapp/tracking/keymap.py`) and the Troupe keys it logs itself, the datasets it was given
+(runs/log-inputs) and the models it logged (runs/outputs); per step the wall-clock time the
+client gave its points (MLflow's metric timestamp); and the points a later one replaced at
+their step (`EarlierPoint`: MLflow keeps every point).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import METRIC_KEY_MAX, Experiment, Run
 
 
 class TrackedExperiment(models.Model):
@@ -56,11 +58,16 @@ class TrackedRun(models.Model):
     tags = models.JSONField(default=dict)
     params = models.JSONField(default=dict)
     # The key whose values are also stored as eval/accuracy (chosen once, then kept).
-    accuracy_key = models.CharField(max_length=200, blank=True)
+    accuracy_key = models.CharField(max_length=METRIC_KEY_MAX, blank=True)
     aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
+    # {Troupe key: the original key that maps onto it} where the client logs the Troupe key
+    # itself: its own values stand and the original is not copied there (issue 34).
+    shadowed = models.JSONField(default=dict)
     # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
     # one entry per (name, digest), as MLflow's store keeps them.
     inputs = models.JSONField(default=list)
+    # runs/outputs: [{"model_id", "step"}], the models the run logged (`run.outputs`).
+    outputs = models.JSONField(default=list)
 
 
 class StepTime(models.Model):
@@ -70,7 +77,7 @@ class StepTime(models.Model):
 
     pk = models.CompositePrimaryKey("run", "step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    step = models.IntegerField()
+    step = models.BigIntegerField()
     timestamp = models.BigIntegerField()
 
 
@@ -81,8 +88,8 @@ class PointTime(models.Model):
 
     pk = models.CompositePrimaryKey("run", "key", "step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    key = models.CharField(max_length=200)
-    step = models.IntegerField()
+    key = models.CharField(max_length=METRIC_KEY_MAX)
+    step = models.BigIntegerField()
     timestamp = models.BigIntegerField()
 
 
@@ -94,9 +101,36 @@ class PointSign(models.Model):
 
     pk = models.CompositePrimaryKey("run", "key", "step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    key = models.CharField(max_length=200)
-    step = models.IntegerField()
+    key = models.CharField(max_length=METRIC_KEY_MAX)
+    step = models.BigIntegerField()
     sign = models.SmallIntegerField()
+
+
+class EarlierPoint(models.Model):
+    """A point an MLflow client logged at a (key, step) where another point, logged later
+    (by its timestamp), now stands. MLflow keeps every (key, step, timestamp, value) a
+    client sends: ten `log_metric("loss", v)` calls without a step are ten points at step
+    0. Troupe's metric table keeps one value a step, the latest, which its pages and
+    verdicts read; the others wait here for MLflow's readers (metrics/get-history).
+    Non-finite values are `gap` 1 (+inf), -1 (-inf) or 2 (NaN) with `value` 0, so that the
+    unique row below drops an exact repeat (a retried batch) whatever the value."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
+    key = models.CharField(max_length=METRIC_KEY_MAX)
+    step = models.BigIntegerField()
+    timestamp = models.BigIntegerField()
+    value = models.FloatField()
+    gap = models.SmallIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # an exact repeat is stored once; run and key lead, so it also serves reading
+            # one series' earlier points (get-history) and whether it has any
+            models.UniqueConstraint(
+                fields=["run", "key", "step", "timestamp", "value", "gap"],
+                name="earlier_point_once",
+            )
+        ]
 
 
 class LoggedModel(models.Model):
@@ -113,6 +147,9 @@ class LoggedModel(models.Model):
     updated = models.BigIntegerField()
     tags = models.JSONField(default=dict)
     params = models.JSONField(default=dict)
+    # Metrics logged with this model's id (`log_metric(…, model_id=…)`): [{"key", "value",
+    # "timestamp", "step", "run_id", "dataset_name"?, "dataset_digest"?}], each once.
+    metrics = models.JSONField(default=list)
 
     class Meta:
         indexes = [

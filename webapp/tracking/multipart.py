@@ -81,25 +81,25 @@ def _part_sizes(upload: Upload) -> dict[int, int]:
 
 
 def put_part(upload: Upload, number: int, stream: BinaryIO, length: int | None,
-             *, run_id: int) -> str:  # fmt: skip
-    """Store part `number`; its ETag. A part sent again replaces the earlier one."""
+             *, used: int) -> tuple[str, int]:  # fmt: skip
+    """Store part `number` (the run's directory holding `used` bytes before it): its ETag,
+    and by how much the directory grew. A part sent again replaces the earlier one."""
     if not 1 <= number <= upload.parts:
         raise MlflowError(INVALID, f"Part {number} is not one of the upload's "
                           f"{upload.parts} parts.")  # fmt: skip
     sizes = _part_sizes(upload)
     replaced = sizes.pop(number, 0)
     limit = settings.TROUPE_ARTIFACT_MAX_BYTES - sum(sizes.values())  # the whole file's
-    run_total = artifacts.used_bytes(artifacts.run_folder(run_id).parent)  # parts included
-    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - run_total + replaced
+    room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used + replaced  # parts included
     if length is not None:
         artifacts.check_size(length, limit, room)
-    temporary, _ = artifacts.receive(stream, length, upload.folder, limit, room)
+    temporary, written = artifacts.receive(stream, length, upload.folder, limit, room)
     # A fresh tag per stored part (S3 gives the MD5, which would cost a pass over the bytes):
     # completing checks that the client's list names the parts as stored, not older ones.
     etag = secrets.token_hex(16)
     (upload.folder / f"{number}.etag").write_text(etag)  # before the part
     temporary.replace(upload.folder / str(number))
-    return f'"{etag}"'
+    return f'"{etag}"', written - replaced
 
 
 def complete(upload: Upload, parts: list[tuple[int, str]]) -> int:

@@ -1,9 +1,9 @@
-"""Browser routes of the tracking app: a run's artifact, downloaded from its page, and an
-image artifact shown there."""
+"""Browser routes of the tracking app: a run's artifact, downloaded from its page, an image
+artifact shown there, and where the MLflow client's "View run" links lead."""
 
 from django.urls import path
 
-from webapp.tracking import artifact_pages
+from webapp.tracking import artifact_pages, link_views
 
 urlpatterns = [
     path(
@@ -16,4 +16,10 @@ urlpatterns = [
         artifact_pages.artifact_image,
         name="run_artifact_image",
     ),
+    path("mlflow/runs/<str:run_id>/", link_views.run_link, name="mlflow_run_link"),
+    path(
+        "mlflow/experiments/<str:experiment_id>/",
+        link_views.experiment_link,
+        name="mlflow_experiment_link",
+    ),  # fmt: skip
 ]

@@ -87,6 +87,8 @@ def request_data(request: HttpRequest) -> dict[str, Any]:
     if request.method == "PUT":
         return {}
     if request.method in ("GET", "DELETE"):
+        for name, values in request.GET.lists():
+            _no_nul(name, *values)
         return {
             name: values if len(values) > 1 else values[0] for name, values in request.GET.lists()
         }
@@ -95,6 +97,13 @@ def request_data(request: HttpRequest) -> dict[str, Any]:
     except ApiError as exc:
         detail = "; ".join(f"{k}: {v}" for k, v in exc.fields.items())
         raise MlflowError(INVALID, exc.message + (f" ({detail})" if detail else "")) from None
+
+
+def _no_nul(name: str, *values: str) -> None:
+    """No text with a NUL reaches the database (PostgreSQL refuses it with an error that
+    would read as the server's fault); MLflow answers such a request 400 too."""
+    if "\x00" in name or any("\x00" in value for value in values):
+        raise MlflowError(INVALID, f"Parameter {name!r} holds a NUL character.")
 
 
 def mlflow_view(*methods: str) -> Callable:
@@ -111,6 +120,8 @@ def mlflow_view(*methods: str) -> Callable:
                 return response
             try:
                 user = _token_user(request)
+                for name, value in kwargs.items():  # the path's parts
+                    _no_nul(name, value)
                 return view(request, user, request_data(request), *args, **kwargs)
             except MlflowError as exc:
                 return error_response(exc.code, exc.message)

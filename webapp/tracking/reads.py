@@ -99,4 +99,5 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
             "tags": _pairs(tags),
         },
         "inputs": {"dataset_inputs": tracked.inputs} if tracked and tracked.inputs else {},
+        "outputs": {"model_outputs": tracked.outputs} if tracked and tracked.outputs else {},
     }

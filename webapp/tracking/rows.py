@@ -27,14 +27,30 @@ def width(model: type[Model]) -> int:
     return len(model._meta.concrete_fields)
 
 
+# (model, database) → (attnames, [(column, converters)] a field): finding a field's
+# converters costs more than applying them, and every MLflow request builds three models.
+_PLANS: dict[tuple[type[Model], str], tuple[list[str], list[tuple[Any, list]]]] = {}
+
+
+def _plan(model: type[Model]) -> tuple[list[str], list[tuple[Any, list]]]:
+    key = (model, connection.alias)
+    if key not in _PLANS:
+        fields = model._meta.concrete_fields
+        steps = []
+        for field in fields:
+            column = field.cached_col
+            steps.append((column, connection.ops.get_db_converters(column)
+                          + column.get_db_converters(connection)))  # fmt: skip
+        _PLANS[key] = ([f.attname for f in fields], steps)
+    return _PLANS[key]
+
+
 def instance(model: type[Model], values: Sequence[Any]) -> Model:
     """The model instance of one row of `columns(model, …)`."""
-    fields = model._meta.concrete_fields
+    attnames, steps = _plan(model)
     converted = []
-    for field, value in zip(fields, values, strict=True):
-        column = field.cached_col
-        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+    for (column, converters), value in zip(steps, values, strict=True):
         for convert in converters:
             value = convert(value, column, connection)
         converted.append(value)
-    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+    return model.from_db(connection.alias, attnames, converted)

@@ -7,8 +7,10 @@
   MLflow client can read every run. Writing needs an external run of an experiment the caller
   may change (its owner or staff, `webapp/experiments/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
-  Points go through `write_points` (idempotent on (run, key, step): a resumed job that logs a
-  step again overwrites it) after `webapp.tracking.keymap` adds each recognised key's Troupe alias.
+  Every point is kept, as MLflow keeps it: at each (key, step) the latest stands in the metric
+  table (`write_points`) and the others are kept as earlier points (`repeats.py`); an exact
+  repeat is dropped. `webapp.tracking.keymap` adds each recognised key's Troupe alias, except
+  onto a Troupe key the client logs itself (`TrackedRun.shadowed`).
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
   named `workflow`, `task`, `model`, `sharing`, `seed` fill the run's matrix cell, and
   `troupe.accuracy_key` names the key to show as `eval/accuracy`.
@@ -34,10 +36,18 @@ from webapp.experiments.alerts import after_points, settle_run
 from webapp.experiments.cells import run_columns
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.experiments.run_files import delete_runs
-from webapp.metrics import write_point_times, write_points, write_signs, write_step_times
+from webapp.metrics import (
+    delete_series,
+    stored_keys,
+    write_point_times,
+    write_points,
+    write_signs,
+    write_step_times,
+)
 from webapp.tracking import artifacts, keymap, rows
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
+from webapp.tracking.repeats import standing_points
 
 # MLflow's limits on one log-batch request, and on the values of params and tags.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 100, 1000
@@ -363,11 +373,13 @@ def check_limits(n_metrics: int, n_params: int, n_tags: int) -> None:
         )  # fmt: skip
 
 
-def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str]) -> int:
+def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str],
+              *, replace: bool = False) -> int:  # fmt: skip
     """Store one checked batch; returns the points written (aliases included).
 
     Param values are immutable (MLflow's rule): a different value for a logged param is an
-    error, and then nothing of the batch is stored.
+    error, and then nothing of the batch is stored. `replace`: a point overwrites the one at
+    its (key, step) instead of joining it (the offline importer: importing a log again).
     """
     tracked = tracked_of(run)
     for key, value in params.items():
@@ -378,9 +390,12 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             )  # fmt: skip
     keys = list(dict.fromkeys(p.key for p in points))
     with transaction.atomic():
+        # One writer a run at a time. Two batches logging one (key, step) at once (the async
+        # logger's workers do) must each see the other's point, or one would overwrite the
+        # other instead of keeping it (`repeats.py`); params and tags merge into this row.
+        # Lock order: this row, then the run's (its step), then its points.
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
         if params or tags or _needs_bookkeeping(tracked, keys):
-            # Rare (params, tags, a key seen the first time): lock the row to merge into it.
-            tracked = TrackedRun.objects.select_for_update().get(run=run)
             for key, value in params.items():  # re-checked under the lock
                 if tracked.params.get(key, value) != value:
                     raise MlflowError(INVALID, f"Changing param values is not allowed ('{key}').")
@@ -389,21 +404,41 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
             if not tracked.accuracy_key:
                 chosen = keymap.accuracy_source(keys, _cell_value(tracked, "accuracy_key"))
                 tracked.accuracy_key = chosen or ""
-            new = keymap.aliases(keys, tracked.accuracy_key or None)
-            tracked.aliases.update({troupe: original for original, troupe in new.items()})
-            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases"])
+            _settle_aliases(run.id, tracked, keys)
+            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases", "shadowed"])
             if params or tags:
                 _apply_fields(run, tracked)
         run.tracked = tracked
-        written = _write(run.id, points, tracked)
+        written = _write(run.id, points, tracked, replace)
     return written
 
 
+def _settle_aliases(run_id: int, tracked: TrackedRun, keys: list[str]) -> None:
+    """Record which Troupe keys the batch's keys are copied to (`aliases`) and which the
+    client logs itself (`shadowed`: never copied to). A Troupe key the client now logs
+    itself after an alias filled it loses the copies: it reads back only what was logged.
+    Runs under the lock on the run's row."""
+    claimed = [key for key in keys if key in tracked.aliases]
+    for key in claimed:
+        tracked.shadowed[key] = tracked.aliases.pop(key)
+    if claimed:
+        delete_series(run_id, claimed)
+    mapped = keymap.mappings(keys, tracked.accuracy_key or None)
+    fresh = {troupe: original for original, troupe in mapped.items()
+             if troupe not in tracked.aliases and troupe not in tracked.shadowed}  # fmt: skip
+    own = set(keys) | stored_keys(run_id, list(fresh))  # not aliases: the client's own
+    for troupe, original in fresh.items():
+        (tracked.shadowed if troupe in own else tracked.aliases)[troupe] = original
+
+
 def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
-    """Whether a metrics-only batch must update the run's row: a new alias to remember, or
-    an accuracy key still to choose."""
-    mapped = keymap.aliases(keys, tracked.accuracy_key or None)
-    if any(troupe not in tracked.aliases for troupe in mapped.values()):
+    """Whether a metrics-only batch must update the run's row: a new alias to remember, a
+    Troupe key logged by the client that an alias filled so far, or an accuracy key still
+    to choose."""
+    if any(key in tracked.aliases for key in keys):
+        return True
+    mapped = keymap.mappings(keys, tracked.accuracy_key or None)
+    if any(t not in tracked.aliases and t not in tracked.shadowed for t in mapped.values()):
         return True
     return (
         not tracked.accuracy_key
@@ -411,24 +446,32 @@ def _needs_bookkeeping(tracked: TrackedRun, keys: list[str]) -> bool:
     )
 
 
-def _write(run_id: int, points: list[Point], tracked: TrackedRun) -> int:
+def _write(run_id: int, points: list[Point], tracked: TrackedRun, replace: bool) -> int:
     if not points:
         return 0
-    plain = list(keymap.map_points([(p.key, p.step, p.value) for p in points],
-                                   tracked.accuracy_key or None))  # fmt: skip
-    written = write_points(run_id, plain)
     times: dict[int, int] = {}
     for p in points:
         times.setdefault(p.step, p.timestamp)  # the step's time: its first point's
     # System metrics count their own samples as steps (MLflow's monitor logs one every 10 s),
     # so only training keys say how far the run is.
     trained = [p.step for p in points if not p.key.startswith(SYSTEM_PREFIX)]
-    before = write_step_times(run_id, times, max(trained, default=None))
+    last = max(trained, default=None)
+    # The run's step column counts training steps: MLflow's wider ones are clamped into it.
+    before = write_step_times(run_id, times, None if last is None else min(max(last, 0), INT_MAX))
+    if not replace:  # one point a (key, step) stands in the metric table; the others beside
+        points = standing_points(run_id, points, set(before))
+    plain = keymap.map_points(
+        [(p.key, p.step, p.value) for p in points],
+        tracked.accuracy_key or None,
+        own=tracked.shadowed,
+    )
+    written = write_points(run_id, plain)
     _write_point_times(run_id, points, {**times, **before}, before)
     # Which gaps were ±inf (`PointSign`); no query for a batch of finite values.
     if odd := {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}:
         write_signs(run_id, odd)
-    after_points(run_id, {key for key, _, _ in plain})
+    if plain:
+        after_points(run_id, {key for key, _, _ in plain})
     return written
 
 
@@ -472,9 +515,9 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         tracked.tags[RUN_NAME_TAG] = name
         fields.append("name")
     with transaction.atomic():
+        tracked.save(update_fields=["end_time", "tags"])  # log_batch's lock order: this row first
         if fields:
             run.save(update_fields=fields)
-        tracked.save(update_fields=["end_time", "tags"])
         if status and run.status in Run.FINISHED:
             settle_run(run.id)  # the radar's verdict on the ended run, with its end
     return run

@@ -14,13 +14,15 @@ import json
 import math
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.run_files import delete_runs
 from webapp.metrics import history_json
-from webapp.tracking import reads, search, store
+from webapp.metrics.earlier import every_point_json, has_earlier
+from webapp.tracking import logged_models, reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,
     INVALID,
@@ -38,7 +40,7 @@ from webapp.tracking.store import Point
 
 MAX_SEARCH_RESULTS = 50_000
 DEFAULT_SEARCH_RESULTS = 1000
-STEP_MAX = 2**31 - 1  # Troupe's step column
+STEP_MIN, STEP_MAX = -(2**63), INT64_MAX  # any 64-bit step, as MLflow takes (issue 34)
 
 
 def _ok(body: dict[str, Any] | None = None) -> JsonResponse:
@@ -52,8 +54,9 @@ def _list(data: dict, name: str) -> list:
     return value
 
 
-def _token(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+def _token(offset: int, skip: int = 0) -> str:
+    fields = {"offset": offset, "skip": skip} if skip else {"offset": offset}
+    return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode()
 
 
 def _offset(data: dict) -> int:
@@ -102,11 +105,15 @@ def experiment_get(request: HttpRequest, user, data: dict) -> JsonResponse:
     return _ok({"experiment": reads.experiment_json(experiment, user)})
 
 
-@mlflow_view("POST")
+@mlflow_view("GET", "POST")
 def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
+    """POST with a JSON body (the client), or GET with the query string (MLflow's server
+    answers both): a lone `order_by` then arrives as a string, not a list."""
     attributes = ("name", "creation_time", "last_update_time", "experiment_id")
     numeric = ("creation_time", "last_update_time")
     clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
+    if isinstance(data.get("order_by"), str):
+        data = {**data, "order_by": [data["order_by"]]}
     orders = search.parse_order(_list(data, "order_by"), attributes) or [
         ("attributes", "last_update_time", True)
     ]
@@ -218,7 +225,7 @@ def _point(entry: Any, where: str) -> Point:
     key = entity_name("metric", entry.get("key"), limit=store.METRIC_KEY_LIMIT)
     where = f"{where} ('{key}')"
     try:
-        step = integer(entry, "step", default=0, low=0, high=STEP_MAX)
+        step = integer(entry, "step", default=0, low=STEP_MIN, high=STEP_MAX)
         timestamp = integer(entry, "timestamp", default=None, low=0, high=INT64_MAX)
     except MlflowError as exc:
         raise MlflowError(INVALID, f"{where}: {exc.message}") from None
@@ -239,7 +246,7 @@ def _points(entries: list) -> list[Point]:
                 entry.get("key"), entry.get("step", 0), entry.get("timestamp"), entry.get("value")
             )  # fmt: skip
             if (
-                type(step) is int and 0 <= step <= STEP_MAX
+                type(step) is int and STEP_MIN <= step <= STEP_MAX
                 and type(stamp) is int and 0 < stamp <= INT64_MAX
                 and type(value) is float and math.isfinite(value)
                 and (key in good_keys if type(key) is str else False)
@@ -260,14 +267,28 @@ def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
     store.check_limits(len(raw_metrics), len(raw_params), len(raw_tags))
     run = store.find_run(user, run_id(data), manage=True)
     points = _points(raw_metrics)
-    store.log_batch(run, points, store.checked_params(raw_params), store.checked_tags(raw_tags))
+    linked = [
+        (points[i], link)
+        for i, entry in enumerate(raw_metrics)
+        if type(entry) is dict and (link := logged_models.model_link(entry, f"metrics[{i}]"))
+    ]
+    params, tags = store.checked_params(raw_params), store.checked_tags(raw_tags)
+    with transaction.atomic():  # a metric naming a model it may not reach stores nothing
+        store.log_batch(run, points, params, tags)
+        if linked:
+            logged_models.add_metrics(user, run, linked)
     return _ok()
 
 
 @mlflow_view("POST")
 def log_metric(request: HttpRequest, user, data: dict) -> JsonResponse:
     run = store.find_run(user, run_id(data), manage=True)
-    store.log_batch(run, [_point(data, "metric")], {}, {})
+    point = _point(data, "metric")
+    link = logged_models.model_link(data, "metric")
+    with transaction.atomic():
+        store.log_batch(run, [point], {}, {})
+        if link:
+            logged_models.add_metrics(user, run, [(point, link)])
     return _ok()
 
 
@@ -355,13 +376,47 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 @mlflow_view("GET")
 def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
+    """A series' points in step order, `max_results` a page. The page token holds the step
+    the next page starts at, and how many of that step's points the last page took already
+    (a step holds several points where the client logged it several times)."""
     run = store.find_run(user, run_id(data))
-    key = text(data, "metric_key", required=True, limit=250)
+    key = text(data, "metric_key", required=True, limit=store.METRIC_KEY_LIMIT)
     limit = integer(data, "max_results", default=None, low=1, high=INT64_MAX)
-    start = _offset(data)
-    listed, following = history_json(run.id, key, start, limit)
-    token = "" if following is None else f', "next_page_token": "{_token(following)}"'
-    return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
+    start, skip = _history_position(data)
+    if not has_earlier(run.id, key):  # one point a step: the fast path, in SQL
+        listed, following = history_json(run.id, key, start, limit)
+        token = "" if following is None else f', "next_page_token": "{_token(following)}"'
+        return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
+    points = every_point_json(run.id, key, history_json(run.id, key, STEP_MIN, None)[0])
+    first = next((i for i, p in enumerate(points) if p["step"] >= start), len(points))
+    first += skip if first < len(points) and points[first]["step"] == start else 0
+    end = len(points) if limit is None else first + limit
+    body: dict[str, Any] = {"metrics": points[first:end]}
+    if end < len(points):
+        step = points[end]["step"]
+        taken = sum(1 for p in points[first:end] if p["step"] == step)
+        if step == start:
+            taken += skip
+        body["next_page_token"] = _token(step, taken)
+    return _ok(body)
+
+
+def _history_position(data: dict) -> tuple[int, int]:
+    """(first step, points of it to skip) of a get-history page: from its token, else all."""
+    raw = data.get("page_token")
+    if not raw:
+        return STEP_MIN, 0
+    try:
+        token = json.loads(base64.urlsafe_b64decode(str(raw).encode()))
+        step, skip = token["offset"], token.get("skip", 0)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.") from None
+    for value in (step, skip):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MlflowError(INVALID, f"Invalid page token {raw!r}.")
+    if not STEP_MIN <= step <= STEP_MAX or skip < 0:
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.")
+    return step, skip
 
 
 # --- everything else -----------------------------------------------------------------------------
@@ -369,11 +424,13 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
 
 @csrf_exempt
 def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path of MLflow's APIs (/api/2.0/mlflow/…, /api/3.0/mlflow/…, the UI's
+    /ajax-api/…): MLflow's JSON error, never an HTML page."""
     return error_response(
         "ENDPOINT_NOT_FOUND",
-        f"Troupe does not implement the MLflow endpoint {request.method} /api/2.0/mlflow/{rest} "
+        f"Troupe does not implement the MLflow endpoint {request.method} {request.path} "
         "(it answers experiments/get-by-name, create, get, search, update, delete, "
         "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
         "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
-        "metrics/get-history; logged-models).",
+        "metrics/get-history; artifacts/list; logged-models).",
     )

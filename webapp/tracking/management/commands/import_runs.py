@@ -213,7 +213,7 @@ class Command(BaseCommand):
     def _flush(run, batch: list, bar) -> int:
         if not batch:
             return 0
-        store.log_batch(run, batch, {}, {})
+        store.log_batch(run, batch, {}, {}, replace=True)  # imported again: overwritten
         bar.update(len(batch))
         count = len(batch)
         batch.clear()
