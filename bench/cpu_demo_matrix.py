@@ -45,15 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
-from bench.troupe_server import (  # noqa: E402
-    DEFAULT_POSTGRES,
-    PYTHON,
-    ROOT,
-    drop_database,
-    free_port,
-    recreate_database,
-    wait_http,
-)
+from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
+from bench.troupe_server import PYTHON, ROOT, free_port, wait_http  # noqa: E402
 from trainer.names import ACCURACY_KEY  # noqa: E402
 
 DATABASE = f"troupe_cpu_demo_{os.getpid()}"

@@ -32,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
-from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer  # noqa: E402
+from bench.common import DEFAULT_POSTGRES  # noqa: E402
+from bench.troupe_server import TroupeServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

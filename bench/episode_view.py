@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -32,11 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
-from bench.matrix_view import (  # noqa: E402 - after the path fix
+from bench.common import (  # noqa: E402 - after the path fix
     DEFAULT_POSTGRES,
-    drop_database,
+    django_database,
+    load_average,
     log,
-    recreate_database,
+    machine,
     timed,
 )
 
@@ -132,16 +131,9 @@ def main() -> None:
     if args.smoke:
         args.repeats = 3
 
-    os.environ["DATABASE_URL"] = recreate_database(args.postgres, DATABASE)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     sizes = {"short": 12, "paper": 4_000}  # characters of a voter's answer
     results: dict[str, dict] = {}
-    try:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_database(args.postgres, DATABASE):
         from django.conf import settings
         from django.contrib.auth import get_user_model
         from django.test import Client
@@ -180,11 +172,6 @@ def main() -> None:
             row["ratio_view_to_api"] = round(row["view_ms"] / row["api_json_ms"], 2)
             results[name] = row
             log(f"{name}: {row}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        drop_database(args.postgres, DATABASE)
 
     summary = {
         "bench": "episode_view",
@@ -193,9 +180,8 @@ def main() -> None:
         "repeats": args.repeats,
         "smoke": args.smoke,
         **results,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
+        "load_average": load_average(),
     }
     if args.json:
         print(json.dumps(summary))

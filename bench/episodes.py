@@ -16,7 +16,6 @@ import json
 import platform
 import statistics
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -24,8 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 import trainer.train as train_module
-from trainer.config import make_config
-from trainer.reporting import ListReporter
+from bench.common import timed_steps_config, train_steps
 from webapp.episodes.codec import pack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,15 +38,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.steps = 1
-    config = make_config(
-        "cpu-demo",
-        workflow=args.workflow,
-        steps=args.steps,
-        eval_problems=16,  # the step-0 evaluation is not what is measured
-        eval_every=1000,
-        checkpoint_every=1000,
+    config = timed_steps_config(
+        args.workflow,
+        args.steps,
+        args.smoke,
         episodes_per_step=16,  # every episode of a step: sizes over all of them
-        **({"prompts_per_step": 2, "group_size": 2} if args.smoke else {}),
     )
     spent = {"record": 0.0, "behaviour": 0.0}
 
@@ -69,9 +63,7 @@ def main() -> None:
     )
     train_module.behaviour_counts = timed("behaviour", train_module.behaviour_counts)
     train_module.from_counts = timed("behaviour", train_module.from_counts)
-    reporter = ListReporter()
-    with tempfile.TemporaryDirectory() as out:
-        train_module.train(config, out, reporter)
+    reporter = train_steps(config)
     _, step_seconds = reporter.series("sys/step_seconds")
     records = [r for r in reporter.episodes if r["kind"] == "train"]
     sizes = [len(pack(r)) for r in records]

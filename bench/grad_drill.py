@@ -16,22 +16,17 @@ import json
 import platform
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 import torch
 
-import trainer.train as train_module
-from trainer.config import make_config
-from trainer.reporting import ListReporter
+from bench.common import timed_steps_config, train_steps
 
 
 def run(config, drill: bool) -> tuple[list[float], list[float]]:
-    reporter = ListReporter()
-    with tempfile.TemporaryDirectory() as out:
-        train_module.train(dataclasses.replace(config, episodes_grad_share=drill), out, reporter)
+    reporter = train_steps(dataclasses.replace(config, episodes_grad_share=drill))
     return reporter.series("sys/step_seconds")[1], reporter.series("sys/update_seconds")[1]
 
 
@@ -45,15 +40,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.steps, args.pairs = 1, 1
-    config = make_config(
-        "cpu-demo",
-        workflow=args.workflow,
-        steps=args.steps,
-        eval_problems=16,  # the step-0 evaluation is not what is measured
-        eval_every=1000,
-        checkpoint_every=1000,
+    config = timed_steps_config(
+        args.workflow,
+        args.steps,
+        args.smoke,
         episodes_grad_share=True,
-        **({"prompts_per_step": 2, "group_size": 2, "episodes_per_step": 1} if args.smoke else {}),
+        **({"episodes_per_step": 1} if args.smoke else {}),
     )
     seconds = {True: ([], []), False: ([], [])}
     for _ in range(args.pairs):

@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer, points_body  # noqa: E402
+from bench.common import DEFAULT_POSTGRES  # noqa: E402
+from bench.troupe_server import TroupeServer, points_body  # noqa: E402
 from trainer.names import role_key  # noqa: E402
 
 KEYS = [role_key(f"r{i:02d}", "grad_norm") for i in range(24)]  # 24 series, as a 4-role run logs

@@ -40,8 +40,9 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import DEFAULT_POSTGRES  # noqa: E402
 from bench.ingest import machine  # noqa: E402
-from bench.troupe_server import DEFAULT_POSTGRES, PYTHON, ROOT, TroupeServer  # noqa: E402
+from bench.troupe_server import PYTHON, ROOT, TroupeServer  # noqa: E402
 
 PASSWORD = "bench password 7e1c"
 OFF = str(10**9)  # limits no loop reaches: the throttle is off

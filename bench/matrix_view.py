@@ -24,47 +24,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
-DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
+
+from bench.common import (  # noqa: E402 - after the path fix
+    DEFAULT_POSTGRES,
+    django_database,
+    load_average,
+    log,
+    machine,
+    timed,
+)
+
 DATABASE = "troupe_bench_matrix"
-
-
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def recreate_database(server_url: str, name: str) -> str:
-    with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return urlsplit(server_url)._replace(path=f"/{name}").geturl()
-
-
-def drop_database(server_url: str, name: str) -> None:
-    with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def timed(call, repeats: int, before=None) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        if before:
-            before()
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return times
 
 
 def measure(n: int, owner, args) -> dict:
@@ -124,32 +101,19 @@ def main() -> None:
     if args.smoke:
         args.steps = 60
 
-    os.environ["DATABASE_URL"] = recreate_database(args.postgres, DATABASE)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    try:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_database(args.postgres, DATABASE):
         from django.contrib.auth import get_user_model
 
         owner = get_user_model().objects.create_user("bench")
         rows = [measure(n, owner, args) for n in sizes]
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        drop_database(args.postgres, DATABASE)
 
     summary = {
         "bench": "matrix_view",
         "smoke": args.smoke,
         "steps": args.steps,
         "repeats": args.repeats,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
+        "load_average": load_average(),
         "sizes": rows,
     }
     if args.json:

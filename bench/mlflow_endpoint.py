@@ -45,13 +45,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.client_threads import timed_clients  # noqa: E402
+from bench.common import DEFAULT_POSTGRES  # noqa: E402
 from bench.tracking_vs_mlflow import (  # noqa: E402
     DEFAULT_MLFLOW_PYTHON,
     MlflowServer,
     log,
     mlflow_available,
 )
-from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer  # noqa: E402
+from bench.troupe_server import TroupeServer  # noqa: E402
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")

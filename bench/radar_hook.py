@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.troupe_server import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
+from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
 from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, role_key  # noqa: E402
 
 DATABASE = "troupe_bench_radar_hook"

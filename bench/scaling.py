@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
-from bench.troupe_server import DEFAULT_POSTGRES, TroupeServer, points_body  # noqa: E402
+from bench.common import DEFAULT_POSTGRES  # noqa: E402
+from bench.troupe_server import TroupeServer, points_body  # noqa: E402
 from trainer.names import ACCURACY_KEY  # noqa: E402
 
 KEYS = [

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -30,11 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
-from bench.matrix_view import (  # noqa: E402 - after the path fix
+from bench.common import (  # noqa: E402 - after the path fix
     DEFAULT_POSTGRES,
-    drop_database,
+    django_database,
+    load_average,
     log,
-    recreate_database,
+    machine,
     timed,
 )
 from trainer.names import ACCURACY_KEY, role_key  # noqa: E402
@@ -103,14 +102,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
-    os.environ["DATABASE_URL"] = recreate_database(args.postgres, DATABASE)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    try:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_database(args.postgres, DATABASE):
         from django.contrib.auth import get_user_model
         from django.db import connection
 
@@ -138,11 +130,6 @@ def main() -> None:
         maths = timed(call, args.repeats, before=stats_page._cache.clear)
         warm = timed(call, args.repeats)
         stats = stats_page.experiment_stats(experiment)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        drop_database(args.postgres, DATABASE)
 
     summary = {
         "bench": "stats_page",
@@ -154,9 +141,8 @@ def main() -> None:
         "maths_s": round(statistics.median(maths), 3),
         "warm_s": round(statistics.median(warm), 3),
         "lead_runs": stats["lead"]["n"],
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
+        "load_average": load_average(),
     }
     if args.json:
         print(json.dumps(summary))

@@ -61,16 +61,8 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.client_threads import timed_clients  # noqa: E402
-from bench.troupe_server import (  # noqa: E402
-    DEFAULT_POSTGRES,
-    TroupeServer,
-    drop_database,
-    free_port,
-    points_body,
-    recreate_database,
-    stop,
-    wait_http,
-)
+from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
+from bench.troupe_server import TroupeServer, free_port, points_body, stop, wait_http  # noqa: E402
 from trainer.names import role_key  # noqa: E402
 
 DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"

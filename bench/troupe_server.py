@@ -17,14 +17,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import psycopg
 import requests
+
+from bench.common import drop_database, recreate_database
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 
 _SETUP = """
 import json
@@ -41,23 +40,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def database_url(server_url: str, name: str) -> str:
-    return urlsplit(server_url)._replace(path=f"/{name}").geturl()
-
-
-def recreate_database(server_url: str, name: str) -> str:
-    """Drop (if present) and create database `name` on the server; returns its URL."""
-    with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return database_url(server_url, name)
-
-
-def drop_database(server_url: str, name: str) -> None:
-    with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def wait_http(url: str, proc: subprocess.Popen, what: str, timeout: float = 120.0) -> None:

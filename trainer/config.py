@@ -497,6 +497,35 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
 
     Raises ConfigError naming every bad field at once, so a form can show them all.
     """
+    merged = _merged_fields(preset, values)
+    task = task_class(merged.get("task", FIELDS["task"].default))
+    if merged.get("dataset") == "paper":
+        merged["dataset"] = task.paper_dataset
+    if merged.get("max_rounds") is None:
+        merged["max_rounds"] = task.max_rounds
+    config = Config(**merged)
+
+    errors: dict[str, str] = {}
+    if problem := _check_model(config.model):
+        errors["model"] = problem
+    if problem := _check_dataset(config.dataset, config.task):
+        errors["dataset"] = problem
+    config = _check_roles(config, errors)
+    if config.lora_targets != "all-linear" and not all(
+        re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
+    ):
+        errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    _check_ranks(config, errors)
+    if not errors and (problem := fit_problem(config)):
+        errors["memory"] = problem  # not one field's fault: the message names what to change
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def _merged_fields(preset: str | None, values: dict[str, Any]) -> dict[str, Any]:
+    """The preset's values overridden by `values`, each coerced and checked on its own;
+    raises ConfigError naming every bad field."""
     errors: dict[str, str] = {}
     merged: dict[str, Any] = {}
     if preset:
@@ -521,18 +550,12 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
             errors[name] = problem
     if errors:
         raise ConfigError(errors)
+    return merged
 
-    task = task_class(merged.get("task", FIELDS["task"].default))
-    if merged.get("dataset") == "paper":
-        merged["dataset"] = task.paper_dataset
-    if merged.get("max_rounds") is None:
-        merged["max_rounds"] = task.max_rounds
-    config = Config(**merged)
 
-    if problem := _check_model(config.model):
-        errors["model"] = problem
-    if problem := _check_dataset(config.dataset, config.task):
-        errors["dataset"] = problem
+def _check_roles(config: Config, errors: dict[str, str]) -> Config:
+    """Add to `errors` what is wrong with the per-role settings (roles the workflow lacks,
+    bad values); returns the config with its frozen roles spelled one way."""
     for name in ("kl_beta_per_role", "max_new_tokens_per_role"):
         unknown = sorted(set(getattr(config, name)) - set(config.roles))
         if unknown:
@@ -550,10 +573,11 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         errors["kl_beta_per_role"] = "KL coefficients must be at least 0"
     if any(v < 1 or v != int(v) for v in config.max_new_tokens_per_role.values()):
         errors["max_new_tokens_per_role"] = "token limits must be whole numbers of at least 1"
-    if config.lora_targets != "all-linear" and not all(
-        re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
-    ):
-        errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    return config
+
+
+def _check_ranks(config: Config, errors: dict[str, str]) -> None:
+    """Add to `errors` what cannot run over `world_size` ranks."""
     if config.world_size > config.prompts_per_step:
         errors["world_size"] = (
             f"{config.world_size} ranks but {config.prompts_per_step} problems per step: "
@@ -577,11 +601,6 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         errors["rollout_engine"] = (
             "vllm serves one process's rollouts; use world_size 1 or rollout_engine hf"
         )
-    if not errors and (problem := fit_problem(config)):
-        errors["memory"] = problem  # not one field's fault: the message names what to change
-    if errors:
-        raise ConfigError(errors)
-    return config
 
 
 def _named(config: Config) -> set[str]:

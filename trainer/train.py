@@ -314,6 +314,50 @@ def train(
     return result
 
 
+@dataclasses.dataclass
+class _Run:
+    """What `_train`'s phases share once the model is loaded: the run's set-up and its
+    evaluation history (the best checkpoint so far and every evaluation's accuracy)."""
+
+    config: Config
+    out: Path
+    reporter: Reporter
+    world: World
+    device: str
+    task: object
+    codec: Codec
+    policies: PolicySet
+    engine: object
+    eval_set: list
+    env: dict
+    started: float = 0.0  # time.perf_counter() when `_train` began
+    best: dict | None = None
+    evals: list = dataclasses.field(default_factory=list)
+
+    def stop_asked(self) -> bool:
+        return _stop_asked(self.reporter, self.world)
+
+
+@dataclasses.dataclass
+class _StepRollout:
+    """One step's rollout as the update and the statistics need it: this rank's episodes
+    and turns, every rank's episodes (light on the others), and the step's counts."""
+
+    episodes: list[Episode]  # this rank's
+    everyone: list[Episode]  # every rank's
+    turns: list
+    metrics: dict
+    tokens: float
+    rechecked: float
+    disagreements: float
+    behaviour: dict
+
+
+def _stop_asked(reporter: Reporter, world: World) -> bool:
+    """Rank 0's reporter decides (a cancel); every rank learns it."""
+    return world.broadcast(reporter.should_stop(), "a stop decision", slow=True)
+
+
 def _train(
     config: Config,
     out_dir: str | Path,
@@ -324,12 +368,42 @@ def _train(
 ) -> dict:
     # Rank 0 alone talks to the user and the database: metrics once, checkpoints once.
     reporter = (reporter or NullReporter()) if world.leader else NullReporter()
-
-    def stop_asked() -> bool:
-        """Rank 0's reporter decides (a cancel); every rank learns it."""
-        return world.broadcast(reporter.should_stop(), "a stop decision", slow=True)
-
     started = time.perf_counter()
+    out, start = _prepare_run(config, out_dir, world, device)
+    reporter.on_status(f"Loading model {config.model}")
+    # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
+    where = start.step if start is not None else 0
+    if _stop_asked(reporter, world):  # cancelled while queued, just as the worker took it
+        return _cancelled(started, where)
+    loaded = _load_model(config, reporter, world, device)
+    if loaded is None or _stop_asked(reporter, world):  # loading a real model takes a while
+        return _cancelled(started, where)
+    run, done, own = _set_up(config, out, start, loaded, reporter, world, device, closing)
+    run.started = started
+    if own is None:
+        _first_evaluation(run, start, done)
+    reporter.on_status("")
+    reporter.on_progress(done, config.steps, {})
+    if own is None and run.stop_asked():  # cancelled during the first evaluation
+        return _cancelled(started, done)
+    # Logged with the first step this process trains (metrics are numbers: widths in bits).
+    precision = {
+        "sys/param_dtype": dtype_bits(PARAM_DTYPE),
+        "sys/compute_dtype": dtype_bits(compute_dtype(device)),
+    }
+    if run.engine.recomputes_logprobs:
+        precision[ENGINE_STARTUP_KEY] = run.engine.startup_seconds
+    for step in range(done + 1, config.steps + 1):
+        ended = _train_step(run, step, precision)
+        precision = {}
+        if ended is not None:
+            return ended
+    return {"status": "succeeded", "step": config.steps, "seconds": time.perf_counter() - started}
+
+
+def _prepare_run(config: Config, out_dir: str | Path, world: World, device: str):
+    """The run directory (rank 0 makes it, the others check it holds this config) and the
+    checkpoint to start from, refusing what cannot work before anything is loaded."""
     if world.leader:
         prepare_out_dir(config, out_dir)
     world.wait("rank 0 preparing the run directory")
@@ -340,13 +414,14 @@ def _train(
     if device == "cuda" and (problem := fit_problem(config, torch.cuda.mem_get_info()[1])):
         raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
     torch.manual_seed(config.seed)
-    reporter.on_status(f"Loading model {config.model}")
-    # Stopped before any step, the run stays where it was: its checkpoint's step, or 0.
-    where = start.step if start is not None else 0
-    if stop_asked():  # cancelled while queued, just as the worker took it
-        return _cancelled(started, where)
-    # Rank 0 loads first: a tiny model's first use warm-starts and caches it (minutes); the
-    # other ranks then read the cached weights instead of each training their own.
+    return out, start
+
+
+def _load_model(config: Config, reporter: Reporter, world: World, device: str):
+    """The loaded model on every rank, or None when a cancel came during the warm start.
+
+    Rank 0 loads first: a tiny model's first use warm-starts and caches it (minutes); the
+    other ranks then read the cached weights instead of each training their own."""
     loaded, cancelled = None, False
     if world.leader:
         try:
@@ -357,11 +432,16 @@ def _train(
             cancelled = True
     if world.broadcast(cancelled, "rank 0 loading the model", slow=True):
         reporter.on_status("")
-        return _cancelled(started, where)
+        return None
     if loaded is None:
         loaded = load_model(config.model, device)
-    if stop_asked():  # loading a real model takes a while too
-        return _cancelled(started, where)
+    return loaded
+
+
+def _set_up(config, out, start, loaded, reporter, world, device, closing):
+    """The task, the policies (as the checkpoint resumed from left them), the rollout engine
+    and the run's past; returns the run, the step it starts after, and its own checkpoint
+    resumed from (None for a fresh run or a branch)."""
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
@@ -384,160 +464,194 @@ def _train(
     env["engine"] = engine
     if engine.recomputes_logprobs:
         reporter.line(f"vLLM rollout engine started in {engine.startup_seconds:.1f} s")
+    run = _Run(config, out, reporter, world, device, task, codec, policies, engine, eval_set, env)
     # The best checkpoint and the evaluations as the checkpoint resumed from knew them (a
     # branch starts with none: its curve and its best begin at the branch point).
     # (It prunes best checkpoints from after the one resumed from: rank 0's job.)
     known = restore_meta(out, own) if world.leader else None
     known = world.broadcast(known, "rank 0 reading the run's past", slow=True)
-    best, evals = known["best"], known["evals"]
-    if own is None:
-        what = "the base model" if start is None else f"the checkpoint {start.path.name}"
-        reporter.on_status(f"Evaluating {what} (step {done})")
-        t0 = time.perf_counter()
-        rng = torch.get_rng_state()
-        probe: list = []  # the evaluation's episodes; `episodes_probe` problems' are recorded
-        result = _evaluate(config, eval_set, env, world, probe)
-        torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
-        log_episodes(reporter, "eval", done, probe_sample(config, probe), codec.decode)
-        best = _keep_best(out, best, done, result, policies, config, world)
-        evals.append((done, result["accuracy"], result["accuracy_se"]))
-        reporter.log(
-            done,
-            {
-                **_eval_metrics(result),
-                **_best_metrics(best),
-                "sys/eval_seconds": time.perf_counter() - t0,
-            },
-        )
-    reporter.on_status("")
-    reporter.on_progress(done, config.steps, {})
-    if own is None and stop_asked():  # cancelled during the first evaluation
-        return _cancelled(started, done)
-    # Logged with the first step this process trains (metrics are numbers: widths in bits).
-    precision = {
-        "sys/param_dtype": dtype_bits(PARAM_DTYPE),
-        "sys/compute_dtype": dtype_bits(compute_dtype(device)),
-    }
-    if engine.recomputes_logprobs:
-        precision[ENGINE_STARTUP_KEY] = engine.startup_seconds
+    run.best, run.evals = known["best"], known["evals"]
+    return run, done, own
 
-    for step in range(done + 1, config.steps + 1):
-        t0 = time.perf_counter()
-        problems = sample_problems(task, config.prompts_per_step, config.seed, step)
-        problems = split_problems(problems, world)  # this rank's share, whole GRPO groups
-        with policies.gathered():  # sharded policies: all-gathered while generating
-            episodes, stats = rollout(
-                problems,
-                config.group_size,
-                config=config,
-                temperature=config.temperature,
-                seed_parts=(config.seed, "train", step),
-                **env,
-            )
-        t1 = time.perf_counter()
-        metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
-        turns = [turn for ep in episodes for turn in ep.turns]
-        # Another engine's log-probs are not the trainer's: recompute π_old, weigh by IS.
-        gaps = (
-            recompute_old_logprobs(policies, turns, config, codec.pad_id)
-            if engine.recomputes_logprobs
-            else {}
-        )
-        metrics.update(gaps)
-        everyone, tokens = episodes, stats.tokens
-        rechecked, disagreements = stats.verdicts_rechecked, stats.verdict_disagreements
-        # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
-        behaviour = behaviour_counts(episodes, task.extract)
-        if world.active:
-            # Every rank's episodes (advantages were local: groups never straddle ranks), so
-            # the step's statistics are those one process would log; the behaviour metrics
-            # need only every rank's counts, so no completion text travels.
-            parts = world.gather((_light(episodes), behaviour), "the step's episodes", slow=True)
-            everyone = [ep for mine, _ in parts for ep in mine]
-            behaviour = add_counts([counts for _, counts in parts])
-            metrics = compute_advantages(everyone, config)
-            tokens, rechecked, disagreements = world.sum_floats(
-                [stats.tokens, rechecked, disagreements], "the rollout's counts"
-            )
-        # Rank 0 records: its sample's share of each role's gradient (trainer/grad_drill.py).
-        drill = None
-        if config.episodes_grad_share and world.leader:
-            drill = EpisodeDrill(train_sample(config, episodes))
-        # A frozen role's turns give no gradient: its policy keeps the base weights.
-        trainable = [t for t in turns if t.role not in config.frozen]
-        with drilling(drill):
-            metrics.update(
-                update_policies(
-                    policies, trainable, config, tokenizer_pad_id=codec.pad_id, world=world
-                )
-            )
-        engine.policies_changed(list(policies.names))  # vllm: reload the updated weights
-        if engine.recomputes_logprobs:
-            metrics[ENGINE_SYNC_KEY] = engine.sync_seconds
-        t2 = time.perf_counter()
 
-        every_turn = [t for ep in everyone for t in ep.turns]
-        metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in every_turn)
-        metrics["train/malformed_frac"] = sum(bool(ep.malformed) for ep in everyone) / len(everyone)
-        if rechecked:  # the second opinion on rewards (trainer/rollout.py)
-            metrics[VERDICT_DISAGREEMENTS_KEY] = float(disagreements)
-        metrics["sys/rollout_seconds"] = t1 - t0
-        metrics["sys/update_seconds"] = t2 - t1
-        probe = []
-        if step % config.eval_every == 0 or step == config.steps:
-            result = _evaluate(config, eval_set, env, world, probe)
-            metrics.update(_eval_metrics(result))
-            best = _keep_best(out, best, step, result, policies, config, world)
-            metrics.update(_best_metrics(best))
-            evals.append((step, result["accuracy"], result["accuracy_se"]))
-            metrics["sys/eval_seconds"] = time.perf_counter() - t2
-        # What the agents did (trainer/behaviour.py, trainer/episode_log.py): a few metrics
-        # from every episode, and a sample of the episodes themselves.
-        metrics.update(from_counts(behaviour))  # all ranks'
-        recorded = train_sample(config, episodes)
-        flagged = flagged_beyond(recorded, episodes)  # always shown: reward hacking suspected
-        shares = None if drill is None else [*drill.shares(), *({} for _ in flagged)]
-        log_episodes(
-            reporter, "train", step, [*recorded, *flagged], codec.decode, grad_shares=shares
-        )
-        log_episodes(reporter, "eval", step, probe_sample(config, probe), codec.decode)
-        elapsed = time.perf_counter() - t0
-        metrics["sys/step_seconds"] = elapsed
-        metrics["sys/tokens_per_second"] = tokens / max(t1 - t0, 1e-9)
-        metrics["sys/peak_memory_mb"] = _peak_memory_mb(device)
-        metrics.update(precision)
-        precision = {}
-        reporter.log(step, metrics)
+def _first_evaluation(run: _Run, start, done: int) -> None:
+    """Evaluate the starting point (the base model, or a branch's checkpoint) and log it."""
+    what = "the base model" if start is None else f"the checkpoint {start.path.name}"
+    run.reporter.on_status(f"Evaluating {what} (step {done})")
+    t0 = time.perf_counter()
+    rng = torch.get_rng_state()
+    probe: list = []  # the evaluation's episodes; `episodes_probe` problems' are recorded
+    result = _evaluate(run.config, run.eval_set, run.env, run.world, probe)
+    torch.set_rng_state(rng)  # a branch continues with the parent's RNG, as it saved it
+    log_episodes(run.reporter, "eval", done, probe_sample(run.config, probe), run.codec.decode)
+    run.best = _keep_best(run.out, run.best, done, result, run.policies, run.config, run.world)
+    run.evals.append((done, result["accuracy"], result["accuracy_se"]))
+    run.reporter.log(
+        done,
+        {
+            **_eval_metrics(result),
+            **_best_metrics(run.best),
+            "sys/eval_seconds": time.perf_counter() - t0,
+        },
+    )
 
-        early = (
-            cliff_stop_reason(evals, config.stop_after_cliff) if ACCURACY_KEY in metrics else None
+
+def _train_step(run: _Run, step: int, precision: dict) -> dict | None:
+    """One step: roll out, update, maybe evaluate, log, maybe checkpoint; returns the run's
+    result when it ends here (a cancel, an early stop), else None."""
+    config, world = run.config, run.world
+    t0 = time.perf_counter()
+    rolled = _step_rollout(run, step)
+    t1 = time.perf_counter()
+    metrics = rolled.metrics
+    # Rank 0 records: its sample's share of each role's gradient (trainer/grad_drill.py).
+    drill = None
+    if config.episodes_grad_share and world.leader:
+        drill = EpisodeDrill(train_sample(config, rolled.episodes))
+    metrics.update(_update(run, rolled.turns, drill))
+    t2 = time.perf_counter()
+
+    every_turn = [t for ep in rolled.everyone for t in ep.turns]
+    metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in every_turn)
+    malformed = sum(bool(ep.malformed) for ep in rolled.everyone)
+    metrics["train/malformed_frac"] = malformed / len(rolled.everyone)
+    if rolled.rechecked:  # the second opinion on rewards (trainer/rollout.py)
+        metrics[VERDICT_DISAGREEMENTS_KEY] = float(rolled.disagreements)
+    metrics["sys/rollout_seconds"] = t1 - t0
+    metrics["sys/update_seconds"] = t2 - t1
+    probe: list = []
+    if step % config.eval_every == 0 or step == config.steps:
+        metrics.update(_step_evaluation(run, step, probe))
+        metrics["sys/eval_seconds"] = time.perf_counter() - t2
+    # What the agents did (trainer/behaviour.py): a few metrics from every rank's episodes.
+    metrics.update(from_counts(rolled.behaviour))
+    _log_step_episodes(run, step, rolled.episodes, probe, drill)
+    elapsed = time.perf_counter() - t0
+    metrics["sys/step_seconds"] = elapsed
+    metrics["sys/tokens_per_second"] = rolled.tokens / max(t1 - t0, 1e-9)
+    metrics["sys/peak_memory_mb"] = _peak_memory_mb(run.device)
+    metrics.update(precision)
+    run.reporter.log(step, metrics)
+    return _end_of_step(run, step, metrics, elapsed)
+
+
+def _step_rollout(run: _Run, step: int) -> _StepRollout:
+    """The step's problems rolled out on this rank, their advantages, and the step's
+    statistics over every rank's episodes."""
+    config, world, engine = run.config, run.world, run.engine
+    problems = sample_problems(run.task, config.prompts_per_step, config.seed, step)
+    problems = split_problems(problems, world)  # this rank's share, whole GRPO groups
+    with run.policies.gathered():  # sharded policies: all-gathered while generating
+        episodes, stats = rollout(
+            problems,
+            config.group_size,
+            config=config,
+            temperature=config.temperature,
+            seed_parts=(config.seed, "train", step),
+            **run.env,
         )
-        # Rank 0 decides; every rank acts on its decision.
-        stopping, early = world.broadcast(
-            (reporter.should_stop(), early), "the stop decision", slow=True
+    metrics = compute_advantages(episodes, config)  # rewards, advantages, reward stats
+    turns = [turn for ep in episodes for turn in ep.turns]
+    # Another engine's log-probs are not the trainer's: recompute π_old, weigh by IS.
+    gaps = (
+        recompute_old_logprobs(run.policies, turns, config, run.codec.pad_id)
+        if engine.recomputes_logprobs
+        else {}
+    )
+    metrics.update(gaps)
+    everyone, tokens = episodes, stats.tokens
+    rechecked, disagreements = stats.verdicts_rechecked, stats.verdict_disagreements
+    # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
+    behaviour = behaviour_counts(episodes, run.task.extract)
+    if world.active:
+        # Every rank's episodes (advantages were local: groups never straddle ranks), so
+        # the step's statistics are those one process would log; the behaviour metrics
+        # need only every rank's counts, so no completion text travels.
+        parts = world.gather((_light(episodes), behaviour), "the step's episodes", slow=True)
+        everyone = [ep for mine, _ in parts for ep in mine]
+        behaviour = add_counts([counts for _, counts in parts])
+        metrics = compute_advantages(everyone, config)
+        tokens, rechecked, disagreements = world.sum_floats(
+            [stats.tokens, rechecked, disagreements], "the rollout's counts"
         )
-        if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
-            staging = _write_shards(policies, out, "step", step, world)  # sharded: every rank
-            if world.leader:  # the replicas are equal (or wrote their shards): one copy
-                meta = {"best": best, "evals": evals}
-                path = save_checkpoint(
-                    out, step, policies, config.hash(), meta=meta, staging=staging
-                )
-                reporter.on_checkpoint(step, str(path))
-            world.wait("rank 0 writing a checkpoint")
-        reporter.on_progress(
-            step,
-            config.steps,
-            {
-                "reward": metrics[REWARD_KEY],
-                "accuracy": metrics.get(ACCURACY_KEY),
-                "step_seconds": elapsed,
-            },
+    return _StepRollout(
+        episodes, everyone, turns, metrics, tokens, rechecked, disagreements, behaviour
+    )
+
+
+def _update(run: _Run, turns: list, drill: EpisodeDrill | None) -> dict:
+    """Update every policy from this rank's turns (all ranks' gradients summed) and hand the
+    new weights to the rollout engine; returns the update's metrics."""
+    # A frozen role's turns give no gradient: its policy keeps the base weights.
+    trainable = [t for t in turns if t.role not in run.config.frozen]
+    with drilling(drill):
+        metrics = update_policies(
+            run.policies, trainable, run.config, tokenizer_pad_id=run.codec.pad_id, world=run.world
         )
-        if stopping:
-            return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - started}
-        if early:
-            reporter.line(early)
-            seconds = time.perf_counter() - started
-            return {"status": "succeeded", "step": step, "seconds": seconds, "stopped": early}
-    return {"status": "succeeded", "step": config.steps, "seconds": time.perf_counter() - started}
+    run.engine.policies_changed(list(run.policies.names))  # vllm: reload the updated weights
+    if run.engine.recomputes_logprobs:
+        metrics[ENGINE_SYNC_KEY] = run.engine.sync_seconds
+    return metrics
+
+
+def _step_evaluation(run: _Run, step: int, probe: list) -> dict:
+    """Evaluate after a step, keep the best checkpoint; returns the evaluation's metrics."""
+    result = _evaluate(run.config, run.eval_set, run.env, run.world, probe)
+    run.best = _keep_best(run.out, run.best, step, result, run.policies, run.config, run.world)
+    run.evals.append((step, result["accuracy"], result["accuracy_se"]))
+    return {**_eval_metrics(result), **_best_metrics(run.best)}
+
+
+def _log_step_episodes(
+    run: _Run, step: int, episodes: list, probe: list, drill: EpisodeDrill | None
+) -> None:
+    """A sample of the step's episodes (trainer/episode_log.py), with every flagged one and
+    each recorded episode's gradient shares, and the evaluation's probe sample."""
+    recorded = train_sample(run.config, episodes)
+    flagged = flagged_beyond(recorded, episodes)  # always shown: reward hacking suspected
+    shares = None if drill is None else [*drill.shares(), *({} for _ in flagged)]
+    decode = run.codec.decode
+    log_episodes(run.reporter, "train", step, [*recorded, *flagged], decode, grad_shares=shares)
+    log_episodes(run.reporter, "eval", step, probe_sample(run.config, probe), decode)
+
+
+def _end_of_step(run: _Run, step: int, metrics: dict, elapsed: float) -> dict | None:
+    """Decide whether to stop (rank 0 decides, every rank acts), checkpoint when due or
+    stopping, report progress; returns the run's result when it ends here, else None."""
+    config, world, reporter = run.config, run.world, run.reporter
+    early = (
+        cliff_stop_reason(run.evals, config.stop_after_cliff) if ACCURACY_KEY in metrics else None
+    )
+    stopping, early = world.broadcast(
+        (reporter.should_stop(), early), "the stop decision", slow=True
+    )
+    if step % config.checkpoint_every == 0 or step == config.steps or stopping or early:
+        _save_checkpoint(run, step)
+    reporter.on_progress(
+        step,
+        config.steps,
+        {
+            "reward": metrics[REWARD_KEY],
+            "accuracy": metrics.get(ACCURACY_KEY),
+            "step_seconds": elapsed,
+        },
+    )
+    if stopping:
+        return {"status": "cancelled", "step": step, "seconds": time.perf_counter() - run.started}
+    if early:
+        reporter.line(early)
+        seconds = time.perf_counter() - run.started
+        return {"status": "succeeded", "step": step, "seconds": seconds, "stopped": early}
+    return None
+
+
+def _save_checkpoint(run: _Run, step: int) -> None:
+    """Every rank writes its shards (sharded policies); rank 0 writes the one checkpoint."""
+    staging = _write_shards(run.policies, run.out, "step", step, run.world)
+    if run.world.leader:  # the replicas are equal (or wrote their shards): one copy
+        meta = {"best": run.best, "evals": run.evals}
+        path = save_checkpoint(
+            run.out, step, run.policies, run.config.hash(), meta=meta, staging=staging
+        )
+        run.reporter.on_checkpoint(step, str(path))
+    run.world.wait("rank 0 writing a checkpoint")

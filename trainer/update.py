@@ -149,7 +149,6 @@ def accumulate_gradients(
     if normalizer is None:
         normalizer = batch_normalizer(turns, config)
     stats: Stats = defaultdict(lambda: defaultdict(float))
-    device = policies.device
     by_segment = {k: list(g) for k, g in groupby(turns, key=lambda t: (t.role, t.agent))}
     if segments is None:
         segments = list(by_segment)
@@ -157,7 +156,6 @@ def accumulate_gradients(
         raise ValueError(f"turns of segments {sorted(missing)} are not in the plan {segments}")
     for role, agent in segments:
         segment = by_segment.get((role, agent), [])
-        beta = config.kl_for(role)
         # Plain chunks of the segment, or (trainer/grad_drill.py) the recorded episodes' first.
         params = policies.parameters(name)
         size = config.micro_batch_size
@@ -167,58 +165,78 @@ def accumulate_gradients(
             ):
                 policies.zero_backward(name)
         for micro in grad_drill.micro_batches(role, segment, size, params):
-            batch = make_batch(micro, pad_id, device)
+            batch = make_batch(micro, pad_id, device=policies.device)
             if batch.completion_len == 0:
                 stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
                 if micro_counts is not None:
                     policies.zero_backward(name)
                 continue
-            ref_logps = None
-            # KL to the base model is measured even when it is not penalised (beta 0): with
-            # LoRA the reference is the same weights with adapters off, so it costs one
-            # no-grad forward. Full fine-tuning keeps a frozen copy only when beta > 0.
-            measure_kl = beta > 0 or policies.finetune == "lora"
-            if measure_kl:
-                with policies.reference() as ref:
-                    ref_logps, _ = token_logprobs(
-                        ref,
-                        batch.input_ids,
-                        batch.attention_mask,
-                        batch.completion_len,
-                        config.temperature,
-                        with_entropy=False,
-                    )
-            with policies.use(name, train=True) as model:
-                logps, entropies = token_logprobs(
-                    model,
-                    batch.input_ids,
-                    batch.attention_mask,
-                    batch.completion_len,
-                    config.temperature,
-                )
-                loss, micro_stats = grpo_loss(
-                    logps,
-                    batch.old_logps,
-                    batch.advantages,
-                    batch.completion_mask,
-                    clip_low=config.clip_low,
-                    clip_high=config.clip_high,
-                    loss_agg=config.loss_agg,
-                    normalizer=normalizer,
-                    ref_logps=ref_logps,
-                    kl_beta=torch.full((len(micro),), beta, device=device) if measure_kl else None,
-                    entropies=entropies,
-                    is_weights=batch.is_weights,  # None unless another engine sampled
-                )
-                # Sharded, FSDP2 averages the ranks' gradients: scaled, the average is the sum.
-                (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+            beta = config.kl_for(role)
+            micro_stats, measured_kl = _micro_backward(
+                policies, name, batch, len(micro), beta, config, normalizer, loss_scale
+            )
             for key, value in micro_stats.items():
                 stats[role][key] += value
-            if ref_logps is not None:
+            if measured_kl:
                 stats[role]["kl_tokens"] += micro_stats["tokens"]
         if on_segment is not None:
             on_segment(role, agent)
     return stats
+
+
+def _micro_backward(
+    policies: PolicySet,
+    name: str,
+    batch,
+    n: int,
+    beta: float,
+    config: Config,
+    normalizer: float,
+    loss_scale: float,
+) -> tuple[dict[str, float], bool]:
+    """Forward and backward one micro-batch of `n` sequences on policy `name`; returns the
+    loss's statistics and whether KL to the base model was measured."""
+    device = policies.device
+    ref_logps = None
+    # KL to the base model is measured even when it is not penalised (beta 0): with
+    # LoRA the reference is the same weights with adapters off, so it costs one
+    # no-grad forward. Full fine-tuning keeps a frozen copy only when beta > 0.
+    measure_kl = beta > 0 or policies.finetune == "lora"
+    if measure_kl:
+        with policies.reference() as ref:
+            ref_logps, _ = token_logprobs(
+                ref,
+                batch.input_ids,
+                batch.attention_mask,
+                batch.completion_len,
+                config.temperature,
+                with_entropy=False,
+            )
+    with policies.use(name, train=True) as model:
+        logps, entropies = token_logprobs(
+            model,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.completion_len,
+            config.temperature,
+        )
+        loss, micro_stats = grpo_loss(
+            logps,
+            batch.old_logps,
+            batch.advantages,
+            batch.completion_mask,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            loss_agg=config.loss_agg,
+            normalizer=normalizer,
+            ref_logps=ref_logps,
+            kl_beta=torch.full((n,), beta, device=device) if measure_kl else None,
+            entropies=entropies,
+            is_weights=batch.is_weights,  # None unless another engine sampled
+        )
+        # Sharded, FSDP2 averages the ranks' gradients: scaled, the average is the sum.
+        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+    return micro_stats, ref_logps is not None
 
 
 def _optimizer_step(
@@ -244,21 +262,78 @@ def _optimizer_step(
         key = segment_key(config)
         segments = [k for k, _ in groupby(sorted(turns, key=key), key=lambda t: (t.role, t.agent))]
     roles = {role for role, _ in segments}
-    max_agents = max(sum(1 for r, _ in segments if r == role) for role in roles)
-    coherence_on = config.coherence_lambda > 0
-    # One segment needs no snapshots: its role and agent gradient is the whole gradient.
-    tracker = None
-    if (track and len(segments) > 1) or coherence_on:
-        numel = sum(local(p).numel() for p in params)
-        needed = vectors_needed(len(roles), max_agents) * numel * 4
-        offload = config.grad_snapshots == "host" or needed > snapshot_budget_bytes()
-        reduce = sum_dots = None
-        if policies.sharded:  # .grad holds the summed gradient's shard: sum dot products
-            sum_dots = lambda v: world.sum_floats(v, f"dot products of {name}")  # noqa: E731
-        elif world.active:
-            reduce = lambda v: world.all_sum_(v, f"the gradient of a segment of {name}")  # noqa: E731
-        tracker = GradientTracker(params, offload=offload, reduce=reduce, sum_dots=sum_dots)
+    tracker = _gradient_tracker(policies, name, segments, config, track, world)
+    seqs, stats = _accumulate(policies, name, turns, config, pad_id, tracker, segments, world)
 
+    figures, coherence, peak = None, {}, 0
+    if tracker is not None:
+        figures, coherence, peak = _settle_tracker(tracker, policies, name, config, world)
+        del tracker  # free the vectors before the optimizer allocates its state
+    elif world.active and not policies.sharded:
+        world.all_sum_grads(params, f"the gradient of {name}")
+    if figures is None:
+        grad_drill.settle_whole(segments, params)
+
+    norm, skipped = _clip_and_step(policies, name, config, world)
+
+    if figures is None and track:
+        # Single segment: the whole gradient belongs to that role and agent.
+        (role, agent), sq = segments[0], norm**2
+        figures = GradientFigures(role_sq={role: sq}, agent_sq={agent: sq})
+    loss = sum(s["loss"] for s in stats.values())
+    return {
+        "policy": name,
+        "stats": stats,
+        "figures": figures,
+        "coherence": coherence,
+        "grad_norm": norm,
+        "skipped": skipped,
+        "loss": loss,
+        "seqs": int(seqs),
+        "roles": roles,
+        "peak_bytes": peak,
+    }
+
+
+def _gradient_tracker(
+    policies: PolicySet,
+    name: str,
+    segments: list[tuple[str, str]],
+    config: Config,
+    track: bool,
+    world: World,
+) -> GradientTracker | None:
+    """The tracker snapshotting `name`'s gradient between segments, or None when neither the
+    figures (of more than one segment) nor the coherence regulariser need one."""
+    # One segment needs no snapshots: its role and agent gradient is the whole gradient.
+    if not ((track and len(segments) > 1) or config.coherence_lambda > 0):
+        return None
+    params = policies.parameters(name)
+    roles = {role for role, _ in segments}
+    max_agents = max(sum(1 for r, _ in segments if r == role) for role in roles)
+    numel = sum(local(p).numel() for p in params)
+    needed = vectors_needed(len(roles), max_agents) * numel * 4
+    offload = config.grad_snapshots == "host" or needed > snapshot_budget_bytes()
+    reduce = sum_dots = None
+    if policies.sharded:  # .grad holds the summed gradient's shard: sum dot products
+        sum_dots = lambda v: world.sum_floats(v, f"dot products of {name}")  # noqa: E731
+    elif world.active:
+        reduce = lambda v: world.all_sum_(v, f"the gradient of a segment of {name}")  # noqa: E731
+    return GradientTracker(params, offload=offload, reduce=reduce, sum_dots=sum_dots)
+
+
+def _accumulate(
+    policies: PolicySet,
+    name: str,
+    turns: list[Turn],
+    config: Config,
+    pad_id: int,
+    tracker: GradientTracker | None,
+    segments: list[tuple[str, str]],
+    world: World,
+) -> tuple[float, Stats]:
+    """Accumulate the optimizer batch's gradient of `name`; returns every rank's sequence
+    count and the statistics summed over ranks."""
     # The normaliser of the whole optimizer batch: every rank's turns and tokens.
     seqs, tokens = world.sum_floats(
         [len(turns), sum(len(t.completion_ids) for t in turns)], f"the batch size of {name}"
@@ -279,31 +354,39 @@ def _optimizer_step(
         micro_counts=micro_counts,
         loss_scale=float(world.size) if policies.sharded else 1.0,
     )
-    stats = world.sum_stats(stats, f"the statistics of {name}")
+    return seqs, world.sum_stats(stats, f"the statistics of {name}")
 
-    figures, coherence, peak = None, {}, 0
-    if tracker is not None:
-        figures = tracker.finish()
-        grad_drill.settle(tracker.roles)  # the episodes' shares of the role vectors
-        if coherence_on:
-            coherence = coherence_scales(
-                tracker.roles,
-                policies.coherence,
-                name,
-                config.coherence_lambda,
-                config.coherence_ema,
-            )
-        # Data parallel, .grad holds this rank's gradient and the role vectors every rank's:
-        # write them back even when every scale is 1.
-        scales = {role: scale for role, (scale, _) in coherence.items()}
-        tracker.write_back(scales, force=world.active and not policies.sharded)
-        peak = tracker.peak_bytes
-        del tracker  # free the vectors before the optimizer allocates its state
-    elif world.active and not policies.sharded:
-        world.all_sum_grads(params, f"the gradient of {name}")
-    if figures is None:
-        grad_drill.settle_whole(segments, params)
 
+def _settle_tracker(
+    tracker: GradientTracker, policies: PolicySet, name: str, config: Config, world: World
+) -> tuple[GradientFigures, dict, int]:
+    """The tracked figures, the coherence scales (applied to `.grad`) and the snapshots' peak
+    memory; the episodes' gradient shares settle against the role vectors."""
+    figures = tracker.finish()
+    grad_drill.settle(tracker.roles)  # the episodes' shares of the role vectors
+    coherence = {}
+    if config.coherence_lambda > 0:
+        coherence = coherence_scales(
+            tracker.roles,
+            policies.coherence,
+            name,
+            config.coherence_lambda,
+            config.coherence_ema,
+        )
+    # Data parallel, .grad holds this rank's gradient and the role vectors every rank's:
+    # write them back even when every scale is 1.
+    scales = {role: scale for role, (scale, _) in coherence.items()}
+    tracker.write_back(scales, force=world.active and not policies.sharded)
+    return figures, coherence, tracker.peak_bytes
+
+
+def _clip_and_step(
+    policies: PolicySet, name: str, config: Config, world: World
+) -> tuple[float, bool]:
+    """Clip `name`'s gradient and step its optimizer unless the gradient is not finite;
+    returns the norm before clipping and whether the step was skipped."""
+    params = policies.parameters(name)
+    optimizer = policies.optimizer(name)
     grads = [p.grad for p in params if p.grad is not None]
     if policies.sharded:
         total, norm = _sharded_clip(grads, config.grad_clip, world, name)
@@ -316,24 +399,7 @@ def _optimizer_step(
             torch.nn.utils.clip_grads_with_norm_(params, config.grad_clip, total)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-
-    if figures is None and track:
-        # Single segment: the whole gradient belongs to that role and agent.
-        (role, agent), sq = segments[0], norm**2
-        figures = GradientFigures(role_sq={role: sq}, agent_sq={agent: sq})
-    loss = sum(s["loss"] for s in stats.values())
-    return {
-        "policy": name,
-        "stats": stats,
-        "figures": figures,
-        "coherence": coherence,
-        "grad_norm": norm,
-        "skipped": skipped,
-        "loss": loss,
-        "seqs": int(seqs),
-        "roles": roles,
-        "peak_bytes": peak,
-    }
+    return norm, skipped
 
 
 def _micro_counts(

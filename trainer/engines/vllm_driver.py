@@ -62,18 +62,8 @@ def _redispatch_embeddings(worker) -> int:
     return count
 
 
-def main() -> None:
-    settings = json.loads(sys.argv[1])
-    replies = _reply_channel()
-
-    def send(message: dict) -> None:
-        replies.write(json.dumps(message) + "\n")
-        replies.flush()
-
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    from vllm.lora.request import LoRARequest
-
+def _llm_kwargs(settings: dict) -> dict:
+    """`vllm.LLM`'s arguments for the engine's settings (see `vllm_engine.py`)."""
     kwargs = dict(
         model=settings["model"],
         dtype=settings.get("dtype", "float32"),
@@ -98,8 +88,6 @@ def main() -> None:
         )
     if settings.get("gpu_memory_utilization"):
         kwargs["gpu_memory_utilization"] = settings["gpu_memory_utilization"]
-    lora_ids: dict[str, int] = {}
-    lora_paths: dict[str, str] = {}
     if settings.get("lora"):
         kwargs.update(
             enable_lora=True,
@@ -107,17 +95,97 @@ def main() -> None:
             max_lora_rank=settings["max_lora_rank"],
             max_cpu_loras=settings["max_loras"],
         )
+    return kwargs
+
+
+class _Driver:
+    """One `vllm.LLM` and the adapters loaded into it; a method per request's op."""
+
+    def __init__(self, llm) -> None:
+        self.llm = llm
+        self.lora_ids: dict[str, int] = {}
+        self.lora_paths: dict[str, str] = {}
+
+    def lora_request(self, name: str, load_inplace: bool = False):
+        from vllm.lora.request import LoRARequest
+
+        path = self.lora_paths[name]
+        return LoRARequest(name, self.lora_ids[name], path, load_inplace=load_inplace)
+
+    def load_lora(self, request: dict) -> dict:
+        name = request["name"]
+        self.lora_ids.setdefault(name, len(self.lora_ids) + 1)
+        self.lora_paths[name] = request["path"]
+        # In place: re-sending an adapter id with a new path would keep the old
+        # weights (the id is already loaded); load_inplace replaces them.
+        self.llm.llm_engine.add_lora(self.lora_request(name, load_inplace=True))
+        self.llm.reset_prefix_cache()
+        return {"ok": True}
+
+    def reload_weights(self, request: dict) -> dict:
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": request["path"]})
+        refreshed = self.llm.collective_rpc(_redispatch_embeddings)
+        self.llm.reset_prefix_cache()
+        return {"ok": True, "refreshed": refreshed}
+
+    def generate(self, request: dict) -> dict:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        rows = request["requests"]
+        prompts = [TokensPrompt(prompt_token_ids=r["prompt"]) for r in rows]
+        params = [
+            SamplingParams(
+                temperature=request["temperature"],
+                seed=r["seed"],
+                max_tokens=r["max_tokens"],
+                stop_token_ids=request["stop"],
+                ignore_eos=True,  # stop on exactly Troupe's end ids, no others
+                logprobs=0,  # the sampled token's own log-prob
+                detokenize=False,
+            )
+            for r in rows
+        ]
+        loras = [self.lora_request(r["lora"]) if r.get("lora") else None for r in rows]
+        outputs = self.llm.generate(
+            prompts, params, lora_request=loras if any(loras) else None, use_tqdm=False
+        )
+        results = []
+        for out in outputs:
+            done = out.outputs[0]
+            ids = list(done.token_ids)
+            logps = [float(step[tok].logprob) for tok, step in zip(ids, done.logprobs)]
+            results.append({"ids": ids, "logprobs": logps, "finish": done.finish_reason})
+        return {"ok": True, "results": results}
+
+
+def main() -> None:
+    settings = json.loads(sys.argv[1])
+    replies = _reply_channel()
+
+    def send(message: dict) -> None:
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+
+    from vllm import LLM
+
     try:
-        llm = LLM(**kwargs)
+        llm = LLM(**_llm_kwargs(settings))
     except Exception as exc:  # noqa: BLE001 - any start-up failure is reported, then we exit
         traceback.print_exc()
         send({"ok": False, "error": f"vLLM could not start: {type(exc).__name__}: {exc}"})
         return
     send({"ok": True, "ready": True})
+    _serve(_Driver(llm), send)
 
-    def lora_request(name: str, load_inplace: bool = False) -> LoRARequest:
-        return LoRARequest(name, lora_ids[name], lora_paths[name], load_inplace=load_inplace)
 
+def _serve(driver: _Driver, send) -> None:
+    """Answer each request line on stdin until `shutdown` (or the end of stdin)."""
+    ops = {
+        "load_lora": driver.load_lora,
+        "reload_weights": driver.reload_weights,
+        "generate": driver.generate,
+    }
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -127,46 +195,8 @@ def main() -> None:
             if op == "shutdown":
                 send({"ok": True})
                 break
-            if op == "load_lora":
-                name = request["name"]
-                lora_ids.setdefault(name, len(lora_ids) + 1)
-                lora_paths[name] = request["path"]
-                # In place: re-sending an adapter id with a new path would keep the old
-                # weights (the id is already loaded); load_inplace replaces them.
-                llm.llm_engine.add_lora(lora_request(name, load_inplace=True))
-                llm.reset_prefix_cache()
-                send({"ok": True})
-            elif op == "reload_weights":
-                llm.collective_rpc("reload_weights", kwargs={"weights_path": request["path"]})
-                refreshed = llm.collective_rpc(_redispatch_embeddings)
-                llm.reset_prefix_cache()
-                send({"ok": True, "refreshed": refreshed})
-            elif op == "generate":
-                rows = request["requests"]
-                prompts = [TokensPrompt(prompt_token_ids=r["prompt"]) for r in rows]
-                params = [
-                    SamplingParams(
-                        temperature=request["temperature"],
-                        seed=r["seed"],
-                        max_tokens=r["max_tokens"],
-                        stop_token_ids=request["stop"],
-                        ignore_eos=True,  # stop on exactly Troupe's end ids, no others
-                        logprobs=0,  # the sampled token's own log-prob
-                        detokenize=False,
-                    )
-                    for r in rows
-                ]
-                loras = [lora_request(r["lora"]) if r.get("lora") else None for r in rows]
-                outputs = llm.generate(
-                    prompts, params, lora_request=loras if any(loras) else None, use_tqdm=False
-                )
-                results = []
-                for out in outputs:
-                    done = out.outputs[0]
-                    ids = list(done.token_ids)
-                    logps = [float(step[tok].logprob) for tok, step in zip(ids, done.logprobs)]
-                    results.append({"ids": ids, "logprobs": logps, "finish": done.finish_reason})
-                send({"ok": True, "results": results})
+            if op in ops:
+                send(ops[op](request))
             else:
                 send({"ok": False, "error": f"unknown op {op!r}"})
         except Exception as exc:  # noqa: BLE001 - report it; the trainer fails the run
