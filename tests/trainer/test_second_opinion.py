@@ -113,3 +113,34 @@ def test_only_a_sample_of_the_passing_answers_is_rechecked(task):
     _second_opinion(episodes, problems, task, (0, "train", 1), stats)
     assert stats.verdicts_rechecked == SECOND_OPINION_SAMPLE
     assert stats.verdict_disagreements == 0
+
+
+COMPARED = [
+    (1, 1), (1.0, 1), (0.1 + 0.2, 0.3), (0.31, 0.3), ((1, 2), [1, 2]), ([3], [[3]]),
+    (True, 1.0), ("a", "a"), ("a", "b"), (None, 0), ([1.0000000001], [1]),
+]  # fmt: skip
+TEXTS = [
+    ("1 2\n", "1 2"), ("0.5\n", "0.500000"), ("1\n\n2  \n", "1\n2"), ("1 2", "1  2 3"),
+    ("x", "y"), ("1e-9", "0"), ("3.0000001", "3"), ("", ""), ("a\nb", "a"),
+]  # fmt: skip
+
+
+def _harness_same(template: str) -> object:
+    """The harness's own `_troupe_same`, from its source with no cases (nothing runs)."""
+    namespace = {"f": lambda: None}  # the entry point the call harness looks up
+    exec(template.format(cases="[]", name="f"), namespace)
+    return namespace["_troupe_same"]
+
+
+def test_the_recheck_compares_as_the_harnesses_do():
+    # Two copies of one rule (the harness's text runs inside the sandbox): if they drifted, the
+    # second opinion would flag honest answers as reward hacking, or miss forged ones.
+    from trainer.tasks import code
+    from trainer.tasks.second_opinion import same_call_result, same_text
+
+    call_same = _harness_same(code._CALL_CHECK)
+    for got, want in COMPARED:
+        assert same_call_result(got, want) == call_same(got, want), (got, want)
+    stdio_same = _harness_same(code._STDIO_CHECK)
+    for got, want in TEXTS:
+        assert same_text(got, want) == stdio_same(got, want), (got, want)
