@@ -10,6 +10,9 @@
   BENCHMARKS.md cited by its quoted title elsewhere is a heading of BENCHMARKS.md.
 - README.md's Layout names every top-level folder, every Python package and the packages
   directly inside trainer/, webapp/, sandbox/ and workers/.
+- README.md stays a page a newcomer reads (set-up, the two commands, a tour, the layout): the
+  reference lives in docs/, every page of which README.md links, and every relative link of
+  README.md, CONTRIBUTING.md and docs/ (with its #anchor) leads to a file and heading that exist.
 
 No network, no imports of the project: plain text over the working tree.
 """
@@ -100,9 +103,23 @@ def backticked_paths(text: str) -> list[str]:
     return paths
 
 
+# The pages a contributor reads: README.md and the reference moved out of it. The design docs,
+# the benchmarks log and the contract's history may name paths of their time.
+CONTRIBUTOR_PAGES = (
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/api.md",
+    "docs/cli.md",
+    "docs/configuration.md",
+    "docs/deploy.md",
+    "docs/mlflow.md",
+    "docs/web.md",
+)
+
+
 def test_the_contributor_pages_name_only_paths_that_exist():
     wrong = []
-    for page in ("README.md", "CONTRIBUTING.md"):
+    for page in CONTRIBUTOR_PAGES:
         for rel in backticked_paths((ROOT / page).read_text()):
             exists = any(ROOT.glob(rel.rstrip("/"))) if "*" in rel else (ROOT / rel).exists()
             if not exists:
@@ -197,3 +214,61 @@ def test_every_cited_benchmarks_section_exists():
                 missing.append(f"{path.relative_to(ROOT)}: {title}")
     assert cited >= 3  # the pattern still finds the citations (README, trainer/)
     assert not missing, "BENCHMARKS.md has no section: " + "; ".join(missing)
+
+
+README = ROOT / "README.md"
+README_MAX_LINES = 300  # set-up, the two commands, a tour and the layout; reference in docs/
+LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+
+
+def test_the_readme_fits_a_newcomer():
+    lines = README.read_text().count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines: keep set-up, the two commands, the tour and the layout "
+        "there and move reference material into a page of docs/ that it links"
+    )
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_anchor_follows_github():
+    assert anchor("The embedded default, and when to switch to PostgreSQL") == (
+        "the-embedded-default-and-when-to-switch-to-postgresql"
+    )
+    assert anchor("A vLLM rollout engine") == "a-vllm-rollout-engine"
+    assert anchor("What `make run` does and prints") == "what-make-run-does-and-prints"
+
+
+def markdown_pages() -> list[Path]:
+    return [README, ROOT / "CONTRIBUTING.md", BENCHMARKS, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_relative_link_leads_somewhere():
+    wrong, checked = [], 0
+    for page in markdown_pages():
+        # links inside code blocks are code, not links
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            checked += 1
+            path, _, fragment = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                wrong.append(f"{page.relative_to(ROOT)}: ({target}): no such file")
+            elif fragment and fragment not in {anchor(h) for h in headings(dest)}:
+                wrong.append(f"{page.relative_to(ROOT)}: ({target}): no such heading")
+    assert checked >= 10  # the pattern still finds the links
+    assert not wrong, "links that lead nowhere:\n" + "\n".join(wrong)
+
+
+def test_the_readme_links_every_page_of_docs():
+    linked = {
+        (ROOT / target.partition("#")[0]).resolve() for target in LINK.findall(README.read_text())
+    }
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not missing, "README.md links no: " + ", ".join(missing)

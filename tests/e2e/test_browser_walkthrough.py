@@ -42,7 +42,7 @@ PASSWORD = "correct horse battery"
 # 0.16-0.18 on these 64 held-out problems; docs/benchmarks-log.md). The fall is far beyond
 # the evaluation noise (docs/analysis.md); when no step beat the base it is reported as
 # "degradation" rather than "cliff", so the radar row may be either (issue 21). The
-# README's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
+# docs/cli.md's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
 # weights: on one build it did, on the next it did not within 12 steps.
 CLIFF = {"lr": 5e-2, "warmup_steps": 10, "schedule": "constant", "steps": 14,
          "eval_every": 1, "eval_problems": 64, "checkpoint_every": 4, "seed": 0}  # fmt: skip
