@@ -3,7 +3,7 @@
 The baseline is the first `baseline_frac` (20%) of its logged points by count, at least 3.
 Only points that carry signal count in it: a GRPO step whose groups all had zero advantage
 puts (almost) no gradient on the policy, and a baseline of such zeros would make any later
-value look like a rise (issue 35: a limit of 3e-12). A point carries signal when it exceeds
+value look like a rise (a limit of 3e-12 once raised alarms). A point carries signal when it exceeds
 `SIGNAL_FRAC` (1e-3) of the largest baseline value. With fewer than `min_signal` (3) such
 points the verdict is "too few steps to judge" (`status` "too_few_steps"), not "none".
 

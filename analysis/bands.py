@@ -44,7 +44,7 @@ def seed_bands(
     `steps` (sorted), `low`/`high` None where n < 2; `n_runs` the number of runs with at least
     one point. Steps no run has (after alignment) are not listed. `bounds` (e.g. (0, 1) for an
     accuracy) clips the interval to the values the metric can take: a t-interval of three
-    seeds near 0 otherwise runs below an accuracy of 0 (issue 35).
+    seeds near 0 otherwise runs below an accuracy of 0.
     """
     if align not in ("union", "intersection"):
         raise ValueError(f"align must be 'union' or 'intersection', not {align!r}")

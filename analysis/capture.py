@@ -3,7 +3,7 @@
 A role captures the policy when its `grad_share` exceeds `threshold` (0.6) in more than
 `majority` (50%) of the logged steps of the last half of the run (the later half of the
 logged steps, by count), more often than any other role — judged only from `min_steps` (10)
-logged steps on. Before that the verdict is "too few steps" (issue 35: with 4 logged steps
+logged steps on. Before that the verdict is "too few steps" (with 4 logged steps
 the last half is 2 steps, and the verdict flipped from role to role as the run trained).
 `capture_verdict` is the one function every page and the radar call.
 """

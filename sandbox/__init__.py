@@ -36,8 +36,8 @@ patching `assert`/AssertionError/builtins in the program, defining its own `abs`
 `math` for the tests to compare with (names that shadow a builtin, and dunder names such as
 `__builtins__`, are not handed to the tests; the names of `checker.TEST_MODULES` are the
 checker's own imports), or raising StopIteration into a test's loop (it reaches the tests
-as RuntimeError). The checker takes nothing executable from the program (issue 33): it
-reads the program's messages as hostile bytes with a parser of plain data of its own
+as RuntimeError). The checker takes nothing executable from the program: it reads the
+program's messages as hostile bytes with a parser of plain data of its own
 (`sandbox/plain.py`), never imports a module the program names (only the fixed table
 TEST_MODULES: a module called `unittest.__main__` once ran test discovery in the program's
 /tmp, inside the checker), and runs in `/` with a sys.path the program cannot write. Its
@@ -69,7 +69,7 @@ worker logs them when it starts: workers/sandbox_report.py)
   message queues and semaphore sets and of POSIX message queues (memory that no size limit
   of a mount bounds: 615 semaphore sets once held 1.2 GB of kernel memory under
   memory_mb=256), secret memory (memfd_secret), POSIX timers and timerfds, inotify and
-  fanotify instances (issue 33: bounded per uid or per host at best, never per job), kernel
+  fanotify instances (bounded per uid or per host at best, never per job), kernel
   keys, io_uring, userfaultfd, perf events and bpf (no use to a program; common exploit paths),
   fork, vfork and clone without CLONE_THREAD (each process
   would get its own address-space cap; threads share one) and every other ABI (i386/x32
@@ -78,7 +78,7 @@ worker logs them when it starts: workers/sandbox_report.py)
   descriptors (pipes up to 1 MB each) and the kernel's per-thread structures of at most
   `max_processes` threads — as far as the deny list goes: a kernel object that it misses
   would not be bounded. Page tables, which no rlimit counts (sparse one-page mappings a
-  gigabyte apart held +734 MB under memory_mb=256, issue 33), the supervisor reads every
+  gigabyte apart held +734 MB under memory_mb=256 in an attack), the supervisor reads every
   20 ms in every mode: over memory_mb / 8 it stops the job ("memory"). The memory cgroup
   bounds everything; the compose workers lack one.
 - `memcg`: a memory cgroup per job (cgroup v1 under our memory cgroup, or v2 beside our

@@ -12,7 +12,7 @@ program that shadow a builtin (`abs`, `len`…) or are dunder names (`__builtins
 handed to the tests, and a name in the fixed list TEST_MODULES (`math`) is always the
 checker's own import, so the tests' own comparisons cannot be replaced.
 
-The checker takes nothing executable from the program (issue 33): what the program sends is
+The checker takes nothing executable from the program: what the program sends is
 hostile bytes, read by `sandbox.plain.decode` as plain data only; no name it sends is ever
 imported or looked up, except in the fixed tables TEST_MODULES and RAISABLE; and the checker
 runs in a directory and with a sys.path that the program cannot write (`sandbox.program`).
@@ -39,7 +39,7 @@ PLAIN_CONTAINERS = (list, tuple, set, frozenset)
 # The only modules a name of the program may stand for in the tests, always as the checker's
 # own import: a program's `import math` (or a class of its own named `math`) gives the tests
 # the real `math`. A fixed list of modules that run nothing when imported; the program can
-# never make the checker import anything else (issue 33: a module named `unittest.__main__`
+# never make the checker import anything else (in an attack a module named `unittest.__main__`
 # ran test discovery in the program's directory, inside the checker).
 TEST_MODULES = frozenset(
     """array bisect cmath collections copy datetime decimal fractions functools heapq

@@ -175,8 +175,8 @@ def _run_batch(jobs: list[Job]) -> list[SandboxResult]:
 def _write_sources(jobs: list[Job]):
     """The code and tests go in an unlinked file that only each job's init (its own code)
     and checker (its tests) read; the supervisor, which every program is forked from, gets
-    only where they lie (hole 1 of issue 29: a program read the tests of its batch from the
-    supervisor's memory). Returns the file and, per job, (offset, length) of each text."""
+    only where they lie (a hole found under attack: a program read the tests of its batch from
+    the supervisor's memory). Returns the file and, per job, (offset, length) of each text."""
     import tempfile
 
     sources = tempfile.TemporaryFile(prefix="troupe-sandbox-")

@@ -14,8 +14,8 @@ LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "u
 # namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
 # cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
 DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
-# Needed whatever TROUPE_SANDBOX_MIN_ISOLATION says, unless TROUPE_SANDBOX_ALLOW_WEAK=1 opts in
-# (issue 33): without a private root a program writes into the host's temporary directories
+# Needed whatever TROUPE_SANDBOX_MIN_ISOLATION says, unless TROUPE_SANDBOX_ALLOW_WEAK=1 opts
+# in: without a private root a program writes into the host's temporary directories
 # (2 GB in one test) and leaves files there, which no lowered minimum should allow silently.
 ALWAYS_REQUIRED = ("mount",)
 # What a program can do where a layer is missing: the refusal says it, so that whoever opts

@@ -60,10 +60,10 @@ SECCOMP_ARCHES = {
 }
 # Refused with EPERM. Kernel objects that no limit of ours bounds without a memory cgroup:
 # memfd, System V shared memory, message queues and semaphores (615 semaphore sets held
-# 1.2 GB of kernel memory under memory_mb=256, issue 29), POSIX message queues and keys
+# 1.2 GB of kernel memory under memory_mb=256 in an attack), POSIX message queues and keys
 # (quotas per uid, shared with the host's user where there is no `uid` layer); and kernel
 # interfaces no scored program needs that are common exploit paths (io_uring, userfaultfd,
-# perf events, bpf). Issue 33 added kernel objects that are bounded per uid or per host at
+# perf events, bpf). Also refused: kernel objects that are bounded per uid or per host at
 # best, never per job: secret memory (memfd_secret; the mlock limit only), POSIX timers and
 # timerfds (~96k a job), inotify and fanotify instances (their watches and marks count
 # against the host user's quota where there is no `uid` layer). No scored program needs

@@ -52,8 +52,8 @@ PRELOAD = (
 ).split()
 PRELOAD_MIN_JOBS = 4
 # Page tables are kernel memory that no rlimit counts: one-page mappings a gigabyte apart cost
-# ~8 KB each, and 65,530 of them (vm.max_map_count) fit in 256 MB of address space (+734 MB,
-# issue 33). Without a memory cgroup nothing else bounds them, so the supervisor reads them
+# ~8 KB each, and 65,530 of them (vm.max_map_count) fit in 256 MB of address space (+734 MB
+# in an attack). Without a memory cgroup nothing else bounds them, so the supervisor reads them
 # every PAGE_TABLE_TICK seconds and stops a job whose processes hold more than memory_mb /
 # PAGE_TABLE_SHARE (a dense 512 MB heap needs ~1 MB). The overshoot is what a program maps
 # in one tick: a few MB from Python, tens of MB at C speed.

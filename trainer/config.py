@@ -333,7 +333,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "micro_batch_size": 16,
         # Sequences per generation call: a whole group (512 episodes × up to 3 agents, up to
         # 12,800 tokens each) would need a KV cache of 140-1,170 GiB; 32 fits every paper
-        # LoRA cell on one H200 (trainer/memory.py, BENCHMARKS.md issue 22).
+        # LoRA cell on one H200 (trainer/memory.py; BENCHMARKS.md, "The precision path and the
+        # memory estimate").
         "rollout_batch": 32,
         "device": "cuda",
     },

@@ -420,7 +420,8 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
 
 def _capacity_words(capacity: float, measured: bool) -> str:
     """Where the GPU's size came from: a web process sees no GPU, so unless the worker's own
-    GPU was asked it is the configured figure — said as such, not as a fact (issue 35)."""
+    GPU was asked it is the configured figure — said as such, not as a fact (the page once
+    said "the GPU has 141 GiB" on a machine with no GPU)."""
     size = f"{capacity / 2**30:.0f} GiB"
     if measured:
         return f"the GPU has {size}"

@@ -5,7 +5,7 @@ Threaded workers (`gthread`), because a request may take minutes: a large `log_a
 `download_artifacts` over a slow link streams for as long as the link needs. gunicorn's
 default sync worker serves one request at a time and is killed by the arbiter when a
 request outlasts `timeout` (30 s), so such a transfer failed, and every other request — an
-MLflow client's `log_metric` — queued behind it (issue 34). A gthread worker's main loop
+MLflow client's `log_metric` — queued behind it. A gthread worker's main loop
 reports to the arbiter while its threads serve, so `timeout` bounds a stuck worker, never
 a request; bodies are streamed to and from disk by the artifact views, so a thread holds a
 few buffers, not the file. Metric writes take another thread of the pool while transfers

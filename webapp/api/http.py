@@ -78,7 +78,7 @@ UNAVAILABLE_MESSAGE = (
     "stored. Retry it in a few seconds."
 )
 # SQLSTATEs of a server that went away: class 08 (connection exceptions) and the operator's
-# shutdown, crash and "cannot connect now" (a PostgreSQL restart: issue 35).
+# shutdown, crash and "cannot connect now" (a PostgreSQL restart once answered 500).
 _UNAVAILABLE_STATES = ("57P01", "57P02", "57P03")
 
 

@@ -326,7 +326,7 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
         write_points(found.id, points)  # one statement on PostgreSQL, atomic by itself
         if found.external and points:
             # An external run's progress is the last step its client logged: no worker counts
-            # its steps, and a finished run read "step 0 of 8" (issue 35). A conditional
+            # its steps, and a finished run once read "step 0 of 8". A conditional
             # UPDATE, so concurrent batches only ever move it forward.
             last = max(int(step) for _, step, _ in points)
             Run.objects.filter(id=found.id, step__lt=last).update(step=last)

@@ -240,7 +240,7 @@ def cell_grid(
 def colour_bar_lines(title: str, height: float, char_px: float = 7.0) -> list[str]:
     """A colour bar's title as lines that fit beside the bar: it reads sideways along the
     plot's height, and a one-row grid is shorter than "evaluator accepts wrong, final value
-    (mean over seeds)", which was cut off (issue 35)."""
+    (mean over seeds)", which was cut off."""
     width = max(12, int((height - 110) / char_px))
     return textwrap.wrap(title, width) or [title]
 
@@ -291,7 +291,7 @@ def _cell_hover(cell: dict | None, sharing: str) -> str:
 
 def run_styles(runs: Sequence, colour_by: str) -> dict[int, tuple[str, str]]:
     """{run id: (colour, dash)}, the dash always the run's sharing mode. By sharing mode: a
-    colour per run (four shared runs of one seed were four identical lines, issue 35); by
+    colour per run (four shared runs of one seed were four identical lines); by
     seed: one colour per seed, so a seed's runs under each mode share it."""
     seeds = sorted({run.seed for run in runs})
     styles = {}

@@ -78,7 +78,7 @@ def rows(
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
         row.update({k: getattr(accuracy, k) for k in ("peak", "peak_step", "final", "cliff_onset")})
         row["cliff"] = accuracy.cliff_status
-        # Whichever fall the verdict names, as the run page's "degradation @2" (issue 35).
+        # Whichever fall the verdict names, as the run page's "degradation @2".
         row["onset"] = (
             accuracy.cliff_onset if accuracy.cliff_onset is not None else accuracy.degradation_onset
         )

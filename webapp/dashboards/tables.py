@@ -165,12 +165,12 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
                 **{k: getattr(accuracy, k) for k in ("gain", "final_gain", "cliff_onset")},
                 "cliff": accuracy.cliff_status,
                 # The onset of whichever fall the verdict names: a degradation has one too, as
-                # the run page says "degradation @2" (issue 35).
+                # the run page says "degradation @2".
                 "onset": accuracy.cliff_onset
                 if accuracy.cliff_onset is not None
                 else accuracy.degradation_onset,
                 "cliff_label": accuracy.label,
-                # The threshold in use beside the verdict, the evidence on hover (issue 21);
+                # The threshold in use beside the verdict, the evidence on hover;
                 # none where the run was not judged (a line at or below 0 cannot be crossed).
                 "cliff_threshold": accuracy.threshold if accuracy.judged else None,
                 "cliff_evidence": accuracy.evidence,

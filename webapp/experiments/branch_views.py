@@ -1,4 +1,4 @@
-"""Branching a run from the browser and the API (issue 13, item 3).
+"""Branching a run from the browser and the API: child runs from one of its checkpoints.
 
 - `/runs/<id>/branch/`: the branch form (also shown on the run page, which posts here). A
   valid post queues the children and goes back to the run page; an invalid one shows the form

@@ -1,11 +1,11 @@
 """Branching a run: child runs that start from one of its kept checkpoints and change one
-thing each (issue 13, item 3). The form (`branch_views.py`) and the API share this module.
+thing each. The form (`branch_views.py`) and the API share this module.
 
 - `kept_checkpoints(run)`: the checkpoints a run still has on disk
   (`trainer.checkpoint_index.list_checkpoints`, torch-free), its best ("peak") first, then its
   step checkpoints newest first, one per step (a step checkpoint at the peak's step is the
   same state, so only the peak is listed). Every one is offered, the last step's too: the
-  best checkpoint is often the last (issue 21), and a child branched at or after the parent's
+  best checkpoint is often the last, and a child branched at or after the parent's
   last step trains `EXTRA_EVALUATIONS` evaluations' worth of steps past it
   (`child_steps`), so it has something to train and three evaluations for its final.
 - `plan_branches(parent, checkpoint, requests, control)`: one child per requested change, plus

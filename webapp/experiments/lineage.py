@@ -1,5 +1,5 @@
-"""The lineage of runs (issue 13, item 3): what a branch changed, in words, and the family of
-runs a compare view overlays.
+"""The lineage of runs (parents and their branches): what a branch changed, in words, and
+the family of runs a compare view overlays.
 
 A branch has `parent`, `branch_step` (the step of the parent's checkpoint it starts from) and
 `intervention` (the config fields it changed; {} for a control continuation, None for a run

@@ -90,7 +90,7 @@ class Run(models.Model):
     # NULL when none is queued. Setting it with a conditional UPDATE is what lets a burst of
     # writes, from any number of processes, queue one evaluation.
     radar_due = models.DateTimeField(null=True, blank=True)
-    # Lineage (issue 13): a branch starts from a checkpoint of `parent` taken after
+    # Lineage: a branch starts from a checkpoint of `parent` taken after
     # `branch_step` and changes the config fields in `intervention` ({} for a control
     # continuation, which changes nothing). Deleting the parent keeps its branches.
     parent = models.ForeignKey(
@@ -151,13 +151,13 @@ class MetricPoint(models.Model):
     pk = models.CompositePrimaryKey("run", "key", "step")
     # No index of its own: run_id leads the primary key, which serves every lookup by run.
     # No constraint in the database either: its check is a lookup of the run for every row
-    # inserted, a third of a metric batch's insert time (BENCHMARKS.md, issue 12), and every
+    # inserted, a third of a metric batch's insert time (measured), and every
     # writer has just read the run it writes to. Deleting a run still deletes its points
     # (Django cascades, one DELETE by run_id).
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="points", db_index=False, db_constraint=False
     )
-    # MLflow's limits: keys of up to 250 characters, steps any 64-bit integer (issue 34).
+    # MLflow's limits: keys of up to 250 characters, steps any 64-bit integer.
     key = models.CharField(max_length=METRIC_KEY_MAX)
     step = models.BigIntegerField()
     value = models.FloatField(null=True)  # null: NaN/inf, which JSON has no spelling for

@@ -90,7 +90,7 @@ def _hub_model_check(model: str) -> tuple[str | None, str | None]:
     """(why a Hugging Face id cannot be used, or None; what to tell the user, or None). A
     model in this machine's Hugging Face cache exists. Otherwise the Hub is asked where this
     node may reach it: an id it does not know is refused at submit time, not hours later on
-    a worker (issue 35). A gated model, an unreachable Hub or an offline node cannot say no:
+    a worker. A gated model, an unreachable Hub or an offline node cannot say no:
     the run is accepted, with a word that the worker will have to find the model."""
     if model in TINY_MODELS or model.startswith(LOCAL_PATH_PREFIXES) or "/" not in model:
         return None, None
@@ -288,8 +288,8 @@ def hand_back_runs(worker: str) -> list[int]:
     """Put back in the queue the running runs of `worker`, a worker known to have stopped
     (`make run` stopped it, or killed it after its grace period): the next start resumes them
     at once from their last checkpoint, not after TROUPE_STALE_RUN_SECONDS of silence
-    (issue 35). A run being cancelled is cancelled; a stop is no fault of the run, so it
-    counts against no attempt limit. Returns the ids queued again."""
+    (once it waited for that). A run being cancelled is cancelled; a stop is no fault of the
+    run, so it counts against no attempt limit. Returns the ids queued again."""
     return _requeue(Q(worker=worker), "was stopped", limit_attempts=False)
 
 

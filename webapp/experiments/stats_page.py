@@ -1,4 +1,4 @@
-"""The statistics across seeds of one experiment (issue 13, item 4): what its statistics page
+"""The statistics across seeds of one experiment: what its statistics page
 and `GET /api/v1/experiments/<id>/stats` show, and the plan behind "queue more seeds".
 
 The maths is `analysis.stats` (torch-free, seeded, so the same runs give the same numbers on
@@ -152,7 +152,7 @@ def experiment_stats(experiment: Experiment) -> dict[str, Any]:
     for cell in sharing["cells"]:
         cell["plan"] = _cell_plan(cell, pending)
         # Which metrics are open: a cell decided on peak and final but not on its cliff rate
-        # is "undecided on cliff rate", never a blanket "undecided" (issue 35).
+        # is "undecided on cliff rate", never a blanket "undecided".
         cell["undecided_on"] = [m for m in METRICS if cell[m]["decision"] == "undecided"]
         cell["undecided"] = bool(cell["undecided_on"])
         # Fewer than MIN_SEEDS pairs: no interval and no verdict, only "not enough data".

@@ -1,5 +1,5 @@
 """The statistics page of an experiment, its "queue more seeds" action and its JSON twin
-`GET /api/v1/experiments/<id>/stats` (issue 13, item 4). The numbers are
+`GET /api/v1/experiments/<id>/stats`. The numbers are
 `stats_page.experiment_stats`'; these views only lay them out.
 
 Anyone signed in reads the statistics; queueing seeds is the owner's or staff's (`access.py`).

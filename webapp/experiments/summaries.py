@@ -86,7 +86,7 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
                 series.get(run.id, {}),
                 running=running,
                 sharing=run.sharing or None,
-                # The radar's amplification baseline: one rule on every page (issue 21).
+                # The radar's amplification baseline: one rule on every page.
                 total_steps=run.total_steps or None,
             )
             signature = (running, run.sharing, run.total_steps, signatures.get(run.id))

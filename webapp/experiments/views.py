@@ -164,7 +164,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     experiment = get_experiment_for_user(request.user, experiment_id)
     runs = list(experiment.runs.all())
     # A running run's key results move with every evaluation: the page updates them from here
-    # rather than showing the numbers of its last reload (issue 35: FINAL 0.128 on the
+    # rather than showing the numbers of its last reload (once FINAL 0.128 on the
     # experiment page while the run page said 0.091). Summaries are cached per run, so only
     # a run with new points is read again.
     active = [r for r in runs if r.status == Run.RUNNING]

@@ -1,5 +1,5 @@
 """How many GPUs the workers can give one run, so the form and the API refuse a run no worker
-can train (issue 27: one run over several GPUs).
+can train (one run over several GPUs).
 
 The web process never imports torch, so it cannot count GPUs; each worker says how many it
 gives a run (`TROUPE_WORKER_GPUS`, workers/ranks.py) in a `WorkerSeen` row, written by its

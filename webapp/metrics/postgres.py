@@ -1,7 +1,8 @@
 """The metric store's statements on PostgreSQL: arrays bound and read in binary.
 
 Each function has a twin of the same name in `webapp/metrics/portable.py`;
-`webapp/metrics/dialect.py` picks one. What makes these faster (BENCHMARKS.md, issue 12):
+`webapp/metrics/dialect.py` picks one. What makes these faster (BENCHMARKS.md,
+"MLflow's client against MLflow's server and Troupe's MLflow endpoint"):
 
 - a batch of points is one `INSERT … SELECT FROM unnest(…)` with three array parameters
   (about six times faster than `bulk_create`), first tried as a plain INSERT in a savepoint
@@ -102,7 +103,7 @@ def series_rows(run_ids: list[int], keys: list[str] | None) -> list[tuple]:
 # The run's distinct keys, one index descent each (a "skip scan" over the (run, key, step)
 # primary key), filtered to those asked for; then only those keys' points. Filtering the
 # run's points by pattern instead visits every point of every key (80,000 rows on a
-# 2,000-step run of 40 keys, for 8,000 the radar reads: ten times the time, issue 12).
+# 2,000-step run of 40 keys, for 8,000 the radar reads: ten times the time, measured).
 _SELECTED_SERIES = f"""
 WITH RECURSIVE keys(key) AS (
     (SELECT key FROM {POINTS} WHERE run_id = %(run)s ORDER BY key LIMIT 1)
@@ -197,7 +198,7 @@ def history_json(run_id: int, key: str, start_step: int, limit: int | None
     row of arrays in binary (the series, its values printed by PostgreSQL: shortest-exact,
     as `repr` prints them, a quarter faster; its steps' times), merged here: a join in the
     database is planned as 10,000 index probes while the tables' statistics are fresh (a
-    newly logged run), and a dict a point would cost more than the text (issue 12)."""
+    newly logged run), and a dict a point would cost more than the text (measured)."""
     with _cursor() as cursor:
         cursor.execute(_HISTORY_POINTS, [run_id, key, start_step, limit], binary=True)
         steps, values = cursor.fetchone()  # LIMIT NULL: all

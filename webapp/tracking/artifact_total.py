@@ -2,7 +2,7 @@
 against `TROUPE_RUN_ARTIFACTS_MAX_BYTES`.
 
 Walking the run's directory for every upload cost 23 ms a file at 250 files and 83 ms at
-2,000, so a thousand small artifacts took 40 s against MLflow's 5.3 s (issue 34). The total
+2,000, so a thousand small artifacts took 40 s against MLflow's 5.3 s. The total
 is kept in the run's directory instead, in the file `.artifact-bytes` (a decimal number),
 read and rewritten under an exclusive `flock`, so concurrent uploads of one run add up; a
 file, not a database row, because an upload then costs no commit. An upload adds what it

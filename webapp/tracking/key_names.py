@@ -1,7 +1,7 @@
 """The run page's "Troupe names" card: which of the run's keys are Troupe's names copied from
 the keys an MLflow client or an imported log used (`webapp/tracking/keymap.py`), and which
 Troupe names the run logged itself, so that a key mapping onto one was not copied there
-(issue 34: the client's own values always stand)."""
+(the client's own values always stand)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ class TrackedRun(models.Model):
     accuracy_key = models.CharField(max_length=METRIC_KEY_MAX, blank=True)
     aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
     # {Troupe key: the original key that maps onto it} where the client logs the Troupe key
-    # itself: its own values stand and the original is not copied there (issue 34).
+    # itself: its own values stand and the original is not copied there.
     shadowed = models.JSONField(default=dict)
     # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
     # one entry per (name, digest), as MLflow's store keeps them.

@@ -1,5 +1,5 @@
 """Which of the points an MLflow client logged at one (key, step) stands, and which are kept
-as earlier points (issue 34).
+as earlier points, as MLflow keeps every one.
 
 MLflow keeps every point: ten `log_metric("loss", v)` calls without a step are ten points at
 step 0, and only an exact repeat (same key, step, timestamp and value: a retried batch) is

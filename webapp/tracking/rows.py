@@ -2,7 +2,7 @@
 
 Each log-batch request finds its token's user and its run; through the ORM each look-up costs
 about a millisecond of query compilation, as much as the round trip to PostgreSQL and, with
-the run's experiment and MLflow row joined in, more (issue 12's bench sends ~400 batches).
+the run's experiment and MLflow row joined in, more (bench/mlflow_endpoint.py sends ~400 batches).
 `columns` names a model's columns for a SELECT and `instance` builds the model from them,
 converted as the ORM converts them (the backend's converters first — SQLite's datetimes become
 aware ones — then the field's own, JSON fields decoded), so the result is the same object the

@@ -40,7 +40,7 @@ from webapp.tracking.store import Point
 
 MAX_SEARCH_RESULTS = 50_000
 DEFAULT_SEARCH_RESULTS = 1000
-STEP_MIN, STEP_MAX = -(2**63), INT64_MAX  # any 64-bit step, as MLflow takes (issue 34)
+STEP_MIN, STEP_MAX = -(2**63), INT64_MAX  # any 64-bit step, as MLflow takes
 
 
 def _ok(body: dict[str, Any] | None = None) -> JsonResponse:

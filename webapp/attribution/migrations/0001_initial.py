@@ -1,4 +1,4 @@
-"""Swap jobs: mix-and-match evaluations of a run and their attribution (issue 38)."""
+"""Swap jobs: mix-and-match evaluations of a run, and which role made its gain."""
 
 import django.db.models.deletion
 from django.db import migrations, models

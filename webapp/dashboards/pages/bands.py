@@ -4,7 +4,7 @@ runs grouped by any config field, each group's mean curve of one metric inside a
 log y axis; below, a table of the runs (their config fields, peak, final and cliff of
 held-out accuracy) sortable by any column.
 
-The statistics are `analysis.bands` (issue 13 item 5); `seed_bands.py` draws them and
+The statistics are `analysis.bands`; `seed_bands.py` draws them and
 `run_table.py` builds and sorts the table.
 """
 

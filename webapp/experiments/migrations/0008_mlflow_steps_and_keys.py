@@ -1,5 +1,5 @@
 """Metric keys of up to 250 characters and steps of any 64-bit integer, as MLflow takes
-them (issue 34); alerts read from such keys and steps fit too."""
+them; alerts read from such keys and steps fit too."""
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""Template tags of the run page's lineage (issue 13, item 3).
+"""Template tags of the run page's lineage: its parent, its branches and what each changed.
 
 - `{% lineage_line run %}`: under the title of a branch, "Branched from run #12 at step 4:
   lr 0.01 → 0.001", linking the parent.

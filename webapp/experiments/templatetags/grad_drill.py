@@ -5,7 +5,7 @@ gradient (`grad_share`, trainer/grad_drill.py; recorded with `episodes_grad_shar
 From a spike of `role/<r>/grad_norm` a researcher wants the episodes that drove it: only
 training steps with recorded episodes can answer, so the spikes offered are the largest norms
 among those steps — and only steps where some recorded episode carried a share of the role's
-gradient: a link to a step whose recorded episodes all carried 0% leads nowhere (issue 35),
+gradient: a link to a step whose recorded episodes all carried 0% leads nowhere,
 so such steps are skipped and counted (`empty`), and the panel says why none is offered. A
 tag, so the run view stays as it is: the recorded steps, the latest step's records, each
 role's norms at those steps, and one query per step looked at (at most `LOOKED_AT` a role).

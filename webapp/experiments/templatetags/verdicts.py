@@ -1,7 +1,7 @@
 """The §6 verdicts in words, for every page that shows them (run page, experiment page).
 
 Each filter calls the one function of `analysis/` that owns the rule, so a verdict reads the
-same wherever it appears (issue 35): `cliff_label` for the cliff test, `capture_label` for
+same wherever it appears: `cliff_label` for the cliff test, `capture_label` for
 capture, `line_number` for every threshold and limit, and `cliff_line` for the threshold
 shown beside a verdict — only where the run was
 judged, since a line at or below 0 ("below −0.005") is a threshold nothing can cross.
@@ -28,7 +28,7 @@ def _fields(accuracy) -> dict:
 @register.filter
 def line_number(value) -> str:
     """A threshold, limit or the value that crossed it, rounded in this one place for every
-    page (the radar's 0.0793 and the key results' 0.078 were one number, issue 35): three
+    page (the radar's 0.0793 and the key results' 0.078 were one number): three
     decimals, or two significant digits below 0.01 (a gradient norm of 3e-05)."""
     if value is None or value == "":
         return "—"

@@ -1,4 +1,4 @@
-"""Each MLflow experiment claims its name among its owner's (issue 24): the columns, filled
+"""Each MLflow experiment claims its name among its owner's: the columns, filled
 from the experiments. Where earlier check-then-insert races made two experiments of one name,
 the oldest keeps the claim and the others keep none (they stay readable by id)."""
 

@@ -1,4 +1,4 @@
-"""The datasets a run logged through runs/log-inputs (issue 24)."""
+"""The datasets a run logged through runs/log-inputs."""
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""A point's own timestamp where it differs from its step's (issue 24)."""
+"""A point's own timestamp where it differs from its step's."""
 
 import django.db.models.deletion
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""MLflow 3 logged models, kept with the run that made them (issue 24)."""
+"""MLflow 3 logged models, kept with the run that made them."""
 
 import django.db.models.deletion
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""The sign of a point logged as ±inf, for MLflow's readers (issue 24)."""
+"""The sign of a point logged as ±inf, for MLflow's readers."""
 
 import django.db.models.deletion
 from django.db import migrations, models

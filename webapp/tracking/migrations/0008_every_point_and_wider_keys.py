@@ -1,6 +1,6 @@
 """Every point an MLflow client logs (`EarlierPoint`), the Troupe keys a client logs itself
 (`TrackedRun.shadowed`), a run's model outputs and a model's metrics, and MLflow's key and
-step ranges for the time and sign rows (issue 34)."""
+step ranges for the time and sign rows."""
 
 import django.db.models.deletion
 from django.db import migrations, models
