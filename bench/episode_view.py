@@ -1,4 +1,4 @@
-"""Benchmark: the episode view's server time for one step of 64 episodes (issue 25: ≤ 300 ms).
+"""Benchmark: the episode view's server time for one step of 64 episodes (target ≤ 300 ms).
 
 A run in a fresh PostgreSQL database (`troupe_bench_episode_view`, dropped at the end) records
 one training step of 8 problems × 8 samples of Voting (3 voters and the aggregator: 256 turns),

@@ -11,7 +11,7 @@ venv is made). Per repeat (ABBA order), each side gets a fresh run and `--files`
 `MlflowClient.download_artifacts` into a fresh folder; every download is checked byte for
 byte. Throughput = bytes / wall time; medians over `--repeats` and the ratios Troupe / MLflow.
 
-Many small files (`--small-files N`, issue 34: each upload used to walk the run's whole
+Many small files (`--small-files N`: each upload used to walk the run's whole
 folder for its quota): each side gets another fresh run and N files of `--small-kib` KiB,
 uploaded one after another with `log_artifact`; files/s over the whole upload, and the median
 milliseconds a file over the first and the last tenth (flat when an upload's cost does not

@@ -318,7 +318,7 @@ def summary_line(summary: dict) -> str:
     """One line with both targets' ratios, through the client and on the wire, and the load."""
     t, m = summary["troupe"], summary["mlflow"]
     return (
-        f"issue 12 (target >= 5x both): MlflowClient.log_batch {t['points_per_s_median']:,} vs "
+        f"target >= 5x both: MlflowClient.log_batch {t['points_per_s_median']:,} vs "
         f"{m['points_per_s_median']:,} points/s = {summary['ratio_points_per_s']}x; "
         f"get_metric_history {t['history_s_median']} vs {m['history_s_median']} s = "
         f"{summary['ratio_history']}x | servers only (wire): log-batch "

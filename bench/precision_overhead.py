@@ -1,7 +1,7 @@
 """Benchmark: seconds per cpu-demo training step (rollout + update), for comparing code versions.
 
-Issue 22 moved trainable weights to fp32 and forward passes under autocast on CUDA; on the CPU
-the work is meant to be unchanged. Run this script from two checkouts (or two commits) in
+The precision path keeps trainable weights in fp32 and forward passes under autocast on CUDA;
+on the CPU the work is meant to be unchanged. Run this script from two checkouts (or two commits) in
 turns and compare the medians; it prints one JSON line: wall seconds per step, and the
 process's CPU seconds per step and per update (with OMP_NUM_THREADS=1, CPU time is what other
 people's jobs on a shared machine disturb least).

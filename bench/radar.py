@@ -10,7 +10,7 @@ one process, `--repeats` calls of:
 - `radar` on the whole run (running, with total_steps): the last step's call, the worst case;
 - `radar` at every 10th step of the run (all prefixes, as a live run would call it), per call;
 - `summarize_run` on the whole run: the §6 summary the pages already compute, for scale;
-- the radar's cliff scan (`prefix_cliff_statuses`, which since issue 21 is itself
+- the radar's cliff scan (`prefix_cliff_statuses`, which is itself
   `summarize_accuracy` on each of the 100 prefixes, one rule) against that naive scan.
 
     .venv/bin/python bench/radar.py                  # 1,000 steps, 7 repeats

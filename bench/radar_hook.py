@@ -5,7 +5,7 @@ end): a run already holding `--steps` 1,000 steps of 40 keys (eval/accuracy ever
 with a cliff, 4 roles × grad_norm, grad_share, entropy and 4 more, 12 train/sys keys), then
 `--calls` batches of the next steps (one step's 40 points each, as a worker's reporter sends
 them) written with `write_points` alternately followed by an evaluation (what the radar's
-task does, here every batch: the worst case) and alone. Since issue 23 the evaluation runs
+task does, here every batch: the worst case) and alone. The evaluation now runs
 in the radar's worker, not in the write path. Also the evaluation alone
 (`refresh_alerts`: one query, the radar, the upsert), and its read (`radar_series`) and the
 radar on its own. Medians in milliseconds.

@@ -7,7 +7,7 @@ which a program could forge). Both run under the same sandbox layers in one invo
     .venv/bin/python bench/sandbox_overhead.py --smoke    # a tiny run, for CI
     .venv/bin/python bench/sandbox_overhead.py --bwrap    # also: bubblewrap per program
 
-It also times the second opinion on rewards (issue 33, trainer/tasks/second_opinion.py): what
+It also times the second opinion on rewards (trainer/tasks/second_opinion.py): what
 re-checking a rollout's sample of passing answers without the checker adds to a step.
 
 `--bwrap` (where `bwrap` is installed) times the design docs/sandbox.md weighs: one bubblewrap
