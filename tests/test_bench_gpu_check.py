@@ -1,4 +1,4 @@
-"""bench/gpu_check.py still runs: CI runs it on the CPU with a tiny shape (issue 22), so the
+"""bench/gpu_check.py still runs: CI runs it on the CPU with a tiny shape, so the
 script the GPU node runs cannot rot between GPU sessions."""
 
 import subprocess

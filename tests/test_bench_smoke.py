@@ -160,7 +160,7 @@ def test_demo_learning_tabulates_held_out_accuracy_over_seeds():
     assert [row["step"] for row in summary["table"]] == [0, 1, 2]
     assert 0 <= summary["band"] < 1
     (run,) = summary["runs"]
-    statuses = ("none", "cliff", "degradation", "insufficient")  # degradation: issue 21
+    statuses = ("none", "cliff", "degradation", "insufficient")  # degradation: none beat base
     assert run["seed"] == 0 and run["cliff_status"] in statuses
 
 

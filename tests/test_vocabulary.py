@@ -1,4 +1,4 @@
-"""Names that are a contract are written once, in `trainer/names.py` (issue 23, item 2): read
+"""Names that are a contract are written once, in `trainer/names.py`: read
 from the source, no metric key of docs/design.md §5 that the pages and the analysis depend on
 is spelled out anywhere else, no code builds a per-role, per-agent or per-policy key with an
 f-string of its own, and no module writes the matrix's axes as a tuple. Tests may spell keys

@@ -79,7 +79,7 @@ def test_bad_options_are_named():
 
 
 def test_an_accuracy_band_never_runs_below_0_or_above_1():
-    # Three seeds near 0: mean .01, the t-interval ±.04 would reach −.03 (issue 35).
+    # Three seeds near 0: mean .01, the t-interval ±.04 would reach −.03.
     runs = [([0, 1], [0.0, 0.0]), ([0, 1], [0.0, 0.03]), ([0, 1], [0.0, 0.0])]
     free = seed_bands(runs)
     assert free["low"][1] < 0

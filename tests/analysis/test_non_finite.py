@@ -1,4 +1,4 @@
-"""Series holding NaN and ±inf (issue 24, item 6): MLflow stores them, and a NaN loss is itself
+"""Series holding NaN and ±inf: MLflow stores them, and a NaN loss is itself
 a signal. Downsampling keeps every stretch that held one (as a gap, JSON's None); the radar
 raises an alert on a non-finite training loss or reward; every number the analysis computes
 (peaks, cliffs, onsets, statistics, bands) ignores them, giving what the finite points alone

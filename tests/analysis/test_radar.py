@@ -62,7 +62,7 @@ def brief(events):
 def test_a_finished_run_shows_every_event_at_its_step():
     out = radar(full_run(), running=False, total_steps=N)
     assert brief(out["events"]) == [
-        # Capture is the finished run's §6 verdict, seen at its end (issue 21).
+        # Capture is the finished run's §6 verdict, seen at its end.
         ("capture", "gen", 80, 199, False),
         ("amplification", "gen", 100, 102, False),
         ("cliff", None, 120, 160, False),
@@ -104,7 +104,7 @@ def test_calling_again_with_more_points_keeps_every_settled_event():
         assert all(e in final["events"] for e in now if not e["provisional"]), t
         before = now
     # A running run shows what the finished one shows; only capture, a verdict on the last
-    # half of the run, stays provisional until the run ends (issue 21).
+    # half of the run, stays provisional until the run ends.
     finished = radar(series, running=False, total_steps=N)["events"]
     assert [{**e, "provisional": False} for e in final["events"]] == finished
     assert [e["kind"] for e in final["events"] if e["provisional"]] == ["capture"]
@@ -257,7 +257,7 @@ def test_the_radar_bench_runs():
 def test_a_rise_inside_the_baseline_is_its_early_range_not_an_onset():
     # Baseline steps < 40 (thirty-seven 1s, three 9s → median 1, MAD 0): 1.03 by the MAD, but
     # the run already reached 9 in its early range, so the limit is 9 and nothing amplifies
-    # (issue 35). The same 9s just after the baseline are an onset, judged at their third.
+    # (no false alarm). The same 9s just after the baseline are an onset, judged at their third.
     values = [1.0] * 37 + [9.0] * 3 + [1.0] * 160
     series = {"role/gen/grad_norm": (STEPS, values)}
     assert radar(truncate(series, 40), total_steps=N)["events"] == []

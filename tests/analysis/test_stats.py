@@ -198,7 +198,7 @@ def test_a_clear_effect_is_called_with_its_direction():
         "high": 1.0,
         "decision": "second_higher",
         "verdict": "per_role higher",
-        "n_needed": 3,  # never fewer than the 3 seeds a verdict needs (issue 21)
+        "n_needed": 3,  # never fewer than the 3 seeds a verdict needs
         "more_needed": 0,
     }
     # The paired SD is the SD of the offsets; seeds_needed uses it, floored at 3 seeds.

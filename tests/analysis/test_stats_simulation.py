@@ -1,7 +1,7 @@
 """The seed statistics checked by simulation: on synthetic experiments whose true effect is
 known, the 95% intervals cover it in 93–97% of 1,000 experiments and a true zero gets a verdict
-at most 5% of the time (issue 21); cells alike are called "disagreeing" at most 5% of the
-time, and where they disagree there is no pooled interval to cover anything (issue 35).
+at most 5% of the time; cells alike are called "disagreeing" at most 5% of the
+time, and where they disagree there is no pooled interval to cover anything.
 
 Each experiment draws 1–4 cells (workflows) with 3–10 seeds each, cell effects that differ
 (between-cell heterogeneity, SD `TAU`), and seed noise of a different size per experiment.

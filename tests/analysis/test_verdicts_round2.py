@@ -1,5 +1,5 @@
-"""Issue 35's verdict rules on hand-built series: each series is one a researcher met, and the
-comment says what the rule must answer and why (docs/analysis.md states the rules)."""
+"""The second round of verdict rules on hand-built series: each series is one a researcher
+met, and the comment says what the rule must answer and why (docs/analysis.md states the rules)."""
 
 from __future__ import annotations
 

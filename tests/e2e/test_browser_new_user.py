@@ -1,4 +1,4 @@
-"""Issue 21's walk-through in a real browser (the system's Chromium through Playwright),
+"""The new user's walk-through in a real browser (the system's Chromium through Playwright),
 against gunicorn and a real Celery worker on the test database: the new user's path.
 
 1. A matrix of 4 (two workflows × two sharing modes, one seed) queued in the new-experiment
@@ -204,8 +204,8 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
             re.compile(r"Preparing model tiny-m: warm start \d+% \(\d+s elapsed"), timeout=180_000
         )
         screenshot(page, "new-user-5-warm-start.png")
-        # Within its first percent too, the line says how long is left (issue 35: it stayed
-        # at "0% (21 s elapsed)").
+        # Within its first percent too, the line says how long is left (it once
+        # stayed at "0% (21 s elapsed)").
         expect(phase).to_contain_text(re.compile(r"warm start \d+% \(.+, about .+ left\)"),
                                       timeout=60_000)  # fmt: skip
         screenshot(page, "new-user-5b-warm-start-estimate.png")
@@ -250,7 +250,7 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
         screenshot(page, "new-user-8-branch-done.png")
 
 
-# --- issue 35: verdicts the numbers support ------------------------------------------------------
+# --- verdicts the numbers support -----------------------------------------------------------------
 
 # Base .156, a bump to .180 at step 2 (within one SE of it), then a collapse to 0: the same
 # verdict as the collapse without the bump, "degradation" (docs/analysis.md).

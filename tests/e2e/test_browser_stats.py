@@ -56,7 +56,7 @@ def test_the_owner_reads_the_verdicts_and_queues_the_missing_seeds(served, chrom
             "Undecided in 1 of 2 cells (on peak accuracy, final accuracy): resolving them takes "
             "about 16 more seeds (32 runs)."
         )
-        # One cell decided, one not: they disagree, so no pooled figure (issue 35).
+        # One cell decided, one not: they disagree, so no pooled figure.
         expect(page.locator('[data-verdict="sharing"]')).to_contain_text(
             "cells disagree: see each cell"
         )

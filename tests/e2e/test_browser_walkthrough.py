@@ -1,4 +1,5 @@
-"""Issue 13's walk-through in a real browser (the system's Chromium through Playwright),
+"""The researcher's walk-through (queue, watch, branch, compare) in a real browser (the
+system's Chromium through Playwright),
 against gunicorn and real Celery workers (runs, radar) on the test database:
 
 1. a real run on the tiny-s model falls off a cliff (a learning rate warmed up to 5e-2,
@@ -41,7 +42,7 @@ PASSWORD = "correct horse battery"
 # tiny-s to accuracy 0 within a few steps (all of 4 seeds by step 9, from a base of
 # 0.16-0.18 on these 64 held-out problems; docs/benchmarks-log.md). The fall is far beyond
 # the evaluation noise (docs/analysis.md); when no step beat the base it is reported as
-# "degradation" rather than "cliff", so the radar row may be either (issue 21). The
+# "degradation" rather than "cliff", so the radar row may be either. The
 # docs/cli.md's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
 # weights: on one build it did, on the next it did not within 12 steps.
 CLIFF = {"lr": 5e-2, "warmup_steps": 10, "schedule": "constant", "steps": 14,

@@ -3,7 +3,7 @@ environment variables alone, as a researcher's own script would be: a tiny rando
 GPT-2 (built in the script, nothing downloaded) trains a few steps on the CPU, and its loss
 curve lands in Troupe, under MLflow's key and Troupe's `train/loss`; with
 HF_MLFLOW_LOG_ARTIFACTS=1 each checkpoint it saves becomes a logged model of the run, its files
-uploaded to Troupe (issue 24: this used to crash the training loop at the first save)."""
+uploaded to Troupe (this used to crash the training loop at the first save)."""
 
 import subprocess
 import sys

@@ -42,9 +42,9 @@ OUTSIDE = (
     "    except OSError as exc:\n"
     "        print(type(exc).__name__)\n"
 )
-# Issue 29's forged verdict: past the Python guard, a program scans its own memory with
-# process_vm_readv (which fails softly on unmapped pages) for the tests' expected value and
-# returns it. The pattern is split so that the program's own source does not match it.
+# The forged verdict of an earlier attack: past the Python guard, a program scans its own
+# memory with process_vm_readv (which fails softly on unmapped pages) for the tests' expected
+# value and returns it. The pattern is split so that the program's own source does not match it.
 MEMORY_READER = r"""
 import ctypes, os, re
 libc = ctypes.CDLL(None, use_errno=True)
@@ -94,7 +94,7 @@ MEMFD = (
     "except OSError as exc:\n    print(exc.errno)\n"
 )
 
-# Issue 33: a name of the program holding a module called `unittest.__main__` made the checker
+# Once a name of the program holding a module called `unittest.__main__` made the checker
 # import it, which ran test discovery in the checker's working directory, the program's /tmp:
 # the test file planted there wrote "verdict passed" on the checker's verdict pipe.
 DISCOVERY = (
@@ -106,7 +106,7 @@ DISCOVERY = (
     "    return 0\n"
 )
 DISCOVERY_MODULES = ("unittest.__main__", "unittest", "test_troupe_forge")
-# Kernel objects no limit of a job bounds without a memory cgroup (issue 33): secret memory,
+# Kernel objects no limit of a job bounds without a memory cgroup: secret memory,
 # POSIX timers and timerfds (~96k a job), inotify instances (watches count against the host
 # user's quota in user-namespace modes). Each call by number, past any Python wrapper; the
 # errno of each, or "made".
@@ -126,7 +126,7 @@ for name, (number, *args) in calls.items():
     made = libc.syscall(number, *args)
     print(name, "made" if made >= 0 else ctypes.get_errno())
 """
-# Issue 33: one-page mappings a gigabyte apart, each touched, cost ~8 KB of page tables each
+# One-page mappings a gigabyte apart, each touched, cost ~8 KB of page tables each
 # (kernel memory no rlimit counts); 30,000 of them fit in memory_mb=256 of address space and
 # would hold ~240 MB. Prints how many it made.
 SPARSE_MAPPINGS = r"""
@@ -189,7 +189,7 @@ def main() -> None:
         report["policy"] = "scores"
     except sandbox.SandboxTooWeak as exc:
         report["policy"] = f"refuses: {exc}"
-    try:  # issue 33: a lowered minimum still needs the mount layer, unless weak is allowed
+    try:  # a lowered minimum still needs the mount layer, unless weak is allowed
         sandbox.require_isolation({sandbox.MIN_ISOLATION_ENV: "none"})
         report["lowered_policy"] = "scores"
     except sandbox.SandboxTooWeak as exc:

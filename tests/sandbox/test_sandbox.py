@@ -546,7 +546,7 @@ def test_a_batch_of_test_jobs_keeps_each_verdict():
     assert [r.status for r in run_many(jobs, workers=2)] == ["passed", "failed"] * 2 + ["passed"]
 
 
-# --- the checker takes nothing executable from the program (issue 33) ----------------------
+# --- the checker takes nothing executable from the program ---------------------------------
 
 
 @pytest.mark.parametrize("module", DISCOVERY_MODULES)
@@ -556,7 +556,7 @@ def test_a_module_named_by_the_program_never_runs_in_the_checker(module):
 
 
 def test_a_completion_that_solves_nothing_scores_zero_on_every_code_problem():
-    # Issue 33: through the project's own scoring path, this one completion scored 1.0 on
+    # Once, through the project's own scoring path, this one completion scored 1.0 on
     # all 16 synthetic problems (the tests of each call f, which always returns 0).
     from trainer.tasks import load_task
 
@@ -655,7 +655,7 @@ def test_a_failed_tests_traceback_does_not_show_where_the_repository_is():
 
 def test_semaphore_sets_and_message_queues_are_refused(layers):
     need(layers, "seccomp")
-    # Issue 29: 615 semaphore sets held 1.2 GB of kernel memory under memory_mb=256, where
+    # In an attack, 615 semaphore sets held 1.2 GB of kernel memory under memory_mb=256, where
     # no memory cgroup counts it. Each set here is small; before the fix all ten were made.
     result = run_program(SEMAPHORES, python_guard=False, memory_mb=256)
     assert result.stdout.split("\n") == ["0 1", "-1 1", ""], result.stderr  # EPERM
@@ -696,7 +696,7 @@ def test_kernel_objects_that_no_job_limit_bounds_are_refused(layers):
 
 
 def test_the_page_tables_of_sparse_mappings_are_bounded():
-    # Issue 33: without a memory cgroup this grew a job to +734 MB of page tables. The
+    # Without a memory cgroup this once grew a job to +734 MB of page tables. The
     # supervisor stops a job at memory_mb / 8 of them (32 MB here), memcg or not.
     result = run_program(SPARSE_MAPPINGS, python_guard=False, memory_mb=256, timeout=20.0)
     assert result.status == "memory" and result.stdout == "", result.stdout

@@ -118,7 +118,7 @@ def test_as_a_non_root_user(port, outside, user):
     assert report["ipc"] == ["refused", "nothing"]  # System V objects: seccomp refuses them
     assert report["semaphores"] == ["0 1", "-1 1", ""]  # EPERM: no kernel memory to pile up
     assert report["memory_reader"] == ["failed", "failed"]  # no expected value in its memory
-    assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
+    assert report["discovery"] == ["failed"] * 3  # nothing of the program runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
     assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     if user_namespaces_for(user):
@@ -148,7 +148,7 @@ def test_as_root_without_cap_sys_admin(port, outside):
     assert report["ipc"] == ["refused", "nothing"]
     assert report["semaphores"] == ["0 1", "-1 1", ""]
     assert report["memory_reader"] == ["failed", "failed"]
-    assert report["discovery"] == ["failed"] * 3  # issue 33: nothing runs in the checker
+    assert report["discovery"] == ["failed"] * 3  # nothing of the program runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
     assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
     # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
@@ -157,7 +157,7 @@ def test_as_root_without_cap_sys_admin(port, outside):
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]
-    # Issue 33: a program here writes into the host's /tmp and leaves files there, so even a
+    # Without `mount`, a program here writes into the host's /tmp and leaves files there, so even a
     # lowered minimum refuses, saying why, unless the operator opts in.
     assert (
         "without mount, it writes into the host's temporary directories"

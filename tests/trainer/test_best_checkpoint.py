@@ -88,7 +88,7 @@ def test_a_resumed_run_knows_its_best_and_forgets_one_from_after_its_checkpoint(
 
     assert known == {
         "best": {"step": 2, "accuracy": 0.3, "path": "best-000002"},
-        # (step, accuracy, SE): the stop policy's noise test needs the SE (issue 21).
+        # (step, accuracy, SE): the stop policy's noise test needs the SE.
         "evals": [(0, 0.1, 0.0), (1, 0.2, 0.0), (2, 0.3, 0.0)],
     }
     assert read_best(tmp_path)["step"] == 2

@@ -18,8 +18,8 @@ from trainer.config import make_config
 
 GOLDEN = {
     ("cpu-demo", ()): "cdbf7e4c5a063149",
-    # The paper preset has set rollout_batch=32 since (issue 22: a whole group in one
-    # generation call needs 480-1,170 GiB); a paper config from before, stored with a run,
+    # The paper preset has set rollout_batch=32 since the memory estimate (a whole group in
+    # one generation call needs 480-1,170 GiB); a paper config from before, stored with a run,
     # keeps its hash. (Built by replace(): the memory check refuses it for a new run now.)
     ("paper", (("rollout_batch", 0),)): "928647c00968a98d",
 }

@@ -1,5 +1,5 @@
 """The trainer's modules import one another without a cycle, counting imports inside
-functions (issue 23): an import moved into a function to dodge a cycle hides it from Python
+functions: an import moved into a function to dodge a cycle hides it from Python
 but not from this test. The tiny models' warm start lives in `trainer/transcripts/`, beside
 the tasks rather than inside them, so a task module loads no warm-start code."""
 

@@ -49,7 +49,7 @@ def test_the_new_fields_leave_old_config_hashes_unchanged():
     # Hashes of these presets before the fields existed (git a593bd1).
     assert make_config("cpu-demo").hash() == "cdbf7e4c5a063149"
     # The paper preset was 928647c00968a98d until it set rollout_batch=32 (the rollout's KV
-    # cache, issue 22 follow-up); without that one change it still is.
+    # cache); without that one change it still is.
     paper = make_config("paper")
     assert paper.hash() == "86c82df8188ef1d6"
     whole = dataclasses.replace(paper, rollout_batch=0)  # refused on a GPU, but hashable

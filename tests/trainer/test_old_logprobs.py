@@ -1,4 +1,4 @@
-"""Turns another engine sampled (issue 26): the trainer's own π_old and TRL's truncated IS.
+"""Turns another engine (vLLM) sampled: the trainer's own π_old and TRL's truncated IS.
 
 No vLLM needed: the "engine's" log-probs are the exact sampler's, shifted, so the expected
 weights min(exp(logπ_old − logπ_engine), cap) are known exactly.

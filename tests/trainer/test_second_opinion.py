@@ -1,4 +1,4 @@
-"""The second opinion on code rewards (issue 33, item 2): passing programs re-checked without
+"""The second opinion on code rewards: passing programs re-checked without
 the checker, one fresh sandboxed process per test case, compared here; the rollout marks and
 counts the disagreements, so a verifier hole nobody has found yet still shows."""
 
@@ -81,9 +81,9 @@ def test_call_and_stdio_problems_are_rechecked_too():
     assert task.second_opinion([call, stdio], wrong) == [False, False]
 
 
-def test_issue_33s_forged_completion_would_have_been_caught(task):
-    # On the checker before issue 33 this completion passed every problem; the second
-    # opinion never runs a checker, so it fails the program for what it returns.
+def test_the_completion_that_forged_the_old_checkers_verdict_would_have_been_caught(task):
+    # On the checker before it took only plain data, this completion passed every problem;
+    # the second opinion never runs a checker, so it fails the program for what it returns.
     problems = task.problems("test")[:3]
     forged = fenced(DISCOVERY.format(module="unittest.__main__"))
     assert task.second_opinion(problems, [forged] * 3) == [False] * 3

@@ -1,4 +1,4 @@
-"""Issue 21's verdicts, case by case: one rule for the cliff at every accuracy level, one
+"""The verdicts, case by case: one rule for the cliff at every accuracy level, one
 implementation of capture, and statistics that say "not enough data" when there is not.
 
 Each case is a curve or an experiment from the issue (or the brief that followed it) with its
@@ -134,7 +134,7 @@ def test_paired_per_problem_accuracies_make_the_test_sharper():
     assert out["cliff_test"]["method"] == "paired"
     assert out["cliff_status"] == "cliff"
     # With the (huge) SE alone, the threshold falls below 0: nothing could be detected, so
-    # there is no verdict (issue 35), not "none".
+    # there is no verdict, not "none".
     assert summarize_accuracy(STEPS10, values, se=[0.5] * 10)["cliff_status"] == "too_low"
 
 
@@ -265,7 +265,7 @@ def test_the_pooled_effect_treats_cells_as_cells():
         runs += [_run(seed, 0.5, "shared", "b"), _run(seed, 0.5 + d, "per_role", "b")]
     overall = paired_effect(runs, metrics=("peak",))["overall"]["peak"]
     assert overall["mean"] == pytest.approx(0.05)
-    # These two cells differ by ten SEs: they disagree, so no pooled interval (issue 35).
+    # These two cells differ by ten SEs: they disagree, so no pooled interval.
     assert overall["n_cells"] == 2 and overall["decision"] == "disagree"
     # Cells that agree (+.05 and +.04, SE of the difference .007) get the interval around
     # the mean of the cell means, .045, not the pair-weighted .0425.

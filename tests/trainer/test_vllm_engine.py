@@ -1,4 +1,4 @@
-"""The vLLM rollout engine against the trainer's own model (issue 26), with real vLLM on the CPU.
+"""The vLLM rollout engine against the trainer's own model, with real vLLM on the CPU.
 
 fp32 on the CPU, a randomly initialised tiny-m-shaped Qwen3 (head size 32: vLLM's CPU
 attention serves it; tiny-s's 24 it does not), tied embeddings as every tiny model and Qwen3:

@@ -1,4 +1,4 @@
-"""The vLLM engine's bad inputs (issue 26): each a clear error naming the fix, never a hang.
+"""The vLLM engine's bad inputs: each a clear error naming the fix, never a hang.
 
 No vLLM needed: a missing venv, an engine that dies at start and one that never answers are
 played by stand-in interpreters (TROUPE_VLLM_PYTHON), and the head-size check reads only the

@@ -1,4 +1,4 @@
-"""A short training run with `rollout_engine: vllm` (issue 26), real vLLM on the CPU.
+"""A short training run with `rollout_engine: vllm`, real vLLM on the CPU.
 
 voting, per_role, LoRA, on a random tiny-m-shaped local model: the step's log-prob gap and
 the engine's start-up and weight-sync times are logged, every role puts a gradient on its

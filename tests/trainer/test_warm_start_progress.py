@@ -114,7 +114,7 @@ def test_a_cancel_during_the_warm_start_stops_it_within_seconds(
 
 
 def test_a_slow_first_percent_still_says_how_long_is_left():
-    # Issue 35: on a busy machine the line stayed at "0% (21s elapsed)" and never estimated.
+    # Once, on a busy machine, the line stayed at "0% (21s elapsed)" and never estimated.
     reporter = ListReporter()
     now = [0.0]
     progress = warm_start_status(reporter, "tiny-m", clock=lambda: now[0])

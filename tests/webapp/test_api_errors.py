@@ -111,7 +111,7 @@ def _restarting(*args, **kwargs):
 
 
 def test_a_database_restart_is_a_retryable_503_not_a_500(client, run, alice, monkeypatch):
-    # Issue 35: during a PostgreSQL restart GET /api/v1/runs/<id> answered 500.
+    # Once, during a PostgreSQL restart, GET /api/v1/runs/<id> answered 500.
     monkeypatch.setattr(views, "run_json", _restarting)
 
     response = client.get(f"/api/v1/runs/{run.id}", headers=bearer(alice))

@@ -222,7 +222,7 @@ def _hub_says_no(repo_id, **kwargs):
 
 
 def test_a_model_id_the_hub_does_not_know_is_refused_at_submit_time(client, alice, monkeypatch):
-    # Issue 35: a model id that does not exist was queued and failed only on the worker.
+    # Once a model id that does not exist was queued and failed only on the worker.
     monkeypatch.setenv("TROUPE_OFFLINE", "0")
     monkeypatch.setattr(huggingface_hub, "model_info", _hub_says_no)
     body = {"name": "typo", "preset": "cpu-demo", "config": {"model": "Qwen/Qwen3-0.6Bx"}}

@@ -50,7 +50,7 @@ def test_agreement_that_was_high_from_the_start_raises_nothing(client, run, alic
 
 
 def test_a_verdict_disagreement_raises_reward_hacking_suspected_on_the_pages(client, alice, bob):
-    # Issue 33: the trainer's second opinion failed a passing code answer at step 3.
+    # The trainer's second opinion failed a passing code answer at step 3.
     experiment = make_experiment(alice, runs=1)
     run = experiment.runs.get()
     disagreements = points("sandbox/verdict_disagreements", [0.0, 0.0, 1.0, 0.0])

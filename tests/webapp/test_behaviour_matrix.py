@@ -74,7 +74,7 @@ def test_the_matrix_page_colours_by_the_chosen_metric(experiment, bob):
 
 
 def test_the_colour_bar_title_fits_beside_a_one_row_grid():
-    # Issue 35: the title read sideways along a 228 px grid and was cut off.
+    # The title reads sideways along a 228 px grid and was cut off.
     title = "evaluator accepts wrong, final value (mean over seeds)"
     lines = figures.colour_bar_lines(title, 228)
     assert " ".join(lines) == title and len(lines) > 1

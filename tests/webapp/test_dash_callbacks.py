@@ -336,7 +336,7 @@ def test_the_front_page_links_each_experiment_to_its_matrix(demo, viewer):
 
 
 def test_runs_of_one_sharing_mode_and_seed_are_told_apart_by_colour():
-    # Issue 35: four shared runs (seed 0, four workflows) were four identical lines.
+    # Once four shared runs (seed 0, four workflows) were four identical lines.
     runs = [SimpleNamespace(id=i, seed=0, sharing="shared") for i in range(4)]
     runs.append(SimpleNamespace(id=4, seed=0, sharing="per_role"))
     styles = figures.run_styles(runs, "sharing")

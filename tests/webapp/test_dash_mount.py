@@ -114,7 +114,7 @@ def test_signing_out_ends_access_to_the_panel(signed_in):
 
 
 def test_the_panels_header_links_to_the_alerts_and_to_signing_out(signed_in):
-    # Issue 35: the panel had neither; signing out is a POST, so the panel links to a page
+    # The panel once had neither; signing out is a POST, so the panel links to a page
     # with the button, and that page's form signs out.
     layout = json.loads(signed_in.get("/dash/_dash-layout").get_data())
 

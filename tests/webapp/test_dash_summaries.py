@@ -63,7 +63,7 @@ def test_cells_summarise_their_seeds_and_list_their_runs(owner):
             (row["workflow"], row["task"], row["model"], row["sharing"])
         }
         assert sorted(r.seed for r in runs) == row["seeds"] == [0, 1]
-        # Two seeds a cell: a mean, but no interval below 3 seeds (issue 21).
+        # Two seeds a cell: a mean, but no interval below 3 seeds.
         assert row["gain_mean"] is not None and row["gain_n"] == 2
         assert row["gain_low"] is None and row["gain_high"] is None
     shared_voting = next(r for r in rows if (r["workflow"], r["sharing"]) == ("voting", "shared"))

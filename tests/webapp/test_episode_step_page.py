@@ -87,7 +87,7 @@ def test_the_evaluator_accepting_a_wrong_answer_is_found(client, run, bob):
 
 
 def test_an_answer_the_second_opinion_failed_is_marked_and_found(client, run, bob):
-    # Issue 33: a passing answer an independent re-check failed (trainer/rollout.py).
+    # A passing answer an independent re-check failed (trainer/rollout.py).
     flagged = single(index=0, problem="p0")
     flagged["verdict_disagreement"] = True
     store.write_episodes(run.id, [flagged, single(index=1, problem="p1")])

@@ -163,7 +163,7 @@ def test_branches_are_not_seeds_of_the_matrix_but_shown_under_their_parent(clien
 def test_live_json_carries_a_running_runs_key_results_as_its_run_page_says_them(
     client, matrix, bob
 ):
-    # Issue 35: the experiment page showed FINAL 0.128 for minutes while the run page, which
+    # Once the experiment page showed FINAL 0.128 for minutes while the run page, which
     # reads the points afresh, said 0.091. live.json now carries the running run's results.
     run = matrix.runs.filter(status=Run.QUEUED).order_by("id").first()
     Run.objects.filter(id=run.id).update(status=Run.RUNNING)

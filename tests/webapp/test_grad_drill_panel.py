@@ -46,7 +46,7 @@ def test_a_run_without_shares_says_how_to_get_them(client, run, bob):
 
 def test_a_step_whose_recorded_episodes_carried_no_gradient_gets_no_link(client, run, bob):
     # The aggregator's norm is largest at step 4, but every recorded episode there carried 0%
-    # of its gradient (issue 35: 5 of 6 links opened such groups). Only step 2 is offered, and
+    # of its gradient (once 5 of 6 links opened such groups). Only step 2 is offered, and
     # the page says why step 4 is not.
     store.write_episodes(
         run.id,

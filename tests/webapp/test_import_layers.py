@@ -1,10 +1,10 @@
-"""Which package may import which, read from the source (issue 14): the Django project never
+"""Which package may import which, read from the source: the Django project never
 imports the workers (the Celery app is `webapp/celery.py`; workers import it, not the other
 way round), and the panel's pages never import its entry module (`app.py` imports the pages
 and registers them, so there is no cycle); the code sandbox (`sandbox/`) stands alone: it
-imports neither Django, torch, nor any other package of ours (issue 23).
+imports neither Django, torch, nor any other package of ours.
 
-The layers of issue 23: `trainer` imports neither Django, Celery, the web app nor the
+The layers: `trainer` imports neither Django, Celery, the web app nor the
 workers; `analysis` imports neither torch nor Django, and of ours only the vocabulary
 (`trainer.names`); the web process never imports torch: no module of `webapp` names it,
 and importing the URLs, views and task module loads none of it (`test_no_torch.py` imports

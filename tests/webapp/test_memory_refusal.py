@@ -1,5 +1,5 @@
 """A run that cannot fit on the GPU is refused before anything is queued, by the form and the
-API alike, with trainer.config's message (issue 22; trainer/memory.py)."""
+API alike, with trainer.config's message (trainer/memory.py)."""
 
 import json
 
@@ -49,7 +49,7 @@ def test_the_api_refuses_it_with_the_same_message(client, alice):
 
 
 def test_a_gpu_size_nobody_measured_is_said_to_be_assumed(monkeypatch):
-    # Issue 35: on a machine with no GPU the refusal said "the GPU has 141 GiB", a default.
+    # Once, on a machine with no GPU, the refusal said "the GPU has 141 GiB", a default.
     monkeypatch.delenv("TROUPE_GPU_MEMORY_GB", raising=False)
     assert "assumed to have 141 GiB" in message() and "the GPU has" not in message()
     monkeypatch.setenv("TROUPE_GPU_MEMORY_GB", "80")

@@ -1,4 +1,4 @@
-"""A run's artifact bytes are a stored running total (issue 34: walking the run's folder for
+"""A run's artifact bytes are a stored running total (walking the run's folder for
 every upload made each upload slower as the folder grew): uploads and replacements keep it
 exact, a deletion has it counted again once, the run's limit is checked against it, and the
 file that holds it is neither counted nor listed."""

@@ -115,7 +115,7 @@ def test_a_resumed_run_stands_at_the_steps_it_logs_again_and_mlflow_keeps_both(t
         assert Run.objects.get(id=troupe_id).status == Run.RUNNING
         log_training(range(50, 80), scale=2.0)
 
-    # MLflow's history keeps every point (issue 34): steps 50..59 twice, the first run's
+    # MLflow's history keeps every point: steps 50..59 twice, the first run's
     # value first (it was logged earlier).
     history = MlflowClient().get_metric_history(run_id, "actor/aggregator/grad_norm")
     assert [m.step for m in history] == sorted([*range(80), *range(50, 60)])

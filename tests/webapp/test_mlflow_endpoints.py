@@ -1,4 +1,4 @@
-"""The MLflow endpoints issue 24 found missing, request by request: renaming (still unique per
+"""MLflow endpoints that were missing, request by request: renaming (still unique per
 owner), tagging and deleting experiments, deleting runs and tags, the search clauses IN,
 NOT IN, IS NULL and IS NOT NULL, and a teammate's experiment found as `<user>/<name>`. Only
 the owner or staff changes anything; each refusal is MLflow-shaped."""

@@ -1,6 +1,6 @@
-"""Issue 24, request by request: an MLflow experiment's name is unique per owner in the
-database itself (not only by a check before the insert), and system metrics are stored but
-never move a run's step or progress."""
+"""MLflow names and steps, request by request: an MLflow experiment's name is unique per
+owner in the database itself (not only by a check before the insert), and system metrics are
+stored but never move a run's step or progress."""
 
 import json
 
@@ -139,7 +139,7 @@ def test_nan_and_infinities_are_gaps_read_back_as_logged_and_the_batch_is_kept(c
     assert done.status_code == 200, done.content
     history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
                          headers=bearer(alice)).json()["metrics"]  # fmt: skip
-    # Every point stays (issue 34); at one time the one logged last stands at its step.
+    # Every point stays; at one time the one logged last stands at its step.
     assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "NaN", "-Infinity",
                                              "Infinity"]  # fmt: skip
     got = client.get(API + "runs/get", {"run_id": run_id}, headers=bearer(alice)).json()

@@ -1,4 +1,4 @@
-"""Transfers slower than the 30 s that gunicorn's sync workers allowed a request (issue 34),
+"""Transfers slower than the 30 s that gunicorn's sync workers allowed a request,
 against Troupe served as `make run` and docker compose serve it (`webapp/gunicorn_conf.py`):
 an upload whose client sends for 33 s and a download whose client reads for 33 s both finish
 whole, and a metric the MLflow client logs meanwhile is stored while they are still going."""
@@ -70,7 +70,7 @@ def test_transfers_slower_than_thirty_seconds_finish_while_metrics_pass_them(
         for name, value in mlflow_env(base, token).items():
             monkeypatch.setenv(name, value)
         mlflow.set_tracking_uri(base)
-        mlflow.set_experiment("issue 34")  # not the id an earlier test left in the client
+        mlflow.set_experiment("slow transfers")  # not the id an earlier test left in the client
         (tmp_path / "big.bin").write_bytes(big)
         with mlflow.start_run() as run:
             mlflow.log_artifact(str(tmp_path / "big.bin"))

@@ -1,4 +1,4 @@
-"""Each metric point reads back with the timestamp it was logged with (issue 24: every key at
+"""Each metric point reads back with the timestamp it was logged with (every key at
 a step used to return the newest timestamp of any key at that step), through the history
 (whole and paged) and the run's latest metrics, after later batches at the same step, after
 a point logged again at another time (kept beside the first), and after an exact repeat
@@ -51,7 +51,7 @@ def test_every_point_reads_back_with_its_own_timestamp(client, alice):
     assert history(client, alice, run_id, "train/loss", max_results=1) == [(1, 1000)]
     assert latest(client, alice, run_id) == {"train/loss": 2000, "lr": 1001, "eval/acc": 5000}
 
-    # Logged again at another time: a point of its own, as MLflow keeps it (issue 34), and
+    # Logged again at another time: a point of its own, as MLflow keeps it, and
     # the one that stands at its step (the latest).
     log(point("train/loss", 1, 7000))
     assert history(client, alice, run_id, "train/loss") == [(1, 1000), (1, 7000), (2, 2000)]

@@ -1,4 +1,4 @@
-"""Points with no finite value (NaN, ±inf; issue 24, item 6) on the plots: they reach every
+"""Points with no finite value (NaN, ±inf) on the plots: they reach every
 plot as gaps (None in strict JSON, even downsampled), the line breaks there and a red × with
 "NaN/inf at step N" marks where — the run page's sparklines (first frame and live.json) and
 the panel's compare and gradient views, called as plain functions on a real database."""

@@ -1,5 +1,5 @@
 """Every page that shows a verdict shows its threshold and evidence, and the statistics page
-says "not enough seeds" when a cell has fewer than 3 (issue 21)."""
+says "not enough seeds" when a cell has fewer than 3."""
 
 from __future__ import annotations
 

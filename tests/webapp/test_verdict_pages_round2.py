@@ -1,6 +1,6 @@
-"""Issue 35 on the pages: one capture verdict with one minimum of evidence, "cannot judge"
-where accuracy is too low to judge, one onset for a degradation on every page, and an alert
-refresh that survives a fall the radar sees twice."""
+"""The second round of verdict rules on the pages: one capture verdict with one minimum of
+evidence, "cannot judge" where accuracy is too low to judge, one onset for a degradation on
+every page, and an alert refresh that survives a fall the radar sees twice."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_a_fall_the_radar_sees_twice_is_stored_once_and_the_refresh_succeeds(exp
 def test_a_finished_external_run_shows_its_last_step_and_why_it_has_no_checkpoint(
     client, experiment, alice
 ):
-    # Issue 35: a finished external run read "step 0 of 8" and "No best checkpoint yet".
+    # Once a finished external run read "step 0 of 8" and "No best checkpoint yet".
     created = client.post(
         "/api/v1/runs",
         json.dumps({"name": "elsewhere", "experiment": experiment.id, "config": {"steps": 8}}),

@@ -1,6 +1,6 @@
 """A run needing more GPUs than any live worker has is refused by the form and the API, with
-both numbers; with no worker seen it is accepted with a warning (issue 27;
-webapp/experiments/worker_gpus.py)."""
+both numbers; with no worker seen it is accepted with a warning
+(webapp/experiments/worker_gpus.py)."""
 
 import json
 from datetime import timedelta

@@ -116,7 +116,7 @@ def test_the_sweep_runs_from_the_command_line(run, capsys, django_capture_on_com
 def test_a_stopped_workers_runs_are_handed_back_at_once(
     run, alice, settings, django_capture_on_commit_callbacks
 ):
-    # Issue 35: `make run` stopped with Ctrl-C killed the worker after its grace period; the
+    # Once `make run` stopped with Ctrl-C killed the worker after its grace period; the
     # run then waited for the sweep (120 s) after the restart. Its heartbeat is fresh, its
     # worker known to be gone: it is queued again now, even past the attempt limit (a stop is
     # no fault of the run). A run of another worker is left alone.

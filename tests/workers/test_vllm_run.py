@@ -1,4 +1,4 @@
-"""A run with `rollout_engine: vllm` trained by a real worker (issue 26), real vLLM on the CPU.
+"""A run with `rollout_engine: vllm` trained by a real worker, real vLLM on the CPU.
 
 The run's engine is a child of the worker's pool process, in its own process group: a
 finished or cancelled run stops it, a worker killed with -9 takes it along (PDEATHSIG), and
