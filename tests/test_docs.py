@@ -13,6 +13,10 @@
 - README.md stays a page a newcomer reads (set-up, the two commands, a tour, the layout): the
   reference lives in docs/, every page of which README.md links, and every relative link of
   README.md, CONTRIBUTING.md and docs/ (with its #anchor) leads to a file and heading that exist.
+- Code, tests and configuration cite no "issue N" of a tracker that is not in the repository:
+  they say in words what they are about. The Markdown pages may: BENCHMARKS.md and
+  docs/benchmarks-log.md, docs/contract-changes.md and docs/sandbox.md are logs of what was
+  measured, changed or attacked when, and the issue names the occasion.
 
 No network, no imports of the project: plain text over the working tree.
 """
@@ -272,3 +276,40 @@ def test_the_readme_links_every_page_of_docs():
     }
     missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
     assert not missing, "README.md links no: " + ", ".join(missing)
+
+
+# "issue 35", "issues 24, 34", "test_mlflow_client_issue24", "issue-12"
+ISSUE = re.compile(r"\bissues? ?-?\d|_issue_?\d", re.I)
+CODE_SUFFIXES = {".py", ".html", ".js", ".css", ".sh", ".yml", ".yaml", ".toml", ".txt", ".cfg"}
+CODE_NAMES = {"Makefile", "Dockerfile", "run", ".env.example"}
+
+
+def code_files() -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv")]
+        found += [
+            Path(folder, f) for f in files if Path(f).suffix in CODE_SUFFIXES or f in CODE_NAMES
+        ]
+    return sorted(found)
+
+
+def test_code_says_what_it_is_about_not_which_issue():
+    cited = []
+    for path in code_files():
+        rel = path.relative_to(ROOT)
+        if ISSUE.search(str(rel)):
+            cited.append(f"{rel}: the file's name")
+        for line_no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if ISSUE.search(line) and rel != Path(__file__).resolve().relative_to(ROOT):
+                cited.append(f"{rel}:{line_no}: {line.strip()}")
+    assert not cited, "say in words what it is about, not which issue:\n" + "\n".join(cited)
+
+
+def test_the_issue_pattern_finds_citations():
+    for text in ("(issue 35)", "Issue 24's", "issues 24, 34", "test_mlflow_client_issue24.py"):
+        assert ISSUE.search(text), text
+    for text in ("issued 3 tokens", "the issue", "tissue 4"):
+        assert not ISSUE.search(text), text
+    assert any(p.name == "Makefile" for p in code_files())
+    assert any(p.suffix == ".css" for p in code_files())

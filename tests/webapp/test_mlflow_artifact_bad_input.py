@@ -1,7 +1,7 @@
 """Bad input for MLflow artifacts against a live Troupe (gunicorn, as deployed): an upload cut
 short (fewer bytes than its Content-Length, the connection then closed) leaves nothing
 behind, and the real `mlflow` client gets a clear error for an artifact over the size limit,
-which also leaves nothing. (Another user's run: `test_mlflow_client_issue24.py`.)"""
+which also leaves nothing. (Another user's run: `test_mlflow_client_artifacts_models.py`.)"""
 
 import socket
 import time

@@ -1,4 +1,4 @@
-"""The real MLflow client against a live Troupe, for the data issue 34 found lost: every point
+"""The real MLflow client against a live Troupe, for the data it once found lost: every point
 a client logs reads back (ten values without a step are ten points, a retried batch adds
 none), while Troupe's own reads take a step's last value; steps and keys as wide as MLflow
 takes them, synchronously and through async logging; a key and its Troupe alias never
@@ -26,7 +26,7 @@ def troupe(alice, tmp_path, monkeypatch):
         for name, value in mlflow_env(base, token).items():
             monkeypatch.setenv(name, value)
         mlflow.set_tracking_uri(base)
-        mlflow.set_experiment("issue 34")  # not the id an earlier test left in the client
+        mlflow.set_experiment("no data lost")  # not the id an earlier test left in the client
         try:
             yield base, token
         finally:

@@ -1,4 +1,4 @@
-"""The real MLflow client against a live Troupe, for what issue 24 found missing: concurrent
+"""The real MLflow client against a live Troupe, for what it once found missing: concurrent
 `set_experiment` calls (and Troupe's API racing them) ending in one experiment, system
 metrics that never move a run's step, artifacts, tables and models that go up and come down
 byte for byte, for their owner only, a Troupe run's best checkpoint downloadable, and NaN
