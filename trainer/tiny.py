@@ -68,8 +68,7 @@ RECIPE = dict(
     vocab_size=320,
     problems_per_task=3000,
     # tiny-s: 3,000 steps, not 1,500: at 1,500 it got two-term sums so seldom right (held-out
-    # avg@4 ≈ 0.05) that GRPO found almost no reward to learn from (BENCHMARKS.md, "Does the
-    # cpu-demo learn?")
+    # avg@4 ≈ 0.05) that GRPO found almost no reward to learn from (BENCHMARKS.md, issue 16)
     sft_steps={"tiny-s": 3000, "tiny-m": 1200, "tiny-l": 1000},
     batch_size=64,
     lr=3e-3,
