@@ -309,18 +309,12 @@ def test_the_builders_make_the_design_names():
 
 def test_the_keys_are_the_designs():
     # The stored names are a contract (docs/design.md §5): moving them must not change a byte.
+    # (The behaviour keys are spelt by their own tests, tests/trainer/test_behaviour.py.)
     assert (names.LOSS_KEY, names.KL_KEY, names.ENTROPY_KEY, names.CLIP_FRAC_KEY) == (
         "train/loss",
         "train/kl",
         "train/entropy",
         "train/clip_frac",
-    )
-    assert names.BEHAVIOUR_KEYS == (
-        "behav/evaluator_accept_correct",
-        "behav/evaluator_accept_wrong",
-        "behav/voter_agreement",
-        "behav/aggregator_follows_majority",
-        "behav/orchestrator_subtasks",
     )
     assert names.ROLE_METRICS == (
         "grad_norm",
