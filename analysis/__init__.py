@@ -3,7 +3,7 @@
 Every consumer — the Dash panel, the web pages, the live radar, the trainer's
 `stop_after_cliff`, `python -m trainer analyze` and the tests — calls these functions, so a
 "cliff" means the same thing everywhere (the rules and why: docs/analysis.md). The package
-imports the standard library, numpy, pandas (the seed bands) and `trainer.names` (the metric
+imports the standard library, numpy, pandas (the seed bands) and `vocabulary.names` (the metric
 keys), never torch nor Django: the web process and the trainer both import it
 (`tests/webapp/test_import_layers.py` checks). Inputs are plain sequences (NaN or None =
 missing, dropped; steps need not be sorted; a step given twice keeps its last value); outputs

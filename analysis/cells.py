@@ -12,7 +12,7 @@ from typing import Any
 from analysis.cliffs import UNJUDGED
 from analysis.intervals import mean_ci
 from analysis.runs import RunSummary
-from trainer.names import CELL_AXES
+from vocabulary.names import CELL_AXES
 
 # Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
 MIN_SEEDS = 3

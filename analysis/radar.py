@@ -87,10 +87,14 @@ from analysis.capture import CAPTURE_DEFAULTS, capture_verdict
 from analysis.cliffs import ACCURACY_DEFAULTS, judge_accuracy, summarize_accuracy
 from analysis.runs import split_thresholds
 from analysis.series import EPS, align_by_step, as_number, as_step, clean_series
-from trainer.names import (
+from vocabulary.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
+    ENTROPY,
     EVALUATOR_ACCEPT_WRONG_KEY,
+    GRAD_NORM,
+    GRAD_SHARE,
+    LOSS_KEY,
     REWARD_KEY,
     VERDICT_DISAGREEMENTS_KEY,
     VOTER_AGREEMENT_KEY,
@@ -100,10 +104,9 @@ from trainer.names import (
     roles_in,
 )
 
-# The training figures whose non-finite value is itself an alert, with the event's kind.
-# "train/loss" is the trainer's (trainer/update.py) and the key-map's name for a client's
-# loss; the vocabulary has no constant for it yet.
-NON_FINITE_KINDS = {"train/loss": "non_finite_loss", REWARD_KEY: "non_finite_reward"}
+# The training figures whose non-finite value is itself an alert, with the event's kind (the
+# loss is the trainer's, trainer/update.py, and the key-map's name for a client's loss).
+NON_FINITE_KINDS = {LOSS_KEY: "non_finite_loss", REWARD_KEY: "non_finite_reward"}
 
 RADAR_DEFAULTS = {
     "cliff_confirm": 5,
@@ -175,13 +178,13 @@ def radar(
 
     roles = roles_in(clean)
     for role in roles:
-        key = role_key(role, "grad_norm")
+        key = role_key(role, GRAD_NORM)
         if key in clean:
             events += _amplification(key, role, *clean[key], running, total_steps, amp_kw)
-        key = role_key(role, "entropy")
+        key = role_key(role, ENTROPY)
         if key in clean:
             events += _entropy_collapse(key, role, *clean[key], own)
-    share_roles = [r for r in roles if role_key(r, "grad_share") in clean]
+    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in clean]
     if sharing in (None, "shared") and len(share_roles) >= 2:
         events += _capture(clean, share_roles, running, own, cap_kw)
     events += behavioural_events(clean, own)
@@ -519,7 +522,7 @@ def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: di
     gradients page uses too), dated at the first logged step from which that role has held
     it without a break. Provisional while the run is running: the verdict is about the last
     half of the run, which moves as the run goes on."""
-    steps, shares = align_by_step({r: clean[role_key(r, "grad_share")] for r in roles})
+    steps, shares = align_by_step({r: clean[role_key(r, GRAD_SHARE)] for r in roles})
     n = len(steps)
     min_steps = cap_kw.get("min_steps", CAPTURE_DEFAULTS["min_steps"])
     role = capture_verdict(steps, shares, **cap_kw)["role"]  # None too below min_steps
@@ -547,7 +550,7 @@ def _capture(clean: dict, roles: list[str], running: bool, own: dict, cap_kw: di
         _event(
             "capture",
             role,
-            role_key(role, "grad_share"),
+            role_key(role, GRAD_SHARE),
             steps[first],
             steps[-1],
             running,

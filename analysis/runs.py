@@ -20,9 +20,11 @@ from analysis.amplification import AMPLIFICATION_DEFAULTS, TOO_FEW_STEPS, amplif
 from analysis.capture import CAPTURE_DEFAULTS, capture_verdict
 from analysis.cliffs import ACCURACY_DEFAULTS, UNJUDGED, cliff_label, summarize_accuracy
 from analysis.series import align_by_step, names_between
-from trainer.names import (
+from vocabulary.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
+    GRAD_NORM,
+    GRAD_SHARE,
     POLICY_PREFIX,
     policy_key,
     role_key,
@@ -180,7 +182,7 @@ def summarize_run(
     lead: dict[str, Any] = {}
     onset_cliff = accuracy["cliff_onset"]
     for role in roles:
-        key = role_key(role, "grad_norm")
+        key = role_key(role, GRAD_NORM)
         verdict = (
             amplification_verdict(*series[key], total_steps=total_steps, **amp_kw)
             if key in series
@@ -193,15 +195,15 @@ def summarize_run(
 
     policy_amplification = {
         p: amplification_verdict(
-            *series[policy_key(p, "grad_norm")], total_steps=total_steps, **amp_kw
+            *series[policy_key(p, GRAD_NORM)], total_steps=total_steps, **amp_kw
         )["onset"]
         for p in names_between(series, POLICY_PREFIX, "/grad_norm")
     }
 
     captured, fractions, capture_status = None, {}, None
-    share_roles = [r for r in roles if role_key(r, "grad_share") in series]
+    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in series]
     if sharing in (None, "shared") and len(share_roles) >= 2:
-        steps, shares = align_by_step({r: series[role_key(r, "grad_share")] for r in share_roles})
+        steps, shares = align_by_step({r: series[role_key(r, GRAD_SHARE)] for r in share_roles})
         verdict = capture_verdict(steps, shares, **cap_kw)
         captured, fractions, capture_status = (
             verdict["role"],

@@ -60,7 +60,7 @@ from analysis.cliffs import UNJUDGED
 from analysis.intervals import f_sf, mean_ci, student_t_quantile
 from analysis.runs import RunSummary
 from analysis.series import as_number, as_step
-from trainer.names import CELL_AXES, role_key
+from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 
 N_BOOT = 10_000
 N_PERM = 10_000
@@ -662,8 +662,8 @@ def lead_inputs(
     if role is None and onsets:
         role = min(sorted(onsets), key=lambda r: onsets[r])
     steps: list = []
-    if role is not None and role_key(role, "grad_norm") in series:
-        st, va = series[role_key(role, "grad_norm")]
+    if role is not None and role_key(role, GRAD_NORM) in series:
+        st, va = series[role_key(role, GRAD_NORM)]
         steps = [as_step(s) for s, v in zip(st, va, strict=True) if as_number(v) is not None]
     return {
         "cliff_onset": read.accuracy.cliff_onset,

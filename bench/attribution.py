@@ -35,6 +35,7 @@ from trainer.mixed_eval import MixedEvaluator
 from trainer.reporting import ListReporter
 from trainer.role_sources import resolve_sources
 from trainer.train import train
+from vocabulary.names import EVAL_SECONDS_KEY
 
 
 def main() -> None:
@@ -61,7 +62,7 @@ def main() -> None:
         trained = time.perf_counter()
         train(config, out, reporter)
         trained = time.perf_counter() - trained
-        own_eval = statistics.fmean(reporter.series("sys/eval_seconds")[1])
+        own_eval = statistics.fmean(reporter.series(EVAL_SECONDS_KEY)[1])
         roles = list(config.roles)
         own = read_per_problem(out)
         plans = {}

@@ -47,7 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 
 from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
 from bench.troupe_server import PYTHON, ROOT, free_port, wait_http  # noqa: E402
-from trainer.names import ACCURACY_KEY  # noqa: E402
+from vocabulary.names import (  # noqa: E402
+    ACCURACY_KEY,
+    DB_SECONDS_KEY,
+    EVAL_SECONDS_KEY,
+    ROLLOUT_SECONDS_KEY,
+    UPDATE_SECONDS_KEY,
+)
 
 DATABASE = f"troupe_cpu_demo_{os.getpid()}"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -66,10 +72,10 @@ SMOKE_CONFIG = {
     "checkpoint_every": 1,
 }
 PARTS = {  # what the table calls each part → the metric it sums
-    "rollout": "sys/rollout_seconds",
-    "update": "sys/update_seconds",
-    "evaluation": "sys/eval_seconds",
-    "database": "sys/db_seconds",
+    "rollout": ROLLOUT_SECONDS_KEY,
+    "update": UPDATE_SECONDS_KEY,
+    "evaluation": EVAL_SECONDS_KEY,
+    "database": DB_SECONDS_KEY,
 }
 FINISHED = {"succeeded", "failed", "cancelled"}
 

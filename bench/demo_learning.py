@@ -47,7 +47,7 @@ from analysis.cliffs import summarize_accuracy  # noqa: E402
 from analysis.intervals import mean_ci  # noqa: E402
 from analysis.stats import bootstrap_mean_ci  # noqa: E402
 from trainer.evaluate import read_per_problem  # noqa: E402
-from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY  # noqa: E402
+from vocabulary.names import ACCURACY_KEY, ACCURACY_SE_KEY, REWARD_KEY  # noqa: E402
 
 
 def run_one(out: Path, workflow: str, seed: int, extra: list[str], threads: int) -> dict:
@@ -139,7 +139,7 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
     )
     summary_rows = []
     for seed, rows in per_seed.items():
-        reward = series(rows, "train/reward")
+        reward = series(rows, REWARD_KEY)
         order = sorted(reward)
         quarter = max(1, len(order) // 4)
         first = statistics.fmean(reward[s] for s in order[:quarter])

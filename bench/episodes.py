@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 
 import trainer.train as train_module
 from bench.common import timed_steps_config, train_steps
+from vocabulary.names import STEP_SECONDS_KEY
 from webapp.episodes.codec import pack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def main() -> None:
     train_module.behaviour_counts = timed("behaviour", train_module.behaviour_counts)
     train_module.from_counts = timed("behaviour", train_module.from_counts)
     reporter = train_steps(config)
-    _, step_seconds = reporter.series("sys/step_seconds")
+    _, step_seconds = reporter.series(STEP_SECONDS_KEY)
     records = [r for r in reporter.episodes if r["kind"] == "train"]
     sizes = [len(pack(r)) for r in records]
     turns = sum(len(r["turns"]) for r in records)

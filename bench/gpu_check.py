@@ -205,6 +205,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     from trainer.rollout import make_prompts, rollout
     from trainer.tasks import load_task
     from trainer.update import update_policies
+    from vocabulary.names import LOSS_KEY
 
     row = dict(case=str(case), shape=case.shape, finetune=case.finetune, sharing=case.sharing,
                workflow=case.workflow)  # fmt: skip
@@ -274,7 +275,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
             metrics = update_policies(policies, turns, config, tokenizer_pad_id=codec.pad_id)
             _sync(args.device)
         t2 = time.perf_counter()
-        losses.append(metrics.get("train/loss", math.nan))
+        losses.append(metrics.get(LOSS_KEY, math.nan))
         if step == 0 or profiling:
             continue  # the first step pays for kernels and allocator warm-up
         peaks["rollout"] = max(peaks["rollout"], rollout_peak)

@@ -23,11 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 import torch
 
 from bench.common import timed_steps_config, train_steps
+from vocabulary.names import STEP_SECONDS_KEY, UPDATE_SECONDS_KEY
 
 
 def run(config, drill: bool) -> tuple[list[float], list[float]]:
     reporter = train_steps(dataclasses.replace(config, episodes_grad_share=drill))
-    return reporter.series("sys/step_seconds")[1], reporter.series("sys/update_seconds")[1]
+    return reporter.series(STEP_SECONDS_KEY)[1], reporter.series(UPDATE_SECONDS_KEY)[1]
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from trainer.gradients import GradientTracker  # noqa: E402
 from trainer.policies import PolicySet, agent_policy, policy_names  # noqa: E402
 from trainer.tiny import SPECS  # noqa: E402
 from trainer.update import update_policies  # noqa: E402
+from vocabulary.names import GRAD_SNAPSHOT_KEY  # noqa: E402
 
 PAD = 0
 VOCAB = 320
@@ -132,7 +133,7 @@ def step_times(args, sharing: str) -> dict[str, list[float] | float]:
             timed[instrument].append(time.perf_counter() - start)
             if instrument:
                 tracker.append(TRACKER_SECONDS[0])
-            snapshot_mb = max(snapshot_mb, metrics.get("sys/grad_snapshot_mb", 0.0))
+            snapshot_mb = max(snapshot_mb, metrics.get(GRAD_SNAPSHOT_KEY, 0.0))
     return {"with": timed[True], "without": timed[False], "tracker": tracker, "mb": snapshot_mb}
 
 
@@ -168,7 +169,7 @@ def memory(args, sharing: str, finetune: str) -> dict[str, float]:
         "frozen": storage_bytes(frozen) / mb,
         "trainable": storage_bytes(trainable) / mb,
         "adam": storage_bytes(adam) / mb,
-        "snapshots": metrics["sys/grad_snapshot_mb"],
+        "snapshots": metrics[GRAD_SNAPSHOT_KEY],
         "params": policies.trainable_parameter_count(),
     }
 

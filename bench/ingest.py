@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import DEFAULT_POSTGRES  # noqa: E402
 from bench.troupe_server import TroupeServer, points_body  # noqa: E402
-from trainer.names import role_key  # noqa: E402
+from vocabulary.names import GRAD_NORM, role_key  # noqa: E402
 
-KEYS = [role_key(f"r{i:02d}", "grad_norm") for i in range(24)]  # 24 series, as a 4-role run logs
+KEYS = [role_key(f"r{i:02d}", GRAD_NORM) for i in range(24)]  # 24 series, as a 4-role run logs
 READ_STEPS = 2000
 INGEST_TARGET = 50_000  # points/s
 READ_TARGET = 0.100  # s

@@ -53,6 +53,7 @@ from bench.tracking_vs_mlflow import (  # noqa: E402
     mlflow_available,
 )
 from bench.troupe_server import TroupeServer  # noqa: E402
+from vocabulary.names import LOSS_KEY  # noqa: E402
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -157,7 +158,7 @@ def read_history_wire(side: Side, run_id: str) -> float:
     start = time.perf_counter()
     response = requests.get(
         f"{side.url}/api/2.0/mlflow/metrics/get-history",
-        params={"run_id": run_id, "metric_key": "train/loss"},
+        params={"run_id": run_id, "metric_key": LOSS_KEY},
         headers=headers,
         timeout=120,
     )
@@ -172,7 +173,7 @@ def history_run(side: Side, steps: int) -> str:
     run_id = client.create_run(side.experiment, run_name="history").info.run_id
     stamp = int(time.time() * 1000)
     for start in range(0, steps, BATCH_LIMIT):
-        batch = [Metric("train/loss", 1 / (1 + s), stamp + s, s)
+        batch = [Metric(LOSS_KEY, 1 / (1 + s), stamp + s, s)
                  for s in range(start, min(steps, start + BATCH_LIMIT))]  # fmt: skip
         client.log_batch(run_id, metrics=batch, synchronous=True)
     return run_id
@@ -181,7 +182,7 @@ def history_run(side: Side, steps: int) -> str:
 def read_history(side: Side, run_id: str) -> tuple[float, list]:
     client = side.client()
     start = time.perf_counter()
-    history = client.get_metric_history(run_id, "train/loss")
+    history = client.get_metric_history(run_id, LOSS_KEY)
     seconds = time.perf_counter() - start
     return seconds, [(m.step, m.value, m.timestamp) for m in history]
 

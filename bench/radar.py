@@ -35,7 +35,28 @@ sys.path.insert(0, str(ROOT))  # runnable as a plain script
 from analysis.cliffs import summarize_accuracy  # noqa: E402
 from analysis.radar import prefix_cliff_statuses, radar  # noqa: E402
 from analysis.runs import summarize_run  # noqa: E402
-from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, role_key  # noqa: E402
+from vocabulary.names import (  # noqa: E402
+    ACCURACY_KEY,
+    CLIP_FRAC_KEY,
+    ENTROPY,
+    ENTROPY_KEY,
+    GRAD_NORM,
+    GRAD_SHARE,
+    KL,
+    KL_KEY,
+    LOSS_KEY,
+    OPT_STEPS,
+    PEAK_MEMORY_KEY,
+    RESP_LEN,
+    RESP_LEN_KEY,
+    REWARD_KEY,
+    REWARD_STD_KEY,
+    STEP_SECONDS_KEY,
+    TOKENS,
+    TOKENS_PER_SECOND_KEY,
+    ZERO_STD_KEY,
+    role_key,
+)
 
 ROLES = ("orchestrator", "worker", "synthesizer", "critic")
 
@@ -50,19 +71,27 @@ def synthetic_run(steps: int, seed: int = 0) -> dict[str, tuple[list, list]]:
     series[ACCURACY_KEY] = (acc_steps.tolist(), (acc + 0.01 * rng.random(len(acc))).tolist())
     for i, role in enumerate(ROLES):
         rise = 0.5 * steps if i == 0 else steps  # only the first role amplifies
-        series[role_key(role, "grad_norm")] = (s.tolist(), (1 + (s > rise) * 3 + noise()).tolist())
+        series[role_key(role, GRAD_NORM)] = (s.tolist(), (1 + (s > rise) * 3 + noise()).tolist())
         share = np.where(s > 0.3 * steps, 0.8 if i == 0 else 0.2 / 3, 0.25)
-        series[role_key(role, "grad_share")] = (s.tolist(), share.tolist())
+        series[role_key(role, GRAD_SHARE)] = (s.tolist(), share.tolist())
         ent = np.where((s > 0.7 * steps) & (i == 0), 0.3, 2.0) + noise()
-        series[role_key(role, "entropy")] = (s.tolist(), ent.tolist())
-        for metric in ("kl", "tokens", "resp_len", "opt_steps"):
+        series[role_key(role, ENTROPY)] = (s.tolist(), ent.tolist())
+        for metric in (KL, TOKENS, RESP_LEN, OPT_STEPS):
             series[role_key(role, metric)] = (s.tolist(), (1 + noise()).tolist())
     zero_std = np.where(s > 0.8 * steps, 0.9, 0.1)
     series[ZERO_STD_KEY] = (s.tolist(), zero_std.tolist())
-    for key in ("reward", "reward_std", "resp_len", "kl", "entropy", "clip_frac", "loss"):
-        series[f"train/{key}"] = (s.tolist(), noise(1).tolist())
-    for key in ("step_seconds", "tokens_per_second", "peak_memory_mb"):
-        series[f"sys/{key}"] = (s.tolist(), (1 + noise()).tolist())
+    for key in (
+        REWARD_KEY,
+        REWARD_STD_KEY,
+        RESP_LEN_KEY,
+        KL_KEY,
+        ENTROPY_KEY,
+        CLIP_FRAC_KEY,
+        LOSS_KEY,
+    ):
+        series[key] = (s.tolist(), noise(1).tolist())
+    for key in (STEP_SECONDS_KEY, TOKENS_PER_SECOND_KEY, PEAK_MEMORY_KEY):
+        series[key] = (s.tolist(), (1 + noise()).tolist())
     return series
 
 

@@ -28,11 +28,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
-from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, role_key  # noqa: E402
+from vocabulary.names import (  # noqa: E402
+    ACCURACY_KEY,
+    ENTROPY,
+    GRAD_NORM,
+    GRAD_SHARE,
+    KL,
+    PG_LOSS,
+    RESP_LEN,
+    TOKENS,
+    ZERO_STD_KEY,
+    role_key,
+)
 
 DATABASE = "troupe_bench_radar_hook"
 ROLES = ("generator", "aggregator", "evaluator", "worker")
-ROLE_KEYS = ("grad_norm", "grad_share", "entropy", "kl", "tokens", "resp_len", "pg_loss")
+ROLE_KEYS = (GRAD_NORM, GRAD_SHARE, ENTROPY, KL, TOKENS, RESP_LEN, PG_LOSS)
 OTHER_KEYS = [f"train/k{i}" for i in range(7)] + [f"sys/k{i}" for i in range(4)]
 
 

@@ -43,19 +43,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 
 from bench.common import DEFAULT_POSTGRES  # noqa: E402
 from bench.troupe_server import TroupeServer, points_body  # noqa: E402
-from trainer.names import ACCURACY_KEY  # noqa: E402
+from vocabulary.names import (  # noqa: E402
+    ACCURACY_KEY,
+    ENTROPY_KEY,
+    GRAD_NORM,
+    GRAD_SHARE,
+    KL_KEY,
+    LOSS_KEY,
+    RESP_LEN_KEY,
+    REWARD_KEY,
+    STEP_SECONDS_KEY,
+    policy_key,
+    role_key,
+)
 
 KEYS = [
     ACCURACY_KEY,
-    "train/reward",
-    "train/loss",
-    "role/solver/grad_norm",
-    "role/solver/grad_share",
-    "policy/shared/grad_norm",
-    "train/entropy",
-    "train/kl",
-    "train/resp_len",
-    "sys/step_seconds",
+    REWARD_KEY,
+    LOSS_KEY,
+    role_key("solver", GRAD_NORM),
+    role_key("solver", GRAD_SHARE),
+    policy_key("shared", GRAD_NORM),
+    ENTROPY_KEY,
+    KL_KEY,
+    RESP_LEN_KEY,
+    STEP_SECONDS_KEY,
 ]
 COMPARE_KEYS = KEYS[:4]
 COMPARE_POINTS = 500

@@ -36,7 +36,7 @@ from bench.common import (  # noqa: E402 - after the path fix
     machine,
     timed,
 )
-from trainer.names import ACCURACY_KEY, role_key  # noqa: E402
+from vocabulary.names import ACCURACY_KEY, GRAD_NORM, GRAD_SHARE, role_key  # noqa: E402
 
 DATABASE = "troupe_bench_stats"
 WORKFLOWS = ("single", "voting", "eval_opt")
@@ -64,8 +64,8 @@ def series(index: int, sharing: str, steps: int) -> list[tuple[str, int, float]]
             grad = 1.0 + 0.01 * ((s * 7 + index) % 5)
             if falls and role == "a" and s >= onset:
                 grad *= 6
-            points.append((role_key(role, "grad_norm"), s, grad))
-            points.append((role_key(role, "grad_share"), s, 0.5))
+            points.append((role_key(role, GRAD_NORM), s, grad))
+            points.append((role_key(role, GRAD_SHARE), s, 0.5))
     return points
 
 

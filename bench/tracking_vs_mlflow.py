@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 from bench.client_threads import timed_clients  # noqa: E402
 from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
 from bench.troupe_server import TroupeServer, free_port, points_body, stop, wait_http  # noqa: E402
-from trainer.names import role_key  # noqa: E402
+from vocabulary.names import ENTROPY, GRAD_NORM, GRAD_SHARE, KL, PG_LOSS, TOKENS, role_key  # noqa: E402
 
 DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log-batch request (MLflow's documented limit)
@@ -80,7 +80,7 @@ def log(line: str) -> None:
 
 def metric_keys(n: int) -> list[str]:
     roles = ("generator", "aggregator", "evaluator", "solver")
-    stats = ("grad_norm", "grad_share", "entropy", "kl", "tokens", "pg_loss")
+    stats = (GRAD_NORM, GRAD_SHARE, ENTROPY, KL, TOKENS, PG_LOSS)
     names = [role_key(r, s) for r in roles for s in stats]
     return [*names, *(f"extra/k{i}" for i in range(max(0, n - len(names))))][:n]
 

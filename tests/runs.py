@@ -24,7 +24,7 @@ from django.db import DatabaseError, connection
 
 from tests.helpers import ROOT, service_env
 from trainer.config import field_help
-from trainer.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES
 from webapp.experiments.forms import as_text, preset_values
 from webapp.experiments.models import MetricPoint, Run
 

@@ -23,7 +23,7 @@ from collections import defaultdict
 
 from trainer.config import Config
 from trainer.episode import Episode, Turn
-from trainer.names import REWARD_KEY, REWARD_STD_KEY, ZERO_STD_KEY
+from vocabulary.names import GROUPS_KEY, REWARD_KEY, REWARD_STD_KEY, ZERO_STD_KEY
 
 EPS = 1e-4  # TRL's: keeps zero-std groups finite (their advantages are 0 anyway)
 ZERO_STD = 1e-8  # TRL's torch.isclose(std, 0) tolerance for counting zero-std groups
@@ -85,7 +85,7 @@ def compute_advantages(episodes: list[Episode], config: Config) -> dict[str, flo
             turn.advantage = (turn.reward - mean) / (std + EPS) if std > ZERO_STD else 0.0
         stds.append(std)
 
-    stats = {**reward_stats(episodes), "train/groups": float(len(groups))}
+    stats = {**reward_stats(episodes), GROUPS_KEY: float(len(groups))}
     if stds:
         stats[ZERO_STD_KEY] = sum(s <= ZERO_STD for s in stds) / len(stds)
     return stats

@@ -32,7 +32,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
 from trainer.episode import Episode
-from trainer.names import role_key
+from vocabulary.names import (
+    AGGREGATOR_FOLLOWS_KEY,
+    EVALUATOR_ACCEPT_CORRECT_KEY,
+    EVALUATOR_ACCEPT_WRONG_KEY,
+    ORCHESTRATOR_SUBTASKS_KEY,
+    TRUNC_FRAC,
+    VOTER_AGREEMENT_KEY,
+    role_key,
+)
 
 Extract = Callable[[str], "str | None"]
 
@@ -54,13 +62,13 @@ def behaviour_counts(episodes: Sequence[Episode], extract: Extract) -> Counts:
             out[key] = [float(sum(flags)), float(len(flags))]
     workers = [len(ep.turns_of("worker")) for ep in episodes if ep.turns_of("orchestrator")]
     if workers:
-        out["behav/orchestrator_subtasks"] = [float(sum(workers)), float(len(workers))]
+        out[ORCHESTRATOR_SUBTASKS_KEY] = [float(sum(workers)), float(len(workers))]
     truncated: dict[str, list[bool]] = defaultdict(list)
     for ep in episodes:
         for turn in ep.turns:
             truncated[turn.role].append(turn.truncated)
     for role, flags in sorted(truncated.items()):
-        out[role_key(role, "trunc_frac")] = [float(sum(flags)), float(len(flags))]
+        out[role_key(role, TRUNC_FRAC)] = [float(sum(flags)), float(len(flags))]
     return out
 
 
@@ -92,8 +100,8 @@ def _evaluator_calibration(episodes: Sequence[Episode]) -> dict[str, list[bool]]
                 correct = candidate.score > 0.5
                 accepted[correct].append((turn.score > 0.5) == correct)
     return {
-        "behav/evaluator_accept_correct": accepted[True],
-        "behav/evaluator_accept_wrong": accepted[False],
+        EVALUATOR_ACCEPT_CORRECT_KEY: accepted[True],
+        EVALUATOR_ACCEPT_WRONG_KEY: accepted[False],
     }
 
 
@@ -113,4 +121,4 @@ def _voting(episodes: Sequence[Episode], extract: Extract) -> dict[str, list[boo
             if votes * 2 > len(answers):
                 final = extract(ep.answer) if ep.answer is not None else None
                 follows.append(final == answer)
-    return {"behav/voter_agreement": agree, "behav/aggregator_follows_majority": follows}
+    return {VOTER_AGREEMENT_KEY: agree, AGGREGATOR_FOLLOWS_KEY: follows}

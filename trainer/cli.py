@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from trainer.config import FIELDS, PRESETS, ConfigError, field_help, make_config
-from trainer.names import ACCURACY_KEY
 from trainer.reporting import NullReporter
+from vocabulary.names import ACCURACY_KEY
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:

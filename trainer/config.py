@@ -16,12 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.names import MATRIX_AXES
-
 # The workflows, their roles and the sharing modes are defined once, in trainer/routing.py;
 # the tasks in trainer/tasks (each its own Task subclass).
 from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
 from trainer.tasks import TASK_CLASSES, task_class
+from vocabulary.names import MATRIX_AXES
 
 TASKS = tuple(TASK_CLASSES)
 FINETUNE = ("lora", "full")

@@ -17,8 +17,8 @@ from typing import Any
 
 from analysis.cells import summarize_cells
 from analysis.runs import summarize_run
-from trainer.names import CELL_AXES
 from trainer.reporting import read_metrics_jsonl
+from vocabulary.names import CELL_AXES
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analysis.radar import radar
-from trainer.names import ACCURACY_KEY, ACCURACY_SE_KEY
+from vocabulary.names import ACCURACY_KEY, ACCURACY_SE_KEY
 
 
 def cliff_stop_reason(evals: Sequence[Sequence[float]], after: int) -> str | None:

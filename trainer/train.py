@@ -77,17 +77,6 @@ from trainer.episode_log import flagged_beyond, log_episodes, probe_sample, trai
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.grad_drill import EpisodeDrill, drilling
 from trainer.models import load_model, resolve_device
-from trainer.names import (
-    ACCURACY_KEY,
-    ACCURACY_SE_KEY,
-    BEST_ACCURACY_KEY,
-    BEST_STEP_KEY,
-    ENGINE_STARTUP_KEY,
-    ENGINE_SYNC_KEY,
-    REWARD_KEY,
-    VERDICT_DISAGREEMENTS_KEY,
-    role_accuracy_key,
-)
 from trainer.policies import PolicySet
 from trainer.precision import PARAM_DTYPE, compute_dtype, dtype_bits
 from trainer.reporting import NullReporter, Reporter
@@ -96,6 +85,27 @@ from trainer.routing import policy_names
 from trainer.stop_policy import cliff_stop_reason
 from trainer.tasks import load_task
 from trainer.update import update_policies
+from vocabulary.names import (
+    ACCURACY_KEY,
+    ACCURACY_SE_KEY,
+    BEST_ACCURACY_KEY,
+    BEST_STEP_KEY,
+    COMPUTE_DTYPE_KEY,
+    ENGINE_STARTUP_KEY,
+    ENGINE_SYNC_KEY,
+    EVAL_SECONDS_KEY,
+    MALFORMED_KEY,
+    PARAM_DTYPE_KEY,
+    PEAK_MEMORY_KEY,
+    RESP_LEN_KEY,
+    REWARD_KEY,
+    ROLLOUT_SECONDS_KEY,
+    STEP_SECONDS_KEY,
+    TOKENS_PER_SECOND_KEY,
+    UPDATE_SECONDS_KEY,
+    VERDICT_DISAGREEMENTS_KEY,
+    role_accuracy_key,
+)
 
 
 def prepare_out_dir(config: Config, out_dir: str | Path) -> Path:
@@ -388,8 +398,8 @@ def _train(
         return _cancelled(started, done)
     # Logged with the first step this process trains (metrics are numbers: widths in bits).
     precision = {
-        "sys/param_dtype": dtype_bits(PARAM_DTYPE),
-        "sys/compute_dtype": dtype_bits(compute_dtype(device)),
+        PARAM_DTYPE_KEY: dtype_bits(PARAM_DTYPE),
+        COMPUTE_DTYPE_KEY: dtype_bits(compute_dtype(device)),
     }
     if run.engine.recomputes_logprobs:
         precision[ENGINE_STARTUP_KEY] = run.engine.startup_seconds
@@ -491,7 +501,7 @@ def _first_evaluation(run: _Run, start, done: int) -> None:
         {
             **_eval_metrics(result),
             **_best_metrics(run.best),
-            "sys/eval_seconds": time.perf_counter() - t0,
+            EVAL_SECONDS_KEY: time.perf_counter() - t0,
         },
     )
 
@@ -512,24 +522,24 @@ def _train_step(run: _Run, step: int, precision: dict) -> dict | None:
     t2 = time.perf_counter()
 
     every_turn = [t for ep in rolled.everyone for t in ep.turns]
-    metrics["train/resp_len"] = statistics.fmean(len(t.completion_ids) for t in every_turn)
+    metrics[RESP_LEN_KEY] = statistics.fmean(len(t.completion_ids) for t in every_turn)
     malformed = sum(bool(ep.malformed) for ep in rolled.everyone)
-    metrics["train/malformed_frac"] = malformed / len(rolled.everyone)
+    metrics[MALFORMED_KEY] = malformed / len(rolled.everyone)
     if rolled.rechecked:  # the second opinion on rewards (trainer/rollout.py)
         metrics[VERDICT_DISAGREEMENTS_KEY] = float(rolled.disagreements)
-    metrics["sys/rollout_seconds"] = t1 - t0
-    metrics["sys/update_seconds"] = t2 - t1
+    metrics[ROLLOUT_SECONDS_KEY] = t1 - t0
+    metrics[UPDATE_SECONDS_KEY] = t2 - t1
     probe: list = []
     if step % config.eval_every == 0 or step == config.steps:
         metrics.update(_step_evaluation(run, step, probe))
-        metrics["sys/eval_seconds"] = time.perf_counter() - t2
+        metrics[EVAL_SECONDS_KEY] = time.perf_counter() - t2
     # What the agents did (trainer/behaviour.py): a few metrics from every rank's episodes.
     metrics.update(from_counts(rolled.behaviour))
     _log_step_episodes(run, step, rolled.episodes, probe, drill)
     elapsed = time.perf_counter() - t0
-    metrics["sys/step_seconds"] = elapsed
-    metrics["sys/tokens_per_second"] = rolled.tokens / max(t1 - t0, 1e-9)
-    metrics["sys/peak_memory_mb"] = _peak_memory_mb(run.device)
+    metrics[STEP_SECONDS_KEY] = elapsed
+    metrics[TOKENS_PER_SECOND_KEY] = rolled.tokens / max(t1 - t0, 1e-9)
+    metrics[PEAK_MEMORY_KEY] = _peak_memory_mb(run.device)
     metrics.update(precision)
     run.reporter.log(step, metrics)
     return _end_of_step(run, step, metrics, elapsed)

@@ -80,9 +80,33 @@ from trainer.gradients import (
 )
 from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
 from trainer.memory import snapshot_budget_bytes
-from trainer.names import GRAD_COS_PREFIX, agent_key, policy_key, role_key
 from trainer.policies import PolicySet
 from trainer.sharding import local
+from vocabulary.names import (
+    AGENT_PREFIX,
+    CLIP_FRAC,
+    CLIP_FRAC_KEY,
+    COHERENCE_COS,
+    COHERENCE_SCALE,
+    ENTROPY,
+    ENTROPY_KEY,
+    GRAD_COS_PREFIX,
+    GRAD_NORM,
+    GRAD_SHARE,
+    GRAD_SNAPSHOT_KEY,
+    KL,
+    KL_KEY,
+    LOSS_KEY,
+    LR,
+    OPT_STEPS,
+    PG_LOSS,
+    RESP_LEN,
+    SKIPPED,
+    TOKENS,
+    agent_key,
+    policy_key,
+    role_key,
+)
 
 Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
 
@@ -462,7 +486,7 @@ def update_policies(
     records: list[tuple[int, dict]] = []  # (mini-batch index, record)
     for name, batch_segments in plan.items():
         scheduler = policies.scheduler(name)
-        metrics[policy_key(name, "lr")] = float(scheduler.get_last_lr()[0])
+        metrics[policy_key(name, LR)] = float(scheduler.get_last_lr()[0])
         norms, skipped = [], 0
         mine = split_mini_batches(
             by_policy.get(name, []), config.mini_batches, config, keep_empty=world.active
@@ -484,9 +508,9 @@ def update_policies(
             skipped += record["skipped"]
         scheduler.step()
         finite = [n for n in norms if math.isfinite(n)]
-        metrics[policy_key(name, "grad_norm")] = sum(finite) / len(finite) if finite else math.nan
+        metrics[policy_key(name, GRAD_NORM)] = sum(finite) / len(finite) if finite else math.nan
         if skipped:
-            metrics[policy_key(name, "skipped")] = float(skipped)
+            metrics[policy_key(name, SKIPPED)] = float(skipped)
 
     metrics.update(_token_metrics(records, config))
     if instrument:
@@ -497,7 +521,7 @@ def update_policies(
                     agents_of[role].add(agent)
         metrics.update(_gradient_metrics(records, agents_of))
         peak = max((r["peak_bytes"] for _, r in records), default=0)
-        metrics["sys/grad_snapshot_mb"] = peak / 2**20
+        metrics[GRAD_SNAPSHOT_KEY] = peak / 2**20
     metrics.update(_coherence_metrics(records))
     return metrics
 
@@ -545,26 +569,26 @@ def _token_metrics(records: list[tuple[int, dict]], config: Config) -> dict[str,
     grand: dict[str, float] = defaultdict(float)
     for role, t in totals.items():
         tokens = t["tokens"]
-        out[role_key(role, "tokens")] = tokens
-        out[role_key(role, "resp_len")] = tokens / t["seqs"] if t["seqs"] else 0.0
-        out[role_key(role, "opt_steps")] = float(opt_steps[role])
+        out[role_key(role, TOKENS)] = tokens
+        out[role_key(role, RESP_LEN)] = tokens / t["seqs"] if t["seqs"] else 0.0
+        out[role_key(role, OPT_STEPS)] = float(opt_steps[role])
         norm = loss_normalizer(config.loss_agg, int(t["seqs"]), int(tokens), config.max_new_tokens)
-        out[role_key(role, "pg_loss")] = t["pg"] / norm
+        out[role_key(role, PG_LOSS)] = t["pg"] / norm
         if tokens:
-            out[role_key(role, "entropy")] = t["entropy"] / tokens
-            out[role_key(role, "clip_frac")] = t["clipped"] / tokens
+            out[role_key(role, ENTROPY)] = t["entropy"] / tokens
+            out[role_key(role, CLIP_FRAC)] = t["clipped"] / tokens
         if t["kl_tokens"]:
-            out[role_key(role, "kl")] = t["kl"] / t["kl_tokens"]
+            out[role_key(role, KL)] = t["kl"] / t["kl_tokens"]
         for key in ("tokens", "entropy", "clipped", "kl", "kl_tokens"):
             grand[key] += t[key]
     if grand["tokens"]:
-        out["train/entropy"] = grand["entropy"] / grand["tokens"]
-        out["train/clip_frac"] = grand["clipped"] / grand["tokens"]
+        out[ENTROPY_KEY] = grand["entropy"] / grand["tokens"]
+        out[CLIP_FRAC_KEY] = grand["clipped"] / grand["tokens"]
     if grand["kl_tokens"]:
-        out["train/kl"] = grand["kl"] / grand["kl_tokens"]
+        out[KL_KEY] = grand["kl"] / grand["kl_tokens"]
     seqs = sum(r["seqs"] for _, r in records)
     if seqs:
-        out["train/loss"] = sum(r["loss"] * r["seqs"] for _, r in records) / seqs
+        out[LOSS_KEY] = sum(r["loss"] * r["seqs"] for _, r in records) / seqs
     return out
 
 
@@ -591,18 +615,18 @@ def _gradient_metrics(
             for role, share in figures.shares().items():
                 shares[role].append(share)
             for agent, sq in figures.agent_sq.items():
-                series[agent_key(agent, "grad_norm")].append(math.sqrt(sq))
+                series[agent_key(agent, GRAD_NORM)].append(math.sqrt(sq))
             for pair, c in figures.cos.items():
                 series[f"{GRAD_COS_PREFIX}{pair}"].append(c)
         for role, sq in role_sq.items():
-            series[role_key(role, "grad_norm")].append(math.sqrt(sq))
+            series[role_key(role, GRAD_NORM)].append(math.sqrt(sq))
         for role, values in shares.items():
-            series[role_key(role, "grad_share")].append(_mean(values))
+            series[role_key(role, GRAD_SHARE)].append(_mean(values))
 
     parallel = {a for agents in agents_of.values() if len(agents) > 1 for a in agents}
     out = {}
     for key, values in series.items():
-        if key.startswith("agent/") and key.split("/")[1] not in parallel:
+        if key.startswith(AGENT_PREFIX) and key.split("/")[1] not in parallel:
             continue
         out[key] = _mean(values)
     return out
@@ -616,6 +640,6 @@ def _coherence_metrics(records: list[tuple[int, dict]]) -> dict[str, float]:
             scales[role].append(scale)
             if c is not None:
                 cosines[role].append(c)
-    out = {role_key(r, "coherence_scale"): _mean(v) for r, v in scales.items()}
-    out.update({role_key(r, "coherence_cos"): _mean(v) for r, v in cosines.items()})
+    out = {role_key(r, COHERENCE_SCALE): _mean(v) for r, v in scales.items()}
+    out.update({role_key(r, COHERENCE_COS): _mean(v) for r, v in cosines.items()})
     return out

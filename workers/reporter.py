@@ -41,6 +41,7 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from vocabulary.names import DB_SECONDS_KEY
 from webapp.episodes.store import write_episodes
 from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
@@ -131,7 +132,7 @@ class DatabaseReporter:
             # logged with: add them to the last step's value.
             step, value = self._last_db_point
             with self._lock:
-                self._points.append(("sys/db_seconds", step, value + self._db_seconds))
+                self._points.append((DB_SECONDS_KEY, step, value + self._db_seconds))
         stored = self._flush_until_stored(wait_seconds)
         if not stored:
             log.error("run %s: %d points could not be stored", self.run_id, len(self._points))
@@ -150,7 +151,7 @@ class DatabaseReporter:
         self._last_db_point = (step, db_seconds)
         with self._lock:
             self._points.extend((key, step, value) for key, value in metrics.items())
-            self._points.append(("sys/db_seconds", step, db_seconds))
+            self._points.append((DB_SECONDS_KEY, step, db_seconds))
             due = (
                 len(self._points) >= self.flush_points
                 or time.monotonic() - self._last_flush >= self.flush_seconds

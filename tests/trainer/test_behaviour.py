@@ -7,6 +7,7 @@ import pytest
 from trainer.behaviour import add_counts, behaviour_counts, behaviour_metrics, from_counts
 from trainer.episode import Episode, Turn
 from trainer.tasks.math import extract_boxed
+from vocabulary.names import BEHAVIOUR_KEYS, TRUNC_FRAC, role_key
 
 
 def turn(role: str, text: str = "", *, agent: str = "", score=None, truncated=False) -> Turn:
@@ -107,3 +108,19 @@ def test_counts_summed_over_ranks_give_the_metrics_of_all_episodes():
     merged = from_counts(add_counts(parts))
     assert merged == pytest.approx(behaviour_metrics(episodes, extract_boxed))
     assert set(merged) == set(behaviour_metrics(episodes, extract_boxed))
+
+
+def test_the_metrics_logged_are_the_vocabularys_behaviour_keys_and_each_roles_truncation():
+    # A key declared in the vocabulary but never computed here, or computed but not declared,
+    # fails: the two lists cannot drift apart.
+    orchestrated = Episode(
+        problem_id="p", sample=0, turns=[turn("orchestrator"), turn("worker"), turn("synthesizer")]
+    )
+    episodes = [
+        eval_opt((False, True), (True, True)),
+        voting(["4", "4", "5"], "\\boxed{4}"),
+        orchestrated,
+    ]
+    logged = set(behaviour_metrics(episodes, extract_boxed))
+    roles = {t.role for ep in episodes for t in ep.turns}
+    assert logged == {*BEHAVIOUR_KEYS, *(role_key(role, TRUNC_FRAC) for role in roles)}

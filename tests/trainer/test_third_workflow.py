@@ -86,6 +86,7 @@ print(json.dumps(out))
 def test_a_new_workflow_is_its_module_and_one_table_entry(tmp_path):
     copy = tmp_path / "trainer"
     shutil.copytree(ROOT / "trainer", copy, ignore=shutil.ignore_patterns("__pycache__", "weights"))
+    shutil.copytree(ROOT / "vocabulary", tmp_path / "vocabulary")  # the names it imports
     (copy / "workflows" / "relay.py").write_text(RELAY)  # file 1
     routing = (copy / "routing.py").read_text()  # file 2: one entry in WORKFLOW_TABLE
     anchor = "WORKFLOW_TABLE: dict[str, Workflow] = {\n"

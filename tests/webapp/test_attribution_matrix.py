@@ -4,7 +4,7 @@ page: each cell's roles with their share of the gain beside their share of the g
 import pytest
 
 from tests.people import make_experiment
-from trainer.names import role_key
+from vocabulary.names import role_key
 from webapp.attribution.matrix import attribution_cells, gradient_mass
 from webapp.attribution.models import SwapJob
 from webapp.dashboards import data

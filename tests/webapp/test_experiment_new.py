@@ -9,7 +9,7 @@ from django.utils.html import escape
 from tests.people import make_experiment
 from tests.runs import form_data
 from trainer.config import field_help
-from trainer.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES
 from webapp.experiments.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,11 @@ imports neither Django, torch, nor any other package of ours.
 
 The layers: `trainer` imports neither Django, Celery, the web app nor the
 workers; `analysis` imports neither torch nor Django, and of ours only the vocabulary
-(`trainer.names`); the web process never imports torch: no module of `webapp` names it,
-and importing the URLs, views and task module loads none of it (`test_no_torch.py` imports
-them all in one process; the probe here covers `analysis` and the vocabulary)."""
+(`vocabulary/`, the floor below the trainer and the analysis); the vocabulary imports nothing
+of ours and nothing beyond the standard library; the web process never imports torch: no
+module of `webapp` names it, and importing the URLs, views and task module loads none of it
+(`test_no_torch.py` imports them all in one process; the probes here cover `analysis` and the
+vocabulary)."""
 
 import ast
 import json
@@ -86,18 +88,70 @@ def test_the_analysis_imports_neither_torch_nor_django(forbidden):
     assert offenders("analysis", forbidden) == {}
 
 
-def test_the_analysis_imports_only_the_vocabulary_of_the_trainer():
+OURS = (
+    "analysis",
+    "bench",
+    "sandbox",
+    "scripts",
+    "tests",
+    "trainer",
+    "vocabulary",
+    "webapp",
+    "workers",
+)
+
+
+def ours_imported(folder: str) -> dict[str, list[str]]:
+    """{file: the modules of ours it imports, beyond its own package}."""
     used = {
         str(path.relative_to(ROOT)): sorted(
-            m for m in imported_modules(path) if m.split(".")[0] == "trainer"
+            m
+            for m in imported_modules(path)
+            if m.split(".")[0] in OURS and m.split(".")[0] != folder
         )
-        for path in sorted((ROOT / "analysis").rglob("*.py"))
+        for path in sorted((ROOT / folder).rglob("*.py"))
     }
+    return {path: found for path, found in used.items() if found}
+
+
+def test_the_analysis_imports_of_ours_only_the_vocabulary():
     beyond = {
-        path: [m for m in found if m != "trainer.names" and not m.startswith("trainer.names.")]
-        for path, found in used.items()
+        path: [m for m in found if m.split(".")[0] != "vocabulary"]
+        for path, found in ours_imported("analysis").items()
     }
     assert {path: found for path, found in beyond.items() if found} == {}
+
+
+def test_the_vocabulary_imports_nothing_of_ours():
+    assert ours_imported("vocabulary") == {}
+
+
+def test_the_vocabulary_imports_only_the_standard_library():
+    imported = {
+        m.split(".")[0]
+        for path in sorted((ROOT / "vocabulary").rglob("*.py"))
+        for m in imported_modules(path)
+    }
+    assert sorted(m for m in imported if m not in sys.stdlib_module_names) == []
+
+
+def test_the_trainer_keeps_no_copy_of_the_vocabulary():
+    # The vocabulary moved below the trainer; a re-export left behind would be a second home.
+    assert not (ROOT / "trainer" / "names.py").exists()
+    assert [p for p, found in ours_imported("trainer").items() if "trainer.names" in found] == []
+
+
+def test_importing_the_vocabulary_loads_no_other_package():
+    probe = (
+        "import json, sys; before = set(sys.modules); import vocabulary.names; "
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before "
+        "if m.split('.')[0] not in ('vocabulary', *sys.stdlib_module_names))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 @pytest.mark.parametrize("heavy", ["torch", "transformers", "peft", "trl"])
@@ -112,7 +166,7 @@ def test_importing_every_analysis_module_loads_neither_torch_nor_django():
         "for m in pkgutil.iter_modules(analysis.__path__)]; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'torch', 'transformers', 'webapp', 'workers') "
-        "or (m.startswith('trainer.') and m != 'trainer.names'))))"
+        "or m.split('.')[0] == 'trainer')))"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

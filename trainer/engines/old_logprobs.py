@@ -15,7 +15,7 @@ import torch
 
 from trainer.episode import Turn
 from trainer.loss import make_batch, token_logprobs
-from trainer.names import ROLLOUT_LOGP_GAP_KEY, ROLLOUT_LOGP_GAP_MAX_KEY
+from vocabulary.names import ROLLOUT_LOGP_GAP_KEY, ROLLOUT_LOGP_GAP_MAX_KEY
 
 
 @torch.no_grad()

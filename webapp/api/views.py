@@ -18,7 +18,7 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
 from trainer.config import FIELDS, INT_MAX, ConfigError
-from trainer.names import CELL_AXES
+from vocabulary.names import CELL_AXES
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.access import get_experiment_for_user, get_run_for_user
 from webapp.experiments.alerts import after_points, settle_run

@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from trainer.names import CELL_AXES, role_key
 from trainer.routing import WORKFLOW_ROLES
+from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 from webapp.attribution.models import SwapJob
 from webapp.experiments.models import Run
 from webapp.metrics import read_runs_series
@@ -29,7 +29,7 @@ def gradient_mass(series: dict[str, dict], roles: list[str]) -> dict[str, float]
     (a frozen role, a role without turns that step): 0. {} when no step has a norm."""
     by_step: dict[int, dict[str, float]] = defaultdict(dict)
     for role in roles:
-        found = series.get(role_key(role, "grad_norm")) or {}
+        found = series.get(role_key(role, GRAD_NORM)) or {}
         for step, value in zip(found.get("steps", []), found.get("values", [])):
             if value is not None and value == value:
                 by_step[step][role] = float(value)
@@ -66,7 +66,7 @@ def attribution_cells(runs: list[Run], kind: str = "gain") -> list[dict]:
     ids = [run.id for run in runs]
     results = latest_results(ids, kind)
     keys = sorted(
-        {role_key(r, "grad_norm") for run in runs for r in WORKFLOW_ROLES.get(run.workflow, ())}
+        {role_key(r, GRAD_NORM) for run in runs for r in WORKFLOW_ROLES.get(run.workflow, ())}
     )
     series = read_runs_series(ids, keys) if keys else {}
     cells: dict[tuple, list[Run]] = defaultdict(list)

@@ -30,10 +30,9 @@ from analysis.attribution import coalition_key, method_for, plan_coalitions
 from trainer.config import ConfigError, config_from_dict
 from trainer.eval_problems import read_per_problem
 from trainer.role_sources import resolve_sources
+from vocabulary.names import EVAL_SECONDS_KEY
 from webapp.experiments.models import Run
 from webapp.metrics import read_series
-
-EVAL_SECONDS_KEY = "sys/eval_seconds"
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 The same grid as `figures.matrix_figure` (one heatmap per sharing mode, rows workflow × task,
 columns model, a click opens the cell's runs), but the colour is a level, not a change: a
 sequential scale from white (0) to deep blue. Shares (every `behav/…` metric but the
-orchestrator's subtask count) are drawn on a fixed 0–1 scale, so a colour means the same in
-every experiment; the subtask count, a mean number of workers, runs from 0 to the largest
-cell. Cells where no run logged the metric (its workflow has no such role) stay blank.
+vocabulary's `BEHAVIOUR_COUNTS`, the orchestrator's subtask count) are drawn on a fixed 0–1
+scale, so a colour means the same in every experiment; a count, such as the mean number of
+workers, runs from 0 to the largest cell. Each metric's name on the page is the vocabulary's
+(`BEHAVIOURS`). Cells where no run logged the metric (its workflow has no such role) stay blank.
 """
 
 from __future__ import annotations
@@ -14,24 +15,11 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from trainer.names import (
-    AGGREGATOR_FOLLOWS_KEY,
-    EVALUATOR_ACCEPT_CORRECT_KEY,
-    EVALUATOR_ACCEPT_WRONG_KEY,
-    ORCHESTRATOR_SUBTASKS_KEY,
-    VOTER_AGREEMENT_KEY,
-)
+from vocabulary.names import BEHAVIOUR_COUNTS, BEHAVIOURS
 from webapp.dashboards import labels
 from webapp.dashboards.figures import cell_grid, empty
 
 SEQUENTIAL = [[0.0, "#f7f7f7"], [0.5, "#8fc1de"], [1.0, "#1d4f8c"]]
-NAMES = {
-    EVALUATOR_ACCEPT_CORRECT_KEY: "evaluator accepts correct",
-    EVALUATOR_ACCEPT_WRONG_KEY: "evaluator accepts wrong",
-    VOTER_AGREEMENT_KEY: "voter agreement",
-    AGGREGATOR_FOLLOWS_KEY: "aggregator follows majority",
-    ORCHESTRATOR_SUBTASKS_KEY: "orchestrator subtasks",
-}
 SCALE_NOTE = (
     "Colour: the metric's final (last logged) or peak (largest) value per run, averaged over "
     "the cell's seeds that logged it. Shares use a fixed 0–1 scale (white 0, deep blue 1); "
@@ -41,7 +29,7 @@ SCALE_NOTE = (
 
 
 def behaviour_name(key: str) -> str:
-    return NAMES.get(key, key)
+    return BEHAVIOURS.get(key, key)
 
 
 def behaviour_matrix_figure(cells: Sequence[dict], key: str, at: str) -> go.Figure:
@@ -51,7 +39,7 @@ def behaviour_matrix_figure(cells: Sequence[dict], key: str, at: str) -> go.Figu
     values = [c["mean"] for c in cells if c["mean"] is not None]
     if not values:
         return empty(f"No run of this experiment logged {behaviour_name(key)} yet.")
-    top = max(max(values), 1.0) if key == ORCHESTRATOR_SUBTASKS_KEY else 1.0
+    top = max(max(values), 1.0) if key in BEHAVIOUR_COUNTS else 1.0
     return cell_grid(
         cells,
         value=lambda c: c["mean"],

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from trainer.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
+from vocabulary.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import metric_keys, read_runs_series  # noqa: F401 (the pages' key list)
 

@@ -23,7 +23,14 @@ from plotly.subplots import make_subplots
 from analysis.gaps import gap_marks, gap_title, lone_points
 from analysis.runs import RunSummary
 from analysis.smoothing import centred_mean
-from trainer.names import ACCURACY_KEY, GRAD_COS_PREFIX, role_key, roles_in
+from vocabulary.names import (
+    ACCURACY_KEY,
+    GRAD_COS_PREFIX,
+    GRAD_NORM,
+    GRAD_SHARE,
+    role_key,
+    roles_in,
+)
 from webapp.dashboards import labels
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -523,7 +530,7 @@ def gradients_figure(
         for role in roles:
             shown_role = labels.plot_text(role)
             role_line = {"color": role_colour(role), "width": 1.8}
-            norm = points.get(role_key(role, "grad_norm"))
+            norm = points.get(role_key(role, GRAD_NORM))
             if norm:
                 fig.add_trace(
                     go.Scatter(
@@ -542,7 +549,7 @@ def gradients_figure(
                 )
                 gaps = _add_gaps(fig, norm["steps"], norm["values"], f"role:{role}",
                                  f"{shown_role} ‖g‖", row=r, col=1) or gaps  # fmt: skip
-            share = points.get(role_key(role, "grad_share"))
+            share = points.get(role_key(role, GRAD_SHARE))
             if share:
                 stacked = run.sharing == "shared"
                 fig.add_trace(
@@ -584,9 +591,7 @@ def gradients_figure(
                              f"cos({pair})", row=r, col=3) or gaps  # fmt: skip
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
-        if run.sharing != "shared" and any(
-            role_key(role, "grad_share") in points for role in roles
-        ):
+        if run.sharing != "shared" and any(role_key(role, GRAD_SHARE) in points for role in roles):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
         norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]

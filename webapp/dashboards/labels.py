@@ -11,8 +11,8 @@ import html
 from typing import Any
 
 from trainer.config import SHARING, TASKS, WORKFLOWS
-from trainer.names import ACCURACY_KEY, REWARD_KEY
 from trainer.routing import WORKFLOW_TABLE
+from vocabulary.names import ACCURACY_KEY, REWARD_KEY
 
 SHARING_NAMES = {
     "shared": "Shared policy",

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis.runs import RunSummary
-from trainer.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES
 from webapp.dashboards.tables import Column
 
 # Shown even when every selected run has the same value: what a reader looks for first.

@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from analysis.bands import group_bands
-from trainer.names import ACCURACY_KEY, CELL_AXES
+from vocabulary.names import ACCURACY_KEY, CELL_AXES
 from webapp.dashboards import labels
 from webapp.dashboards.figures import PALETTE, SHARING_COLOURS, curve_layout, empty
 

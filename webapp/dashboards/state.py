@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote
 
-from trainer.names import ACCURACY_KEY
+from vocabulary.names import ACCURACY_KEY
 
 PREFIX = "/dash"
 DEFAULT_KEY = ACCURACY_KEY

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from analysis.runs import RunSummary
-from trainer.names import CELL_AXES, MATRIX_AXES
+from vocabulary.names import CELL_AXES, MATRIX_AXES
 from webapp.dashboards import labels, state
 
 

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from trainer.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES
 from webapp.experiments.models import ApiToken, Experiment, Run
 
 

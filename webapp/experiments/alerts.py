@@ -54,7 +54,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis.radar import NON_FINITE_KINDS, radar
-from trainer.names import RADAR_KEYS, RADAR_ROLE_METRICS, radar_reads
+from vocabulary.names import RADAR_KEYS, RADAR_ROLE_METRICS, ROLE_PREFIX, radar_reads
 from webapp.celery import app
 from webapp.experiments.models import Alert, Run
 from webapp.metrics import selected_series
@@ -164,7 +164,7 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
     """The series the radar reads, in one query: {key: (steps, values)} (unordered: the
     radar sorts)."""
     keys = [*RADAR_KEYS, *NON_FINITE_KINDS]
-    return selected_series(run_id, keys, prefix="role/", suffixes=ROLE_SUFFIXES)
+    return selected_series(run_id, keys, prefix=ROLE_PREFIX, suffixes=ROLE_SUFFIXES)
 
 
 def _refresh(run: Run) -> list[Alert]:

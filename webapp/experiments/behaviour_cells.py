@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.names import BEHAVIOUR_KEYS, CELL_AXES
+from vocabulary.names import BEHAVIOUR_KEYS, CELL_AXES
 from webapp.experiments.models import Experiment
 from webapp.metrics import read_runs_series
 

@@ -47,7 +47,7 @@ from django.db import transaction
 
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
 from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
-from trainer.names import ACCURACY_KEY
+from vocabulary.names import ACCURACY_KEY
 from webapp.experiments.lineage import change_text
 from webapp.experiments.models import Run, RunLog
 from webapp.experiments.queueing import new_run, send_runs

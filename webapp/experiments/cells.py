@@ -4,7 +4,7 @@ Troupe's own runs take these columns from a validated config (`trainer.config`).
 run has only a free-form config — the JSON API's `config` object, or the MLflow endpoint's
 tags and params — and both read it here, by one rule (`run_columns`):
 
-- an axis (`trainer.names.CELL_AXES`) given with any value other than None is that value as
+- an axis (`vocabulary.names.CELL_AXES`) given with any value other than None is that value as
   text; text longer than its column is a problem, and is cut to the column;
 - the seed and the step count are whole numbers: an integer, or its decimal digits as text
   (MLflow sends every param as text); anything else is not a seed (the column keeps its
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config import INT_MAX
-from trainer.names import CELL_AXES
+from vocabulary.names import CELL_AXES
 from webapp.experiments.models import Run
 
 _WHOLE = re.compile(r"-?[0-9]+")

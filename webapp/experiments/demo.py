@@ -35,15 +35,21 @@ from django.utils import timezone
 
 from analysis.amplification import amplification_onset
 from trainer.config import make_config
-from trainer.names import (
+from trainer.routing import WORKFLOW_TABLE
+from vocabulary.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
     CELL_AXES,
+    ENTROPY,
+    ENTROPY_KEY,
     GRAD_COS_PREFIX,
+    GRAD_NORM,
+    GRAD_SHARE,
+    KL_KEY,
+    RESP_LEN_KEY,
     REWARD_KEY,
     role_key,
 )
-from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
 from webapp.tracking.name_claims import claim_name
@@ -284,9 +290,9 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     resp_len = 18 + 4 * np.exp(-train / steps) + rng.normal(0, 0.6, steps)
     for key, values in (
         (REWARD_KEY, reward),
-        ("train/entropy", entropy),
-        ("train/kl", kl),
-        ("train/resp_len", resp_len),
+        (ENTROPY_KEY, entropy),
+        (KL_KEY, kl),
+        (RESP_LEN_KEY, resp_len),
     ):
         yield from ((key, int(s), round(float(v), 5)) for s, v in zip(train, values))
 
@@ -316,16 +322,16 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
     shares = _shares(norms, run.sharing)
     for role in roles:
         yield from (
-            (role_key(role, "grad_norm"), int(s), round(float(v), 5))
+            (role_key(role, GRAD_NORM), int(s), round(float(v), 5))
             for s, v in zip(train, norms[role])
         )
         yield from (
-            (role_key(role, "grad_share"), int(s), round(float(v), 5))
+            (role_key(role, GRAD_SHARE), int(s), round(float(v), 5))
             for s, v in zip(train, shares[role])
         )
         role_entropy = entropy * (0.8 + 0.1 * roles.index(role))
         yield from (
-            (role_key(role, "entropy"), int(s), round(float(v), 5))
+            (role_key(role, ENTROPY), int(s), round(float(v), 5))
             for s, v in zip(train, role_entropy)
         )
 

@@ -28,7 +28,7 @@ from trainer.config import (
     expand_matrix,
     field_help,
 )
-from trainer.names import CELL_AXES, MATRIX_AXES
+from vocabulary.names import CELL_AXES, MATRIX_AXES
 from webapp.experiments.queueing import check_models
 from webapp.experiments.worker_gpus import check_gpus
 

@@ -35,7 +35,7 @@ from django.db import transaction
 from analysis.runs import RunSummary
 from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
-from trainer.names import CELL_AXES, role_key
+from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 from webapp.experiments.models import Experiment, Run
 from webapp.experiments.queueing import new_run, send_runs
 from webapp.experiments.summaries import run_summaries
@@ -117,7 +117,7 @@ def _lead_entries(runs: list[Run], summaries: dict[int, dict]) -> tuple[list[dic
             n_no_onset += 1
             continue
         role = min(sorted(onsets), key=lambda r: onsets[r])  # lead_inputs' own choice
-        wanted[run.id] = role_key(role, "grad_norm")
+        wanted[run.id] = role_key(role, GRAD_NORM)
     series = series_of(wanted)
     entries = []
     for run in runs:

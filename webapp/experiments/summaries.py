@@ -26,10 +26,12 @@ from typing import Any
 
 from analysis.cells import summarize_cells
 from analysis.runs import summarize_run
-from trainer.names import (
+from vocabulary.names import (
     ACCURACY_KEY,
     ACCURACY_SE_KEY,
     CELL_AXES,
+    GRAD_NORM,
+    GRAD_SHARE,
     MATRIX_AXES,
     policy_key,
     role_key,
@@ -41,9 +43,9 @@ LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views
 
 # The series `summarize_run` reads (docs/design.md §5 names), as SQL LIKE patterns.
 _GRADIENT_PATTERNS = (
-    role_key("%", "grad_norm"),
-    role_key("%", "grad_share"),
-    policy_key("%", "grad_norm"),
+    role_key("%", GRAD_NORM),
+    role_key("%", GRAD_SHARE),
+    policy_key("%", GRAD_NORM),
 )
 _CACHE_SIZE = 20_000
 

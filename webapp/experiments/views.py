@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
-from trainer.names import ACCURACY_KEY, REWARD_KEY
+from vocabulary.names import ACCURACY_KEY, REWARD_KEY
 from webapp.experiments import queueing
 from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for

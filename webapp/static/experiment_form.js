@@ -12,7 +12,7 @@
 
   function count() {
     var total = 1;
-    // The axes are the form's fieldsets (trainer/names.py's CELL_AXES, rendered by the page).
+    // The axes are the form's fieldsets (vocabulary/names.py's CELL_AXES, rendered by the page).
     form.querySelectorAll("fieldset[data-axis]").forEach(function (fieldset) {
       var axis = fieldset.getAttribute("data-axis");
       var n = form.querySelectorAll('input[name="' + axis + '"]:checked').length;

@@ -5,7 +5,7 @@ their own key conventions. Troupe's pages read its own names (`role/<role>/grad_
 `eval/accuracy`, `train/loss` …), so at ingestion each recognised key is also stored under its
 Troupe name, and the original key is kept as it was logged. Both the MLflow endpoint
 (`webapp/tracking`) and the offline importer (`manage.py import_runs`) map through this module,
-which builds Troupe's names with the vocabulary (`trainer/names.py`); only ingestion uses it,
+which builds Troupe's names with the vocabulary (`vocabulary/names.py`); only ingestion uses it,
 so it lives in the web app.
 
 The conventions:
@@ -28,22 +28,40 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from trainer.names import ACCURACY_KEY, ZERO_STD_KEY, agent_key, role_key
+from vocabulary.names import (
+    ACCURACY_KEY,
+    CLIP_FRAC,
+    CLIP_FRAC_KEY,
+    ENTROPY,
+    ENTROPY_KEY,
+    GRAD_NORM,
+    KL,
+    KL_KEY,
+    LOSS_KEY,
+    PG_LOSS,
+    RESP_LEN,
+    RESP_LEN_KEY,
+    REWARD_KEY,
+    REWARD_STD_KEY,
+    ZERO_STD_KEY,
+    agent_key,
+    role_key,
+)
 from webapp.experiments.models import METRIC_KEY_MAX
 
 MAX_KEY_LENGTH = METRIC_KEY_MAX  # Troupe's metric key column: MLflow's 250
 
 # Per-role (and per-agent) metric names as verl / OpenRLHF spell them → docs/design.md §5's.
 _ROLE_METRICS = {
-    "grad_norm": "grad_norm",
-    "kl": "kl",
-    "kl_loss": "kl",
-    "pg_loss": "pg_loss",
-    "policy_loss": "pg_loss",
-    "pg_clipfrac": "clip_frac",
-    "clip_frac": "clip_frac",
-    "entropy": "entropy",
-    "response_length": "resp_len",
+    "grad_norm": GRAD_NORM,
+    "kl": KL,
+    "kl_loss": KL,
+    "pg_loss": PG_LOSS,
+    "policy_loss": PG_LOSS,
+    "pg_clipfrac": CLIP_FRAC,
+    "clip_frac": CLIP_FRAC,
+    "entropy": ENTROPY,
+    "response_length": RESP_LEN,
 }
 _ROLE = re.compile(r"^actor/(?P<role>[A-Za-z][\w.\-]*)/(?P<metric>[\w]+)$")
 _MARTI_AGENT = re.compile(r"^train/agent_(?P<index>\d+)/(?P<metric>[\w]+)$")
@@ -51,21 +69,21 @@ _MARTI_AGENT = re.compile(r"^train/agent_(?P<index>\d+)/(?P<metric>[\w]+)$")
 # Whole keys with one fixed Troupe name.
 _EXACT = {
     # verl, one policy
-    "actor/pg_loss": "train/loss",
-    "actor/kl_loss": "train/kl",
-    "actor/pg_clipfrac": "train/clip_frac",
-    "actor/entropy": "train/entropy",
-    "critic/score/mean": "train/reward",
-    "response_length/mean": "train/resp_len",
+    "actor/pg_loss": LOSS_KEY,
+    "actor/kl_loss": KL_KEY,
+    "actor/pg_clipfrac": CLIP_FRAC_KEY,
+    "actor/entropy": ENTROPY_KEY,
+    "critic/score/mean": REWARD_KEY,
+    "response_length/mean": RESP_LEN_KEY,
     # TRL's GRPOTrainer and the Hugging Face Trainer
-    "loss": "train/loss",
-    "reward": "train/reward",
-    "reward_std": "train/reward_std",
-    "kl": "train/kl",
-    "entropy": "train/entropy",
+    "loss": LOSS_KEY,
+    "reward": REWARD_KEY,
+    "reward_std": REWARD_STD_KEY,
+    "kl": KL_KEY,
+    "entropy": ENTROPY_KEY,
     "frac_reward_zero_std": ZERO_STD_KEY,
-    "completions/mean_length": "train/resp_len",
-    "clip_ratio/region_mean": "train/clip_frac",
+    "completions/mean_length": RESP_LEN_KEY,
+    "clip_ratio/region_mean": CLIP_FRAC_KEY,
 }
 
 # Keys that look like held-out pass@1, best first: rLLM's `val/<source>/pass@1`, verl's

@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from trainer.config import INT_MAX
-from trainer.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES
 from webapp.experiments.access import can_manage
 from webapp.experiments.alerts import after_points, settle_run
 from webapp.experiments.cells import run_columns

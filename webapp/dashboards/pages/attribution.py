@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, callback, dcc, html
 from plotly.subplots import make_subplots
 
-from trainer.names import CELL_AXES
+from vocabulary.names import CELL_AXES
 from webapp.attribution.matrix import attribution_cells
 from webapp.dashboards import components, data, figures, labels, state, tables
 

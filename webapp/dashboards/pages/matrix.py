@@ -14,7 +14,7 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from trainer.names import BEHAVIOUR_KEYS, VOTER_AGREEMENT_KEY
+from vocabulary.names import BEHAVIOUR_KEYS, VOTER_AGREEMENT_KEY
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.dashboards.behaviour_matrix import SCALE_NOTE, behaviour_matrix_figure, behaviour_name
 from webapp.experiments.behaviour_cells import AT, behaviour_cells

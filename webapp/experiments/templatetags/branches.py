@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django import template
 
-from trainer.names import ACCURACY_KEY
+from vocabulary.names import ACCURACY_KEY
 from webapp.dashboards.state import PREFIX
 from webapp.experiments.access import can_manage
 from webapp.experiments.branch_views import SHARING_HELP, BranchForm

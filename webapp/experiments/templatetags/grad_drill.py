@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from django import template
 
-from trainer.names import role_key
+from vocabulary.names import GRAD_NORM, role_key
 from webapp.episodes.codec import unpack
 from webapp.episodes.models import Episode
 from webapp.experiments.models import Run
@@ -69,7 +69,7 @@ def grad_drill_panel(run: Run) -> dict:
     steps, roles = drill_roles(run.id)
     rows = []
     for role in roles or []:
-        norms = values_at(run.id, role_key(role, "grad_norm"), steps)
+        norms = values_at(run.id, role_key(role, GRAD_NORM), steps)
         finite = [(s, v) for s, v in norms.items() if v is not None]
         spikes, empty = [], 0
         for s, v in sorted(finite, key=lambda pair: (-pair[1], pair[0]))[:LOOKED_AT]:

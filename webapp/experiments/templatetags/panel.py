@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import template
 
-from trainer.names import ACCURACY_KEY
+from vocabulary.names import ACCURACY_KEY
 from webapp.dashboards.state import compare_url, parse_ids
 
 register = template.Library()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django import template
 
-from trainer.names import BEST_ACCURACY_KEY, BEST_STEP_KEY
+from vocabulary.names import BEST_ACCURACY_KEY, BEST_STEP_KEY
 from webapp.experiments.models import Alert, Run
 from webapp.metrics import latest_values
 

@@ -1,11 +1,14 @@
-"""The names that are a contract (docs/design.md §5): metric keys, the matrix's axes and which
-keys the live radar reads, each written here once.
+"""The names that are a contract (docs/design.md §5): metric keys, the metric names under a
+role, agent or policy, the matrix's axes and which keys the live radar reads, each written here
+once.
 
-Code builds a key with the functions below (`role_key("generator", "grad_norm")`), never with
-an f-string of its own, and names an axis tuple from here, never by spelling it out:
-`tests/test_vocabulary.py` fails when `"eval/accuracy"` or the axes tuple is written anywhere
-else. The trainer logs these names, the analysis reads them and the web app stores, serves and
-draws them, so this module imports nothing at all: every process may import it.
+Code that writes or reads a metric names it from here: a whole key by its constant
+(`LOSS_KEY`), a per-role, per-agent or per-policy key with a builder and a metric constant
+(`role_key("generator", GRAD_NORM)`), never with a literal or an f-string of its own, and an
+axis tuple by its name, never by spelling it out. `tests/test_vocabulary.py` reads every key and
+metric name from this module and fails when product code spells one elsewhere. The trainer logs
+these names, the analysis reads them and the web app stores, serves and draws them, so this
+package sits below all three and imports nothing at all: every process may import it.
 """
 
 from __future__ import annotations
@@ -35,21 +38,76 @@ VERDICT_DISAGREEMENTS_KEY = "sandbox/verdict_disagreements"
 BEST_STEP_KEY = "ckpt/best_step"
 BEST_ACCURACY_KEY = "ckpt/best_accuracy"
 
-# Behaviour metrics (trainer/behaviour.py): what the agents did in a step's episodes. The two
-# the radar reads have names of their own; BEHAVIOUR_KEYS are those the experiment page's
-# matrix can be coloured by (every one a share or a mean count, one value a step).
+# The update's and the step's own figures (trainer/update.py, trainer/train.py).
+LOSS_KEY = "train/loss"
+KL_KEY = "train/kl"
+ENTROPY_KEY = "train/entropy"
+CLIP_FRAC_KEY = "train/clip_frac"
+RESP_LEN_KEY = "train/resp_len"  # mean completion length in tokens
+GROUPS_KEY = "train/groups"  # GRPO groups in the step
+MALFORMED_KEY = "train/malformed_frac"
+STEP_SECONDS_KEY = "sys/step_seconds"
+TOKENS_PER_SECOND_KEY = "sys/tokens_per_second"
+PEAK_MEMORY_KEY = "sys/peak_memory_mb"
+ROLLOUT_SECONDS_KEY = "sys/rollout_seconds"
+UPDATE_SECONDS_KEY = "sys/update_seconds"
+EVAL_SECONDS_KEY = "sys/eval_seconds"
+GRAD_SNAPSHOT_KEY = "sys/grad_snapshot_mb"  # the drill-down's gradient snapshots at their peak
+DB_SECONDS_KEY = "sys/db_seconds"  # runs a worker trains: time in the database reporter
+PARAM_DTYPE_KEY = "sys/param_dtype"  # bits per parameter as stored, logged once
+COMPUTE_DTYPE_KEY = "sys/compute_dtype"  # bits of the autocast compute type, logged once
+
+# Behaviour metrics (trainer/behaviour.py): what the agents did in a step's episodes, each
+# declared here once with the name the pages give it. BEHAVIOUR_KEYS are those the experiment
+# page's matrix can be coloured by, one value a step: every one a share on a fixed 0–1 scale
+# but the BEHAVIOUR_COUNTS, mean counts whose scale runs to the largest cell.
 EVALUATOR_ACCEPT_CORRECT_KEY = "behav/evaluator_accept_correct"
 EVALUATOR_ACCEPT_WRONG_KEY = "behav/evaluator_accept_wrong"  # the evaluator waves wrong through
 VOTER_AGREEMENT_KEY = "behav/voter_agreement"  # all voters alike: diversity collapse at 1
 AGGREGATOR_FOLLOWS_KEY = "behav/aggregator_follows_majority"
 ORCHESTRATOR_SUBTASKS_KEY = "behav/orchestrator_subtasks"
-BEHAVIOUR_KEYS = (
-    EVALUATOR_ACCEPT_CORRECT_KEY,
-    EVALUATOR_ACCEPT_WRONG_KEY,
-    VOTER_AGREEMENT_KEY,
-    AGGREGATOR_FOLLOWS_KEY,
-    ORCHESTRATOR_SUBTASKS_KEY,
+BEHAVIOURS = {
+    EVALUATOR_ACCEPT_CORRECT_KEY: "evaluator accepts correct",
+    EVALUATOR_ACCEPT_WRONG_KEY: "evaluator accepts wrong",
+    VOTER_AGREEMENT_KEY: "voter agreement",
+    AGGREGATOR_FOLLOWS_KEY: "aggregator follows majority",
+    ORCHESTRATOR_SUBTASKS_KEY: "orchestrator subtasks",
+}
+BEHAVIOUR_KEYS = tuple(BEHAVIOURS)
+BEHAVIOUR_COUNTS = (ORCHESTRATOR_SUBTASKS_KEY,)
+
+# --- metric names under a role, an agent or a policy -----------------------------------------
+
+GRAD_NORM = "grad_norm"
+GRAD_SHARE = "grad_share"  # ‖g_role‖ / Σ ‖g_r‖ over the roles on the same policy
+ENTROPY = "entropy"
+KL = "kl"
+TOKENS = "tokens"
+RESP_LEN = "resp_len"
+OPT_STEPS = "opt_steps"
+PG_LOSS = "pg_loss"
+CLIP_FRAC = "clip_frac"
+COHERENCE_SCALE = "coherence_scale"  # with the coherence regulariser on
+COHERENCE_COS = "coherence_cos"
+TRUNC_FRAC = "trunc_frac"  # a behaviour metric: the share of the role's turns at their budget
+LR = "lr"
+SKIPPED = "skipped"  # a non-finite gradient skipped the step
+ROLE_METRICS = (
+    GRAD_NORM,
+    GRAD_SHARE,
+    ENTROPY,
+    KL,
+    TOKENS,
+    RESP_LEN,
+    OPT_STEPS,
+    PG_LOSS,
+    CLIP_FRAC,
+    COHERENCE_SCALE,
+    COHERENCE_COS,
+    TRUNC_FRAC,
 )
+AGENT_METRICS = (GRAD_NORM,)
+POLICY_METRICS = (GRAD_NORM, LR, SKIPPED)
 
 ROLE_PREFIX = "role/"
 AGENT_PREFIX = "agent/"
@@ -58,7 +116,7 @@ GRAD_COS_PREFIX = "grad_cos/"
 
 
 def role_key(role: str, metric: str) -> str:
-    """`role/<role>/<metric>`: a role's own figure (grad_norm, grad_share, entropy, kl, …)."""
+    """`role/<role>/<metric>`: a role's own figure, one of ROLE_METRICS."""
     return f"{ROLE_PREFIX}{role}/{metric}"
 
 
@@ -68,7 +126,7 @@ def agent_key(agent: str, metric: str) -> str:
 
 
 def policy_key(policy: str, metric: str) -> str:
-    """`policy/<policy>/<metric>`: grad_norm, lr, skipped."""
+    """`policy/<policy>/<metric>`: one of POLICY_METRICS."""
     return f"{POLICY_PREFIX}{policy}/{metric}"
 
 
@@ -106,7 +164,7 @@ RADAR_KEYS = (
     VOTER_AGREEMENT_KEY,
     VERDICT_DISAGREEMENTS_KEY,
 )
-RADAR_ROLE_METRICS = ("grad_norm", "grad_share", "entropy")
+RADAR_ROLE_METRICS = (GRAD_NORM, GRAD_SHARE, ENTROPY)
 
 
 def radar_reads(key: str) -> bool:
