@@ -41,8 +41,8 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from webapp.alerts.radar import after_points
 from webapp.episodes.store import write_episodes
-from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import Point, write_points
 

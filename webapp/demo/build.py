@@ -46,7 +46,7 @@ from trainer.names import (
 from trainer.routing import WORKFLOW_TABLE
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
-from webapp.tracking.name_claims import claim_name
+from webapp.runs.name_claims import claim_name
 
 DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
