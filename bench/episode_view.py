@@ -141,7 +141,7 @@ def main() -> None:
         from trainer.config import make_config
         from webapp.episodes import store
         from webapp.experiments.models import Experiment
-        from webapp.experiments.queueing import new_run
+        from webapp.runs.queueing import new_run
 
         settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
         owner = get_user_model().objects.create_user("bench")

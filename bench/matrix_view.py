@@ -6,7 +6,7 @@ summary cache's signatures and one query for the `eval/accuracy` points of runs 
 → analysis (`analysis.runs.summarize_run` per run, `summarize_cells`) → figure (one heatmap
 per sharing mode) and table. It is timed here in-process on a fresh PostgreSQL database
 (`troupe_bench_matrix`, dropped at the end) holding demo experiments built by
-`webapp/experiments/demo.py`: 24 cells (3 workflows × 2 tasks × 2 models × 2 sharing modes)
+`webapp/demo/build.py`: 24 cells (3 workflows × 2 tasks × 2 models × 2 sharing modes)
 and as many seeds as the size needs, `--steps` 200 steps a run, about 2,600 points a run over
 16 keys (accuracy every 10 steps; training, per-role and pairwise series every step).
 
@@ -50,9 +50,9 @@ def measure(n: int, owner, args) -> dict:
     from webapp.dashboards import figures
     from webapp.dashboards.data import viewing_as
     from webapp.dashboards.pages.matrix import update_matrix
-    from webapp.experiments.demo import build_demo_experiment
+    from webapp.demo.build import build_demo_experiment
     from webapp.experiments.models import MetricPoint
-    from webapp.experiments.summaries import cell_summaries, clear_cache
+    from webapp.runs.summaries import cell_summaries, clear_cache
 
     started = time.perf_counter()
     experiment = build_demo_experiment(owner, runs=n, steps=args.steps).experiment

@@ -80,7 +80,7 @@ def main() -> int:
     from django.db import connection
 
     from analysis.radar import radar
-    from webapp.experiments.alerts import radar_series, refresh_alerts
+    from webapp.alerts.radar import radar_series, refresh_alerts
     from webapp.experiments.models import Alert, Experiment, Run
     from webapp.metrics import write_points
 

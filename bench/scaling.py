@@ -142,7 +142,7 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
 
     from webapp.dashboards.data import viewing_as
     from webapp.experiments.models import Experiment
-    from webapp.experiments.summaries import cell_summaries, clear_cache
+    from webapp.runs.summaries import cell_summaries, clear_cache
 
     keys = KEYS[: args.keys]
     experiment = Experiment.objects.create(owner=owner, name=f"scaling-{n}")
@@ -262,7 +262,7 @@ def matrix_view():
     except ImportError:
         from webapp.dashboards.figures import matrix_figure
         from webapp.experiments.models import Experiment
-        from webapp.experiments.summaries import cell_summaries
+        from webapp.runs.summaries import cell_summaries
 
         def view(experiment_id: int):
             experiment = Experiment.objects.get(id=experiment_id)

@@ -72,8 +72,8 @@ def series(index: int, sharing: str, steps: int) -> list[tuple[str, int, float]]
 def build(owner, steps: int):
     from trainer.config import make_config
     from webapp.experiments.models import Experiment, Run
-    from webapp.experiments.queueing import new_run
     from webapp.metrics import write_points
+    from webapp.runs.queueing import new_run
 
     experiment = Experiment.objects.create(owner=owner, name="stats bench", preset="cpu-demo")
     index = 0
@@ -106,9 +106,9 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.db import connection
 
-        from webapp.experiments import stats_page
         from webapp.experiments.models import MetricPoint
-        from webapp.experiments.summaries import clear_cache
+        from webapp.runs.summaries import clear_cache
+        from webapp.stats import page as stats_page
 
         owner = get_user_model().objects.create_user("bench")
         started = time.perf_counter()

@@ -11,7 +11,7 @@ The worker listens on both run queues, `cpu` and `gpu`, whatever the hardware: o
 machine there is no other worker, and a run queued for a device nobody listens to would wait
 forever. It runs one task at a time (a training run uses every core, or the one GPU). The
 radar worker takes the `radar` queue: the live radar's evaluations of runs as their points
-arrive (`webapp/experiments/alerts.py`), which must not wait for the run being trained.
+arrive (`webapp/alerts/radar.py`), which must not wait for the run being trained.
 """
 
 import io
@@ -169,7 +169,7 @@ def hand_back() -> None:
     rarely ends within the grace period, and the worker is then killed)."""
     from django.db import DatabaseError
 
-    from webapp.experiments.queueing import hand_back_runs
+    from webapp.runs.queueing import hand_back_runs
 
     try:
         runs = hand_back_runs(WORKER_NAME.replace("%h", socket.gethostname()))

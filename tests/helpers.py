@@ -223,5 +223,5 @@ def start_worker(
 
 def start_radar_worker(env: dict[str, str], ready_timeout: float = 60):
     """A worker on the live radar's queue, as `make run` and the compose file start one: the
-    radar's evaluations of runs whose points arrive (`webapp/experiments/alerts.py`)."""
+    radar's evaluations of runs whose points arrive (`webapp/alerts/radar.py`)."""
     return start_worker(env, queues="radar", ready_timeout=ready_timeout, pool="solo")

@@ -12,7 +12,7 @@ import pytest
 
 from trainer.config import make_config
 from webapp.experiments.models import ApiToken, Experiment, Run
-from webapp.experiments.queueing import new_run
+from webapp.runs.queueing import new_run
 
 # No passwords: hashing one takes most of a second (Django's PBKDF2 default), and the tests
 # sign in with force_login or tokens. The browser test sets its own.

@@ -25,8 +25,8 @@ from django.db import DatabaseError, connection
 from tests.helpers import ROOT, service_env
 from trainer.config import field_help
 from vocabulary.names import MATRIX_AXES
-from webapp.experiments.forms import as_text, preset_values
 from webapp.experiments.models import MetricPoint, Run
+from webapp.runs.forms import as_text, preset_values
 
 SMALL = {
     "steps": 4,

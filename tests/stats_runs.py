@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from trainer.config import make_config
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import new_run
 from webapp.metrics import write_points
+from webapp.runs.queueing import new_run
 
 ACCURACY_STEPS = range(0, 100, 10)
 CLIFF_ONSET = 40

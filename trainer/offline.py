@@ -1,6 +1,6 @@
 """Whether this node may reach the Hugging Face Hub: the one reading of `TROUPE_OFFLINE` and
 `HF_HUB_OFFLINE`, shared by the worker's model download (`trainer/models.py`) and the web
-server's check of a model id at submit time (`webapp/experiments/queueing.py`). Torch-free,
+server's check of a model id at submit time (`webapp/runs/queueing.py`). Torch-free,
 so the web process can import it."""
 
 from __future__ import annotations

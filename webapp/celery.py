@@ -1,7 +1,7 @@
 """The Celery application of the Django project: `celery -A webapp worker -Q cpu`.
 
 It belongs to the project (Django's standard layout), not to `workers`: the web process sends
-runs through it (`webapp/experiments/queueing.py`) without importing any worker code. The
+runs through it (`webapp/runs/queueing.py`) without importing any worker code. The
 worker loads its tasks by name (`include`), and importing `workers.tasks` connects what runs at
 worker start (the stale-run sweep, the sandbox report).
 
@@ -17,9 +17,9 @@ from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-# The live radar's task is the web app's own (`webapp/experiments/alerts.py`): the web process
+# The live radar's task is the web app's own (`webapp/alerts/radar.py`): the web process
 # queues it without importing any worker code.
-app = Celery("troupe", include=["workers.tasks", "webapp.experiments.alerts"])
+app = Celery("troupe", include=["workers.tasks", "webapp.alerts.radar"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
     # Queues by device: GPU workers take `gpu`, everything else `cpu`; `radar` holds the live

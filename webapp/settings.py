@@ -24,6 +24,10 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.experiments",
+    "webapp.runs",
+    "webapp.alerts",
+    "webapp.branching",
+    "webapp.stats",
     "webapp.episodes",
     "webapp.dashboards",
     "webapp.tracking",
@@ -186,7 +190,7 @@ LOGGING = {
     },
 }
 
-# Runs (webapp/experiments, workers)
+# Runs (webapp/runs, workers)
 
 # A running run whose heartbeat is older than this is presumed to have lost its worker: the
 # sweep every worker runs (workers/sweep.py) puts it back in the queue, to resume from its last
@@ -205,7 +209,7 @@ TROUPE_API_MAX_POINTS = env_int("TROUPE_API_MAX_POINTS", 10_000, minimum=1)
 TROUPE_ARTIFACT_MAX_BYTES = env_int("TROUPE_ARTIFACT_MAX_BYTES", 2 * 1024**3, minimum=1)
 TROUPE_RUN_ARTIFACTS_MAX_BYTES = env_int("TROUPE_RUN_ARTIFACTS_MAX_BYTES", 20 * 1024**3, minimum=1)
 
-# The live radar (webapp/experiments/alerts.py): each confirmed event is POSTed once as JSON
+# The live radar (webapp/alerts/radar.py): each confirmed event is POSTed once as JSON
 # to this URL, when set, from a background thread that waits at most the timeout.
 TROUPE_ALERT_WEBHOOK_URL = env_str("TROUPE_ALERT_WEBHOOK_URL", "")
 TROUPE_ALERT_WEBHOOK_TIMEOUT = env_int("TROUPE_ALERT_WEBHOOK_TIMEOUT", 5, minimum=1)

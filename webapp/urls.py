@@ -3,16 +3,16 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from webapp.experiments import alert_views
 from webapp.tracking import views as tracking_views
 
 urlpatterns = [
     path("", include("webapp.accounts.urls")),
-    path("", include("webapp.experiments.urls")),
+    path("", include("webapp.runs.urls")),
+    path("", include("webapp.stats.urls")),
+    path("", include("webapp.branching.urls")),
     path("", include("webapp.episodes.urls")),
-    # the live radar's alerts (webapp/experiments/alert_views.py), before the API's catch-all
-    path("api/v1/alerts", alert_views.alerts_api, name="api_alerts"),
-    path("api/v1/alerts/", alert_views.alerts_api),
+    # the live radar's page and API (webapp/alerts/urls.py), before the API's catch-all
+    path("", include("webapp.alerts.urls")),
     # swap jobs' forms and API (webapp/attribution), before the API's catch-all
     path("", include("webapp.attribution.urls")),
     path("api/v1/", include("webapp.api.urls")),

@@ -31,8 +31,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from webapp.alerts.radar import settle_run
 from webapp.episodes.store import delete_from as delete_episodes_from
-from webapp.experiments.alerts import settle_run
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import delete_points_from
 from workers.reporter import TRANSIENT_DB_ERRORS, DatabaseReporter, drop_connection

@@ -16,7 +16,7 @@ On the way out, however it ends, rank 0 waits for its children a few seconds, th
 The worker's GPU count is `TROUPE_WORKER_GPUS` (default 1). A run needing more is refused
 with a message naming both numbers, before anything starts. The worker also advertises the
 count in the database (workers/sweep.py), so the form and the API refuse such a run before
-it is queued when a live worker is known (webapp/experiments/worker_gpus.py).
+it is queued when a live worker is known (webapp/runs/worker_gpus.py).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from vocabulary.names import DB_SECONDS_KEY
+from webapp.alerts.radar import after_points
 from webapp.episodes.store import write_episodes
-from webapp.experiments.alerts import after_points
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import Point, write_points
 

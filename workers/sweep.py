@@ -7,8 +7,8 @@ on whichever worker takes it, with no extra process to deploy (no Celery beat) a
 for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
 conditional UPDATE, so a stale run is queued again exactly once.
 `python manage.py sweep_runs` runs one sweep by hand. A sweep also settles the live radar's
-alerts of runs that finished (`webapp.experiments.alerts.settle_finished_runs`), and records
-how many GPUs this worker gives a run (`webapp.experiments.worker_gpus.advertise`).
+alerts of runs that finished (`webapp.alerts.radar.settle_finished_runs`), and records
+how many GPUs this worker gives a run (`webapp.runs.worker_gpus.advertise`).
 
 The thread only uses the database (no torch). The worker forks a pool process after every
 task (`worker_max_tasks_per_child=1`), and a fork copies whatever a thread holds at that
@@ -37,9 +37,9 @@ def sweep_once() -> list[int]:
     # Imported here: this module is imported with the task module, before Django is set up.
     from django.db import DatabaseError
 
-    from webapp.experiments.alerts import settle_finished_runs
-    from webapp.experiments.queueing import requeue_stale_runs
-    from webapp.experiments.worker_gpus import advertise
+    from webapp.alerts.radar import settle_finished_runs
+    from webapp.runs.queueing import requeue_stale_runs
+    from webapp.runs.worker_gpus import advertise
     from workers.ranks import worker_gpus
     from workers.reporter import drop_connection
 

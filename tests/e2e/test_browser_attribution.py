@@ -15,7 +15,7 @@ from tests.helpers import database_url, service_env, start_worker
 from tests.live_server import live_troupe
 from tests.runs import SMALL, run_in, wait_for
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 

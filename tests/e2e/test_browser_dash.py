@@ -15,7 +15,7 @@ from django.db import connection
 
 from tests.e2e.browser import chromium, screenshot
 from tests.live_server import live_troupe
-from webapp.experiments.demo import LEAD, build_demo_experiment
+from webapp.demo.build import LEAD, build_demo_experiment
 from webapp.experiments.models import MetricPoint, Run
 
 pytestmark = [

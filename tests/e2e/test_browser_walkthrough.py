@@ -27,7 +27,7 @@ from tests.e2e.browser import chromium, screenshot
 from tests.helpers import database_url, service_env, start_radar_worker, start_worker
 from tests.live_server import live_troupe
 from webapp.experiments.models import ApiToken
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [
     pytest.mark.e2e,

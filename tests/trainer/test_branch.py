@@ -75,7 +75,7 @@ def test_a_branch_uses_its_own_learning_rate_from_its_first_step(parent, tmp_pat
 
 def test_a_branch_from_the_last_steps_checkpoint_trains_the_steps_it_adds(parent, tmp_path):
     # What the web's branching does when the peak is the parent's last step: the child's
-    # steps go past the branch point (webapp/experiments/branching.py, child_steps).
+    # steps go past the branch point (webapp/branching/branch.py, child_steps).
     out, _ = parent
     last = out / "checkpoints" / "step-000004"  # the parent's steps are 4
     reporter = ListReporter()

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import free_port
 from tests.webapp.test_alerts import accuracy_points, every_batch, rows, send  # noqa: F401
-from webapp.experiments.alerts import send_webhook
+from webapp.alerts.radar import send_webhook
 from webapp.experiments.models import Alert
 
 # Committed transactions: the webhook is sent on commit, which a test transaction never does.

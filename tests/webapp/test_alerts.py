@@ -14,7 +14,7 @@ import pytest
 from django.test import TestCase
 
 from tests.people import bearer, make_experiment
-from webapp.experiments.alerts import after_points, settle_finished_runs
+from webapp.alerts.radar import after_points, settle_finished_runs
 from webapp.experiments.models import Alert
 from workers.execute import finish
 

@@ -10,7 +10,7 @@ from tests.people import bearer
 from webapp.episodes import store
 from webapp.episodes.models import Episode
 from webapp.experiments.models import Run
-from webapp.experiments.run_files import delete_runs
+from webapp.runs.run_files import delete_runs
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ import pytest
 from tests.people import make_experiment
 from webapp.dashboards import data, figures
 from webapp.dashboards.pages import matrix
-from webapp.experiments.behaviour_cells import behaviour_cells, run_value
 from webapp.metrics import write_points
+from webapp.runs.behaviour_cells import behaviour_cells, run_value
 
 pytestmark = pytest.mark.django_db
 

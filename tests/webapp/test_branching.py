@@ -1,4 +1,4 @@
-"""Planning and queueing branches (webapp/experiments/branching.py): which checkpoints a run
+"""Planning and queueing branches (webapp/branching/branch.py): which checkpoints a run
 offers, what each child's config is, what is refused and how the error names it, and the
 frozen copy of the checkpoint the children start from."""
 
@@ -10,9 +10,10 @@ import pytest
 from tests.branches import give_checkpoints
 from tests.people import make_experiment
 from trainer.config import ConfigError
-from webapp.experiments import branching, queueing
-from webapp.experiments.branching import kept_checkpoints, plan_branches, queue_branches
+from webapp.branching import branch as branching
+from webapp.branching.branch import kept_checkpoints, plan_branches, queue_branches
 from webapp.experiments.models import Run, RunLog
+from webapp.runs import queueing
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The panel's callbacks, called as plain functions on a real database holding the demo
-experiment (webapp/experiments/demo.py): each returns the traces, rows and state its view
+experiment (webapp/demo/build.py): each returns the traces, rows and state its view
 needs — including the known cliff of `cliff_run` and the known capture of `capture_run`."""
 
 import uuid
@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 
 from webapp.dashboards import data, figures, state, tables
 from webapp.dashboards.pages import compare, gradients, home, matrix
-from webapp.experiments.demo import LEAD, build_demo_experiment
+from webapp.demo.build import LEAD, build_demo_experiment
 from webapp.experiments.models import Run
-from webapp.experiments.summaries import clear_cache
+from webapp.runs.summaries import clear_cache
 
 pytestmark = pytest.mark.django_db
 

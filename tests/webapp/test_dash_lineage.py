@@ -9,8 +9,8 @@ from trainer.config import make_config
 from webapp.dashboards import data, lineage_overlay
 from webapp.dashboards.pages import compare
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import new_run
 from webapp.metrics import write_points
+from webapp.runs.queueing import new_run
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from werkzeug.test import Client
 from tests.people import bearer
 from webapp.dashboards import data
 from webapp.dashboards.pages import compare, gradients, matrix
-from webapp.experiments.summaries import clear_cache
+from webapp.runs.summaries import clear_cache
 from webapp.wsgi import application
 
 pytestmark = pytest.mark.django_db

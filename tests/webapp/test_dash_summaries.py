@@ -1,4 +1,4 @@
-"""Key results from the database (webapp/experiments/summaries.py) — the one path the pages,
+"""Key results from the database (webapp/runs/summaries.py) — the one path the pages,
 the panel and the CLI share — and the demo experiment they are tested on."""
 
 import pytest
@@ -7,10 +7,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from analysis.runs import summarize_run
-from webapp.experiments.demo import LEAD, build_demo_experiment, demo_cells
+from webapp.demo.build import LEAD, build_demo_experiment, demo_cells
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.summaries import cell_summaries, clear_cache, run_summaries
 from webapp.metrics import read_series, write_points
+from webapp.runs.summaries import cell_summaries, clear_cache, run_summaries
 
 pytestmark = pytest.mark.django_db
 

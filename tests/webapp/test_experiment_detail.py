@@ -6,9 +6,9 @@ import pytest
 from tests.people import make_experiment
 from trainer.config import make_config
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.queueing import new_run
-from webapp.experiments.summaries import cell_summaries
 from webapp.metrics import write_points
+from webapp.runs.queueing import new_run
+from webapp.runs.summaries import cell_summaries
 
 pytestmark = pytest.mark.django_db
 

@@ -1,19 +1,19 @@
-"""Lineage in words and in the run API (webapp/experiments/lineage.py): what a branch changed,
+"""Lineage in words and in the run API (webapp/runs/lineage.py): what a branch changed,
 its parent and step, a parent's children, and the family a compare view overlays."""
 
 import pytest
 
 from tests.people import bearer, make_experiment
 from trainer.config import make_config
-from webapp.experiments.lineage import (
+from webapp.experiments.models import Run
+from webapp.runs.lineage import (
     change_text,
     family_of,
     from_branch_step,
     lineage_text,
     number,
 )
-from webapp.experiments.models import Run
-from webapp.experiments.queueing import new_run
+from webapp.runs.queueing import new_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.people import bearer
 from webapp.experiments.models import Run
-from webapp.experiments.run_files import delete_runs
+from webapp.runs.run_files import delete_runs
 from webapp.tracking import artifacts
 
 pytestmark = pytest.mark.django_db

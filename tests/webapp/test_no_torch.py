@@ -12,8 +12,8 @@ PROBE = """
 import json, sys
 import django
 django.setup()
-import webapp.urls, webapp.api.views, webapp.experiments.views, webapp.accounts.views
-import webapp.experiments.forms, webapp.experiments.summaries, webapp.metrics
+import webapp.urls, webapp.api.views, webapp.runs.views, webapp.accounts.views
+import webapp.runs.forms, webapp.runs.summaries, webapp.metrics
 from django.urls import get_resolver
 get_resolver().url_patterns  # every route resolved, every view module imported
 import workers.tasks, workers.sweep, workers.reporter

@@ -11,10 +11,10 @@ import pytest
 from analysis.gaps import gap_marks, lone_points
 from webapp.dashboards import data, figures, lineage_overlay
 from webapp.dashboards.pages import compare, gradients
-from webapp.experiments.lineage import Branching
 from webapp.experiments.models import Run
-from webapp.experiments.sparkline import sparkline
 from webapp.metrics import read_series, write_points
+from webapp.runs.lineage import Branching
+from webapp.runs.sparkline import sparkline
 
 pytestmark = pytest.mark.django_db
 

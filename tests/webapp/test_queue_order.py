@@ -10,7 +10,7 @@ from celery import Celery
 
 import webapp.celery
 from tests.people import make_experiment
-from webapp.experiments.queueing import send_runs
+from webapp.runs.queueing import send_runs
 
 pytestmark = pytest.mark.django_db
 

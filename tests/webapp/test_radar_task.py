@@ -9,8 +9,8 @@ from celery.signals import after_task_publish
 
 from tests.helpers import database_url, service_env, start_worker
 from tests.webapp.test_alerts import accuracy_points, rows, send
+from webapp.alerts.radar import RADAR_QUEUE, evaluate_radar
 from webapp.celery import app
-from webapp.experiments.alerts import RADAR_QUEUE, evaluate_radar
 from webapp.experiments.models import Run
 
 # Committed transactions: an evaluation is queued when the write commits.

@@ -7,8 +7,8 @@ import pytest
 from tests.people import bearer, make_experiment
 from trainer.config import make_config
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import new_run
-from webapp.experiments.run_files import remove_run_files
+from webapp.runs.queueing import new_run
+from webapp.runs.run_files import remove_run_files
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from tests.branches import give_checkpoints
 from tests.webapp.test_alerts import accuracy_points
-from webapp.experiments.alerts import evaluate_radar
+from webapp.alerts.radar import evaluate_radar
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import write_points
 

@@ -7,10 +7,10 @@ from django.utils.html import escape
 
 from tests.people import bearer
 from tests.stats_runs import amplified, cliff, flat, sharing_pairs, stored_run
-from webapp.experiments import stats_page
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.summaries import clear_cache
-from webapp.experiments.templatetags.stats_format import signed
+from webapp.runs.summaries import clear_cache
+from webapp.stats import page as stats_page
+from webapp.stats.templatetags.stats_format import signed
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from django.utils.html import escape
 from analysis.cliffs import summarize_accuracy
 from tests.stats_runs import ACCURACY_STEPS, stored_run
 from webapp.dashboards import components, tables
-from webapp.experiments import stats_page
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.summaries import clear_cache, run_summaries
+from webapp.runs.summaries import clear_cache, run_summaries
+from webapp.stats import page as stats_page
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,10 @@ import pytest
 
 from tests.people import bearer
 from tests.stats_runs import stored_run
+from webapp.alerts.radar import refresh_alerts
 from webapp.dashboards import tables
-from webapp.experiments.alerts import refresh_alerts
 from webapp.experiments.models import Alert, Experiment
-from webapp.experiments.summaries import clear_cache, run_summaries
+from webapp.runs.summaries import clear_cache, run_summaries
 
 pytestmark = pytest.mark.django_db
 

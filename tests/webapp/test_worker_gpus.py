@@ -1,6 +1,6 @@
 """A run needing more GPUs than any live worker has is refused by the form and the API, with
 both numbers; with no worker seen it is accepted with a warning
-(webapp/experiments/worker_gpus.py)."""
+(webapp/runs/worker_gpus.py)."""
 
 import json
 from datetime import timedelta
@@ -12,7 +12,7 @@ from django.utils.html import escape
 from tests.people import bearer
 from tests.runs import form_data
 from webapp.experiments.models import Run, WorkerSeen
-from webapp.experiments.worker_gpus import advertise, largest_gpus
+from webapp.runs.worker_gpus import advertise, largest_gpus
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from tests.runs import FAST_SWEEP, SMALL, run_in, wait_for
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import plan_job
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 

@@ -12,7 +12,7 @@ from tests.people import make_experiment
 from tests.trainer.test_warm_start_progress import short_recipe  # noqa: F401
 from trainer import tiny
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import cancel_run
+from webapp.runs.queueing import cancel_run
 from workers.execute import claim, train_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.people import make_experiment
 from webapp.experiments.models import Run, RunLog
-from webapp.experiments.queueing import hand_back_runs, requeue_stale_runs
+from webapp.runs.queueing import hand_back_runs, requeue_stale_runs
 from workers.execute import claim
 
 pytestmark = pytest.mark.django_db

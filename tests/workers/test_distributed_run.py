@@ -16,7 +16,7 @@ from django.conf import settings
 from tests.helpers import database_url, service_env, start_worker
 from tests.runs import FAST_SWEEP, SMALL, points_of, run_in, steps_of, wait_for
 from webapp.experiments.models import Run, RunLog, WorkerSeen
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
@@ -64,7 +64,7 @@ def test_a_two_rank_run_trains_through_the_worker_and_reports_once(alice):
     run = queue(alice, **TWO)
     with start_worker(env_with(gpus=2)) as worker:
         seen = wait_for(lambda: WorkerSeen.objects.filter(name=worker.name).first(), what="it")
-        assert seen.gpus == 2  # what the form's check reads (webapp/experiments/worker_gpus.py)
+        assert seen.gpus == 2  # what the form's check reads (webapp/runs/worker_gpus.py)
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), timeout=600, what="the run")
         assert not rank_processes(run.id)
     assert done.status == Run.SUCCEEDED, (done.error_type, done.error_message)

@@ -15,8 +15,8 @@ from trainer.advantages import EPS
 from webapp.episodes.codec import unpack
 from webapp.episodes.models import Episode
 from webapp.experiments.models import MetricPoint, Run
-from webapp.experiments.queueing import create_experiment
-from webapp.experiments.run_files import delete_runs
+from webapp.runs.queueing import create_experiment
+from webapp.runs.run_files import delete_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 

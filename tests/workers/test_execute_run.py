@@ -22,7 +22,7 @@ from tests.runs import (
     wait_for,
 )
 from webapp.experiments.models import Run, RunLog
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 

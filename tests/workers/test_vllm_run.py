@@ -17,7 +17,7 @@ from tests.helpers import database_url, service_env, start_worker
 from tests.runs import FAST_SWEEP, points_of, run_in, steps_of, wait_for
 from tests.trainer.vllm_helpers import engine_processes, require_vllm, tiny_m_chat_dir
 from webapp.experiments.models import Run
-from webapp.experiments.queueing import create_experiment
+from webapp.runs.queueing import create_experiment
 
 pytestmark = [
     pytest.mark.vllm,

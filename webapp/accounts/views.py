@@ -8,8 +8,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from webapp.accounts.token_views import pop_new_token
 from webapp.env import redact_url
-from webapp.experiments.token_views import pop_new_token
 
 
 def _services() -> dict[str, str]:

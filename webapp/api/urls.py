@@ -4,8 +4,9 @@ and any other path under /api/v1/ answers a JSON 404 rather than an HTML page.""
 from django.urls import path, re_path
 
 from webapp.api import views
+from webapp.branching import views as branch_views
 from webapp.episodes import views as episode_views
-from webapp.experiments import branch_views, stats_views
+from webapp.stats import views as stats_views
 
 
 def route(pattern: str, view, name: str) -> list:

@@ -2,7 +2,7 @@
 
 Reading is open to anyone signed in; changing an experiment or its runs (queueing, logging
 metrics, cancelling, resuming, finishing, deleting) needs its owner or staff
-(`webapp/experiments/access.py`). Validation of configs and matrices is `trainer.config`'s,
+(`webapp/runs/access.py`). Validation of configs and matrices is `trainer.config`'s,
 the same as the form's; its errors come back as 400 with `fields` naming each bad field
 (`config.<field>`, `matrix.<axis>`, `preset`).
 """
@@ -19,15 +19,15 @@ from django.utils import timezone
 
 from trainer.config import FIELDS, INT_MAX, ConfigError
 from vocabulary.names import CELL_AXES
+from webapp.alerts.radar import after_points, settle_run
 from webapp.api.http import ApiError, api_view, read_json
-from webapp.experiments.access import get_experiment_for_user, get_run_for_user
-from webapp.experiments.alerts import after_points, settle_run
-from webapp.experiments.cells import run_columns
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.experiments.queueing import cancel_run, create_experiment, resume_run
-from webapp.experiments.run_files import delete_runs
-from webapp.experiments.serialize import experiment_json, run_json
 from webapp.metrics import read_runs_series, read_series, write_points
+from webapp.runs.access import get_experiment_for_user, get_run_for_user
+from webapp.runs.cells import run_columns
+from webapp.runs.queueing import cancel_run, create_experiment, resume_run
+from webapp.runs.run_files import delete_runs
+from webapp.runs.serialize import experiment_json, run_json
 
 MAX_ERRORS = 20  # bad points named in one answer; more would only bury the first
 MAX_SERIES_RUNS = 1000  # runs one series request may name: a thousand-run matrix at once

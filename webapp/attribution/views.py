@@ -25,7 +25,7 @@ from webapp.api.http import ApiError, api_view, read_json
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import KINDS, Plan, plan_job, plan_mix
 from webapp.attribution.queueing import queue_job
-from webapp.experiments.access import get_run_for_user
+from webapp.runs.access import get_run_for_user
 
 MAX_SOURCE = 500  # characters of one role's source (a checkpoint path at most)
 

@@ -1,4 +1,4 @@
-"""The matrix figure coloured by a behaviour metric (`webapp.experiments.behaviour_cells`).
+"""The matrix figure coloured by a behaviour metric (`webapp.runs.behaviour_cells`).
 
 The same grid as `figures.matrix_figure` (one heatmap per sharing mode, rows workflow × task,
 columns model, a click opens the cell's runs), but the colour is a level, not a change: a

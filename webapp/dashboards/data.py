@@ -3,7 +3,7 @@
 
 Every callback starts here. The signed-in user comes from the login wrapper
 (`webapp/dashboards/mount.py`), which sets `viewer()` for the length of each request. Troupe is
-a team tool (`webapp/experiments/access.py`): anyone signed in may read every experiment and
+a team tool (`webapp/runs/access.py`): anyone signed in may read every experiment and
 run, so the panel only checks that someone is signed in; outside a request nothing is visible.
 A run id that does not exist is ignored, never an error. Series for figures go through
 `read_runs_series` (one query for all the runs) with `MAX_POINTS`, which keeps the first and

@@ -6,7 +6,7 @@ of another selected run is drawn from its branch step on, named by its change ("
 0.01 → 0.001 (from run 12 @4)"), in a colour of its own (a parent and its branches usually
 share a cell, so colouring by sharing mode or seed would draw them alike; a control
 continuation is grey and dashed, as it often retraces its parent), and each branch step gets
-a dashed vertical line. The data logic is `webapp/experiments/lineage.py`'s; this module only
+a dashed vertical line. The data logic is `webapp/runs/lineage.py`'s; this module only
 applies it to the page's runs, series and figure.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from webapp.dashboards.figures import GAPS_META, PALETTE
-from webapp.experiments.lineage import Branching, branchings, family_of, from_branch_step
+from webapp.runs.lineage import Branching, branchings, family_of, from_branch_step
 
 BRANCH_LINE = {"color": "#6b7280", "dash": "dash", "width": 1.5}
 # Changes take the panel's palette after its first (blue, the shared mode's hue) colour.

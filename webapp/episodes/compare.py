@@ -3,7 +3,7 @@ or in several runs at one step.
 
 Evaluations record the same probe problems every time (`episodes_probe`), so a problem can be
 followed from the base model through the peak to the cliff. The landmarks come from the run's
-summary (`webapp/experiments/summaries.py`, the same `analysis` verdict every page shows),
+summary (`webapp/runs/summaries.py`, the same `analysis` verdict every page shows),
 each snapped to the nearest evaluation that recorded the problem.
 """
 
@@ -17,7 +17,7 @@ from webapp.episodes.browse import Card, cards, detail, nearest
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, select
 from webapp.experiments.models import Run
-from webapp.experiments.summaries import run_summaries
+from webapp.runs.summaries import run_summaries
 
 
 def landmarks(run: Run, steps: list[int]) -> list[tuple[str, int]]:

@@ -8,7 +8,7 @@
 - `/episodes/compare/?runs=a,b&problem=&step=&sample=`: one probe problem in several runs at
   one evaluation step (the latest they all recorded, unless given).
 
-Anyone signed in may read every run (`webapp/experiments/access.py`); others are sent to sign
+Anyone signed in may read every run (`webapp/runs/access.py`); others are sent to sign
 in, an unknown run is a 404. A parameter that cannot be read is a 400 page naming it; a step
 or problem with nothing recorded is an ordinary page that says so.
 """
@@ -43,8 +43,8 @@ from webapp.episodes.browse import (
 )
 from webapp.episodes.store import probe_problems, probe_steps, recorded_steps
 from webapp.episodes.workflow import OUTCOMES
-from webapp.experiments.access import get_run_for_user
-from webapp.experiments.summaries import run_summaries
+from webapp.runs.access import get_run_for_user
+from webapp.runs.summaries import run_summaries
 
 
 def _refuse_bad_query(view):

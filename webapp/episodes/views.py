@@ -27,7 +27,7 @@ from trainer.config import INT_MAX
 from webapp.api.http import ApiError, api_view
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, records, select
-from webapp.experiments.access import get_run_for_user
+from webapp.runs.access import get_run_for_user
 
 PER_PAGE = 20
 MAX_PER_PAGE = 100

@@ -1,4 +1,7 @@
-"""The experiments app: experiments, runs, metrics, API tokens, and their pages."""
+"""The experiments app: the data model every other app builds on — experiments, runs, their
+logs and metric points, API tokens, alerts and the workers seen — with its migrations and
+admin. It imports no other app; the pages and services over these models live in `runs`,
+`alerts`, `branching`, `stats`, `demo` and `accounts`."""
 
 from django.apps import AppConfig
 

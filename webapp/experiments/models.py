@@ -86,7 +86,7 @@ class Run(models.Model):
     # Incremented by every claim. A worker holds the run only while `attempts` still has the
     # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
     attempts = models.IntegerField(default=0)
-    # When the live radar's queued evaluation of this run is due (`webapp/experiments/alerts.py`);
+    # When the live radar's queued evaluation of this run is due (`webapp/alerts/radar.py`);
     # NULL when none is queued. Setting it with a conditional UPDATE is what lets a burst of
     # writes, from any number of processes, queue one evaluation.
     radar_due = models.DateTimeField(null=True, blank=True)
@@ -248,7 +248,7 @@ class Alert(models.Model):
 
 
 class WorkerSeen(models.Model):
-    """A worker's last word on how many GPUs it can give one run (webapp/experiments/
+    """A worker's last word on how many GPUs it can give one run (webapp/runs/
     worker_gpus.py): written by the worker at start-up and with every stale-run sweep."""
 
     name = models.CharField(max_length=200, unique=True)  # Celery's node name, name@host

@@ -9,7 +9,7 @@ it already wrote instead of adding new ones. Every batch is written in one order
 the same order, so one waits for the other instead of each holding a row the other needs
 (PostgreSQL's `deadlock detected`, which aborted concurrent API writes sent in different
 orders). The store stores; what reacts to new points (the live radar,
-`webapp.experiments.alerts.after_points`) is called by the writers after it.
+`webapp.alerts.radar.after_points`) is called by the writers after it.
 
 Reads of series are whole (`max_points=0`) or downsampled by `analysis.downsample`,
 which keeps the first and last points, each bucket's minimum and maximum and its first gap

@@ -1,6 +1,6 @@
 // A click on one of the run page's sparklines opens the episodes of the step under the
 // pointer (webapp/episodes/page_views.py, `near=1`: the nearest recorded step). The step is
-// read back from the x position with the sparkline's own scale (webapp/experiments/
+// read back from the x position with the sparkline's own scale (webapp/runs/
 // sparkline.py: PAD 3, the first and last step at the box's edges); an accuracy curve opens
 // the evaluation's episodes, any other curve the training step's.
 (function () {

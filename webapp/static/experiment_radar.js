@@ -1,7 +1,7 @@
 // The experiment page's radar column follows the runs while any is queued or running: every
 // few seconds it reads the experiment's alerts (GET /api/v1/alerts?experiment=<id>) and
 // shows each run's worst event, ranked as the server ranks it
-// (webapp/experiments/templatetags/radar.py): confirmed before provisional, then cliff,
+// (webapp/alerts/templatetags/radar.py): confirmed before provisional, then cliff,
 // degradation, a non-finite loss or reward, suspected reward hacking, amplification, capture, entropy collapse,
 // zero-std groups, then the earliest step.
 (function () {

@@ -20,7 +20,7 @@
     return value === null || value === undefined ? "—" : Number(value).toFixed(digits);
   }
 
-  // The server computed every coordinate (webapp/experiments/sparkline.py): one polyline per
+  // The server computed every coordinate (webapp/runs/sparkline.py): one polyline per
   // unbroken stretch, and a red × with its hover title where a NaN or inf broke the line.
   function drawSpark(fig, spark) {
     var lines = fig.querySelector("[data-spark-lines]");

@@ -14,8 +14,8 @@ from django import template
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 
-from webapp.experiments.access import get_run_for_user
 from webapp.experiments.models import Run
+from webapp.runs.access import get_run_for_user
 from webapp.tracking import artifacts
 from webapp.tracking.artifact_views import download_response
 from webapp.tracking.protocol import MlflowError

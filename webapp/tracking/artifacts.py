@@ -4,7 +4,7 @@ uploads through `/api/2.0/mlflow-artifacts/artifacts/<path>` and reads back the 
 A run's artifact URI is `mlflow-artifacts:/<experiment id>/<run id>/artifacts`; its files live
 in `$TROUPE_DATA_DIR/runs/<Troupe run number>/artifacts/`, inside the run's directory, and a
 logged model's (`…/models/<model id>/artifacts`) in `runs/<number>/models/<model id>/` of the
-run that made it, so deleting the run deletes them (`webapp/experiments/run_files.py`). A
+run that made it, so deleting the run deletes them (`webapp/runs/run_files.py`). A
 path is confined to its run: every part is a plain name (no `..`, `.`, empty part, backslash
 or NUL), and the resolved file must still lie under its folder (a symlink planted there leads
 nowhere). An upload goes to a temporary file beside its target and is renamed into place once

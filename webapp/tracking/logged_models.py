@@ -22,7 +22,7 @@ from django.db import transaction
 
 from trainer.checkpoint_index import checkpoint_dir_name, checkpoint_root
 from webapp.experiments.models import Run
-from webapp.experiments.templatetags.radar import best_checkpoint
+from webapp.runs.checkpoints import best_checkpoint
 from webapp.tracking import artifacts, search
 from webapp.tracking.models import LoggedModel, TrackedRun
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError

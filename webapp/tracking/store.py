@@ -5,7 +5,7 @@
   `mlflow.set_experiment("grpo-math")` get one experiment each.
 - Run ids are 32 hex characters; any other Troupe run is reachable by its number ("12"), so an
   MLflow client can read every run. Writing needs an external run of an experiment the caller
-  may change (its owner or staff, `webapp/experiments/access.py`).
+  may change (its owner or staff, `webapp/runs/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
   Every point is kept, as MLflow keeps it: at each (key, step) the latest stands in the metric
   table (`write_points`) and the others are kept as earlier points (`repeats.py`); an exact
@@ -31,11 +31,8 @@ from django.db import IntegrityError, connection, transaction
 
 from trainer.config import INT_MAX
 from vocabulary.names import MATRIX_AXES
-from webapp.experiments.access import can_manage
-from webapp.experiments.alerts import after_points, settle_run
-from webapp.experiments.cells import run_columns
+from webapp.alerts.radar import after_points, settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.experiments.run_files import delete_runs
 from webapp.metrics import (
     delete_series,
     stored_keys,
@@ -44,6 +41,9 @@ from webapp.metrics import (
     write_signs,
     write_step_times,
 )
+from webapp.runs.access import can_manage
+from webapp.runs.cells import run_columns
+from webapp.runs.run_files import delete_runs
 from webapp.tracking import artifacts, keymap, rows
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name

@@ -19,9 +19,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.run_files import delete_runs
 from webapp.metrics import history_json
 from webapp.metrics.earlier import every_point_json, has_earlier
+from webapp.runs.run_files import delete_runs
 from webapp.tracking import logged_models, reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,

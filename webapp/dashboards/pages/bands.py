@@ -14,8 +14,8 @@ import dash
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from webapp.dashboards import components, data, figures, run_table, seed_bands, state
-from webapp.experiments import lineage
-from webapp.experiments.summaries import run_summaries
+from webapp.runs import lineage
+from webapp.runs.summaries import run_summaries
 
 SORT_ID = "bands-sort"
 

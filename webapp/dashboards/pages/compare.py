@@ -13,7 +13,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from webapp.dashboards import components, data, figures, lineage_overlay, state, tables
 from webapp.dashboards.episode_clicks import episodes_href
-from webapp.experiments.summaries import run_summaries
+from webapp.runs.summaries import run_summaries
 
 SMOOTHING = {"0": "Off", "3": "3 points", "5": "5 points", "9": "9 points"}
 # The URL keeps "sharing" for the default: the dash shows the mode, a colour each run.

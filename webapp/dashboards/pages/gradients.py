@@ -12,7 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.dashboards.episode_clicks import episodes_href
-from webapp.experiments.summaries import run_summaries
+from webapp.runs.summaries import run_summaries
 
 
 def layout(runs=None, **_ignored) -> html.Div:

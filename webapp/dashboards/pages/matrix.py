@@ -17,8 +17,8 @@ from dash import Input, Output, State, callback, dcc, html
 from vocabulary.names import BEHAVIOUR_KEYS, VOTER_AGREEMENT_KEY
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.dashboards.behaviour_matrix import SCALE_NOTE, behaviour_matrix_figure, behaviour_name
-from webapp.experiments.behaviour_cells import AT, behaviour_cells
-from webapp.experiments.summaries import cell_summaries
+from webapp.runs.behaviour_cells import AT, behaviour_cells
+from webapp.runs.summaries import cell_summaries
 
 COLOURS = {
     "gain": "Gain (peak − base)",

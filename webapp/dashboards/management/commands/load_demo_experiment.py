@@ -1,12 +1,12 @@
 """`python manage.py load_demo_experiment [--runs N] [--user NAME]`: a finished demo experiment
-with synthetic metric series (webapp/experiments/demo.py), to explore the panel without
+with synthetic metric series (webapp/demo/build.py), to explore the panel without
 training anything."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.dashboards.state import matrix_url
-from webapp.experiments.demo import build_demo_experiment
+from webapp.demo.build import build_demo_experiment
 
 
 class Command(BaseCommand):

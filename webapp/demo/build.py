@@ -52,7 +52,7 @@ from vocabulary.names import (
 )
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
-from webapp.tracking.name_claims import claim_name
+from webapp.runs.name_claims import claim_name
 
 DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],

@@ -29,8 +29,8 @@ from trainer.config import (
     field_help,
 )
 from vocabulary.names import CELL_AXES, MATRIX_AXES
-from webapp.experiments.queueing import check_models
-from webapp.experiments.worker_gpus import check_gpus
+from webapp.runs.queueing import check_models
+from webapp.runs.worker_gpus import check_gpus
 
 AXES = CELL_AXES  # the matrix axes ticked as boxes; seeds are typed as a list
 AXIS_CHOICES = {

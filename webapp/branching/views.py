@@ -21,8 +21,7 @@ from django.shortcuts import redirect, render
 
 from trainer.config import WORKFLOW_ROLES, ConfigError
 from webapp.api.http import ApiError, api_view, read_json
-from webapp.experiments.access import get_run_for_user
-from webapp.experiments.branching import (
+from webapp.branching.branch import (
     Kept,
     can_branch,
     kept_checkpoints,
@@ -30,7 +29,8 @@ from webapp.experiments.branching import (
     queue_branches,
 )
 from webapp.experiments.models import Run
-from webapp.experiments.serialize import run_json, run_label
+from webapp.runs.access import get_run_for_user
+from webapp.runs.serialize import run_json, run_label
 
 SHARING_HELP = (
     "Sharing mode is not offered: it decides how many policies there are and which roles "

@@ -37,9 +37,9 @@ from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, pair
 from trainer.config import ConfigError, config_from_dict
 from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.queueing import new_run, send_runs
-from webapp.experiments.summaries import run_summaries
 from webapp.metrics import series_of
+from webapp.runs.queueing import new_run, send_runs
+from webapp.runs.summaries import run_summaries
 
 AXES = CELL_AXES
 PAIR_AXES = tuple(a for a in CELL_AXES if a != "sharing")  # a cell of the sharing table

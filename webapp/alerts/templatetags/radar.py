@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from django import template
 
-from vocabulary.names import BEST_ACCURACY_KEY, BEST_STEP_KEY
 from webapp.experiments.models import Alert, Run
-from webapp.metrics import latest_values
+from webapp.runs.checkpoints import best_checkpoint
 
 register = template.Library()
 
@@ -30,14 +29,6 @@ SEVERITY = (
     "evaluator_accepts_wrong",
     "voter_collapse",
 )
-
-
-def best_checkpoint(run_id: int) -> dict | None:
-    """{"step", "accuracy"} of the run's best checkpoint, from the trainer's latest points."""
-    latest = latest_values(run_id, [BEST_STEP_KEY, BEST_ACCURACY_KEY])
-    if latest.get(BEST_STEP_KEY) is None:
-        return None
-    return {"step": int(latest[BEST_STEP_KEY]), "accuracy": latest.get(BEST_ACCURACY_KEY)}
 
 
 def _rank(alert: Alert) -> tuple:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from django import template
 
 from vocabulary.names import ACCURACY_KEY
+from webapp.branching.branch import can_branch, kept_checkpoints
+from webapp.branching.views import SHARING_HELP, BranchForm
 from webapp.dashboards.state import PREFIX
-from webapp.experiments.access import can_manage
-from webapp.experiments.branch_views import SHARING_HELP, BranchForm
-from webapp.experiments.branching import can_branch, kept_checkpoints
-from webapp.experiments.lineage import change_text, children_of, is_branch
+from webapp.runs.access import can_manage
+from webapp.runs.lineage import change_text, children_of, is_branch
 
 register = template.Library()
 

@@ -14,8 +14,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from webapp.api.http import api_view
-from webapp.experiments.access import can_manage, get_experiment_for_user
-from webapp.experiments.stats_page import (
+from webapp.runs.access import can_manage, get_experiment_for_user
+from webapp.stats.page import (
     MAX_QUEUE,
     METRIC_NAMES,
     METRICS,

@@ -12,10 +12,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from webapp.alerts.radar import KINDS, alert_json, describe
 from webapp.api.http import ApiError, api_view
-from webapp.experiments.alerts import KINDS, alert_json, describe
 from webapp.experiments.models import Alert, Experiment, Run
-from webapp.experiments.serialize import run_label
+from webapp.runs.serialize import run_label
 
 PAGE_SIZE = 200  # the page shows this many of the newest
 API_DEFAULT_LIMIT = 100

@@ -3,7 +3,7 @@ TROUPE_SWEEP_SECONDS by themselves; see workers/sweep.py)."""
 
 from django.core.management.base import BaseCommand
 
-from webapp.experiments.queueing import requeue_stale_runs
+from webapp.runs.queueing import requeue_stale_runs
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from webapp.experiments.lineage import lineage_json
+from webapp.runs.lineage import lineage_json
 from webapp.experiments.models import Experiment, Run, RunLog
 
 

@@ -19,15 +19,15 @@ from django.views.decorators.http import require_POST
 from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
 from vocabulary.names import ACCURACY_KEY, REWARD_KEY
-from webapp.experiments import queueing
-from webapp.experiments.access import can_manage, get_experiment_for_user, get_run_for_user
-from webapp.experiments.forms import GROUPS, ExperimentForm, as_text, initial_for
+from webapp.runs import queueing
+from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
+from webapp.runs.forms import GROUPS, ExperimentForm, as_text, initial_for
 from webapp.experiments.models import Experiment, Run
-from webapp.experiments.run_files import delete_runs
-from webapp.experiments.serialize import log_tail, run_json, run_label
-from webapp.experiments.sparkline import sparkline
-from webapp.experiments.summaries import cell_summaries, run_summaries
-from webapp.experiments.templatetags import verdicts
+from webapp.runs.run_files import delete_runs
+from webapp.runs.serialize import log_tail, run_json, run_label
+from webapp.runs.sparkline import sparkline
+from webapp.runs.summaries import cell_summaries, run_summaries
+from webapp.runs.templatetags import verdicts
 from webapp.metrics import latest_points, read_series
 
 SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)

@@ -1,5 +1,5 @@
 """Branching a run: child runs that start from one of its kept checkpoints and change one
-thing each. The form (`branch_views.py`) and the API share this module.
+thing each. The form (`views.py`) and the API share this module.
 
 - `kept_checkpoints(run)`: the checkpoints a run still has on disk
   (`trainer.checkpoint_index.list_checkpoints`, torch-free), its best ("peak") first, then its
@@ -48,10 +48,10 @@ from django.db import transaction
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
 from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
 from vocabulary.names import ACCURACY_KEY
-from webapp.experiments.lineage import change_text
 from webapp.experiments.models import Run, RunLog
-from webapp.experiments.queueing import new_run, send_runs
 from webapp.metrics import values_at
+from webapp.runs.lineage import change_text
+from webapp.runs.queueing import new_run, send_runs
 
 CHANGES = ("kl_beta", "kl_beta_per_role", "coherence_lambda", "lr_factor")
 NAME_LIMIT = Run._meta.get_field("name").max_length

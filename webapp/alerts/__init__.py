@@ -1,0 +1,1 @@
+"""The live radar: its Celery task, the alerts it raises, their page and API."""

@@ -1,0 +1,1 @@
+"""The demo experiment: synthetic metric series to explore the pages and the panel."""
