@@ -325,83 +325,13 @@ def curves_figure(
     is_accuracy = key == ACCURACY_KEY
     has_gaps = False
     for run in drawn:
-        points = series[run.id][key]
-        steps, raw = points["steps"], points["values"]
-        line_colour, dash = styles[run.id]
-        label = labels.plot_text(labels.run_label(run))
-        group = str(run.id)
-        values = centred_mean(raw, smooth_window)
-        if smooth_window > 1:
-            fig.add_trace(
-                go.Scatter(
-                    x=steps,
-                    y=raw,
-                    mode="lines",
-                    line={"color": line_colour, "width": 1},
-                    opacity=0.3,
-                    legendgroup=group,
-                    showlegend=False,
-                    hoverinfo="skip",
-                )
-            )
-        mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
-        if mode == "lines" and (dots := lone_dots(values)):
-            mode, marker = dots["mode"], dots["marker"]
-        fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=values,
-                name=label,
-                legendgroup=group,
-                mode=mode,
-                line={"color": line_colour, "dash": dash, "width": 2.2},
-                marker=marker,
-                customdata=[run.id] * len(steps),  # a click opens that step's episodes
-                hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
-            )
-        )
-        has_gaps = _add_gaps(fig, steps, raw, group, label) or has_gaps
+        points, style = series[run.id][key], styles[run.id]
+        has_gaps = _run_curve(fig, run, points, style, is_accuracy, smooth_window) or has_gaps
         accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         if is_accuracy and accuracy.peak_step is not None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[accuracy.peak_step],
-                    y=[accuracy.peak],
-                    mode="markers",
-                    marker={
-                        "symbol": "star",
-                        "size": 15,
-                        "color": line_colour,
-                        "line": {"color": "white", "width": 1},
-                    },
-                    legendgroup=group,
-                    showlegend=False,
-                    hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
-                    f"{accuracy.peak_step}<extra></extra>",
-                )
-            )
-        onset = accuracy.cliff_onset
-        if onset is not None:
-            fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
-            y_at = _value_at(steps, raw, onset) if is_accuracy else None
-            if y_at is not None:
-                verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
-                fig.add_trace(
-                    go.Scatter(
-                        x=[onset],
-                        y=[y_at],
-                        mode="markers",
-                        marker={
-                            "symbol": "x-thin",
-                            "size": 16,
-                            "color": CLIFF,
-                            "line": {"color": CLIFF, "width": 3},
-                        },
-                        legendgroup=group,
-                        showlegend=False,
-                        hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
-                    )
-                )
+            _peak_marker(fig, run, accuracy, style[0])
+        if accuracy.cliff_onset is not None:
+            _cliff_onset(fig, run, accuracy, points, style[0], is_accuracy)
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
     if has_gaps:
@@ -413,6 +343,97 @@ def curves_figure(
             {"symbol": "x-thin", "size": 13, "color": CLIFF, "line": {"color": CLIFF, "width": 3}},
         )
     return curve_layout(fig, key)
+
+
+def _run_curve(
+    fig: go.Figure, run, points: dict, style: tuple[str, str], is_accuracy: bool, smooth_window: int
+) -> bool:
+    """One run's line (over its faint raw line when smoothed) and the × of its gaps; True if
+    it has a gap."""
+    steps, raw = points["steps"], points["values"]
+    line_colour, dash = style
+    label = labels.plot_text(labels.run_label(run))
+    group = str(run.id)
+    values = centred_mean(raw, smooth_window)
+    if smooth_window > 1:
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=raw,
+                mode="lines",
+                line={"color": line_colour, "width": 1},
+                opacity=0.3,
+                legendgroup=group,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
+    if mode == "lines" and (dots := lone_dots(values)):
+        mode, marker = dots["mode"], dots["marker"]
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=values,
+            name=label,
+            legendgroup=group,
+            mode=mode,
+            line={"color": line_colour, "dash": dash, "width": 2.2},
+            marker=marker,
+            customdata=[run.id] * len(steps),  # a click opens that step's episodes
+            hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
+        )
+    )
+    return _add_gaps(fig, steps, raw, group, label)
+
+
+def _peak_marker(fig: go.Figure, run, accuracy, line_colour: str) -> None:
+    """A ★ at the run's accuracy peak."""
+    fig.add_trace(
+        go.Scatter(
+            x=[accuracy.peak_step],
+            y=[accuracy.peak],
+            mode="markers",
+            marker={
+                "symbol": "star",
+                "size": 15,
+                "color": line_colour,
+                "line": {"color": "white", "width": 1},
+            },
+            legendgroup=str(run.id),
+            showlegend=False,
+            hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
+            f"{accuracy.peak_step}<extra></extra>",
+        )
+    )
+
+
+def _cliff_onset(
+    fig: go.Figure, run, accuracy, points: dict, line_colour: str, is_accuracy: bool
+) -> None:
+    """A dotted line at the run's cliff onset and, on the accuracy curve, a red ✕ on it."""
+    onset = accuracy.cliff_onset
+    fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
+    y_at = _value_at(points["steps"], points["values"], onset) if is_accuracy else None
+    if y_at is None:
+        return
+    verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
+    fig.add_trace(
+        go.Scatter(
+            x=[onset],
+            y=[y_at],
+            mode="markers",
+            marker={
+                "symbol": "x-thin",
+                "size": 16,
+                "color": CLIFF,
+                "line": {"color": CLIFF, "width": 3},
+            },
+            legendgroup=str(run.id),
+            showlegend=False,
+            hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
+        )
+    )
 
 
 def curve_layout(fig: go.Figure, key: str) -> go.Figure:
@@ -455,8 +476,9 @@ def lone_dots(values: Sequence, size: int = 5) -> dict[str, Any]:
     return {"mode": "lines+markers", "marker": {"size": [size if one else 0 for one in lone]}}
 
 
-def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str,
-              **where: int) -> bool:  # fmt: skip
+def _add_gaps(
+    fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str, **where: int
+) -> bool:
     """A red × at each gap of one drawn series (`where`: its subplot's row and col); True if
     the series has a gap. The line itself breaks there already: plotly never joins over None."""
     marks = [(step, level) for step, level in gap_marks(steps, values) if level is not None]
@@ -521,67 +543,10 @@ def gradients_figure(
         _row_title(fig, r, run, summary)
         roles = roles_in(points)
         for role in roles:
-            shown_role = labels.plot_text(role)
-            role_line = {"color": role_colour(role), "width": 1.8}
-            norm = points.get(role_key(role, "grad_norm"))
-            if norm:
-                fig.add_trace(
-                    go.Scatter(
-                        x=norm["steps"],
-                        y=norm["values"],
-                        name=shown_role,
-                        legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"),
-                        line=role_line,
-                        customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
-                        hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
-                        **lone_dots(norm["values"], 4),
-                    ),
-                    row=r,
-                    col=1,
-                )
-                gaps = _add_gaps(fig, norm["steps"], norm["values"], f"role:{role}",
-                                 f"{shown_role} ‖g‖", row=r, col=1) or gaps  # fmt: skip
-            share = points.get(role_key(role, "grad_share"))
-            if share:
-                stacked = run.sharing == "shared"
-                fig.add_trace(
-                    go.Scatter(
-                        x=share["steps"],
-                        y=share["values"],
-                        name=shown_role,
-                        legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"),
-                        line=role_line,
-                        stackgroup=f"share{r}" if stacked else None,
-                        customdata=[run.id] * len(share["steps"]),
-                        hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
-                    ),
-                    row=r,
-                    col=2,
-                )
-                gaps = _add_gaps(fig, share["steps"], share["values"], f"role:{role}",
-                                 f"{shown_role} share", row=r, col=2) or gaps  # fmt: skip
+            gaps = _role_gradients(fig, r, run, role, points, shown) or gaps
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
-            pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
-            fig.add_trace(
-                go.Scatter(
-                    x=points[key]["steps"],
-                    y=points[key]["values"],
-                    name=f"cos {pair.replace('|', ' · ')}",
-                    legendgroup=key,
-                    showlegend=_first(shown, key),
-                    line={"color": pair_colours[key], "width": 1.4},
-                    customdata=[run.id] * len(points[key]["steps"]),
-                    hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
-                    **lone_dots(points[key]["values"], 4),
-                ),
-                row=r,
-                col=3,
-            )
-            gaps = _add_gaps(fig, points[key]["steps"], points[key]["values"], key,
-                             f"cos({pair})", row=r, col=3) or gaps  # fmt: skip
+            gaps = _pair_cosine(fig, r, run, key, points[key], pair_colours[key], shown) or gaps
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
         if run.sharing != "shared" and any(
@@ -589,10 +554,7 @@ def gradients_figure(
         ):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
-        norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
-        fig.update_yaxes(type="log", row=r, col=1, **_log_ticks(norms))
-        fig.update_yaxes(range=[0, 1.05], row=r, col=2)
-        fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
+        _gradient_axes(fig, r, points)
     _legend_line(fig, "amplification onset (dotted, role colour)", MUTED, "dot")
     _legend_line(fig, "cliff onset", CLIFF, "dash")
     if gaps:
@@ -605,6 +567,106 @@ def gradients_figure(
     )
     fig.update_xaxes(title_text="training step", row=len(runs))
     return fig
+
+
+def _role_gradients(fig: go.Figure, r: int, run, role: str, points: dict, shown: set[str]) -> bool:
+    """One role's gradient norm (column 1) and share (column 2) in row `r`, with the × of
+    their gaps; True if either has a gap."""
+    gaps = False
+    shown_role = labels.plot_text(role)
+    role_line = {"color": role_colour(role), "width": 1.8}
+    norm = points.get(role_key(role, "grad_norm"))
+    if norm:
+        fig.add_trace(
+            go.Scatter(
+                x=norm["steps"],
+                y=norm["values"],
+                name=shown_role,
+                legendgroup=f"role:{role}",
+                showlegend=_first(shown, f"role:{role}"),
+                line=role_line,
+                customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
+                hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
+                **lone_dots(norm["values"], 4),
+            ),
+            row=r,
+            col=1,
+        )
+        gaps = (
+            _add_gaps(
+                fig,
+                norm["steps"],
+                norm["values"],
+                f"role:{role}",
+                f"{shown_role} ‖g‖",
+                row=r,
+                col=1,
+            )
+            or gaps
+        )
+    share = points.get(role_key(role, "grad_share"))
+    if share:
+        stacked = run.sharing == "shared"
+        fig.add_trace(
+            go.Scatter(
+                x=share["steps"],
+                y=share["values"],
+                name=shown_role,
+                legendgroup=f"role:{role}",
+                showlegend=_first(shown, f"role:{role}"),
+                line=role_line,
+                stackgroup=f"share{r}" if stacked else None,
+                customdata=[run.id] * len(share["steps"]),
+                hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
+            ),
+            row=r,
+            col=2,
+        )
+        gaps = (
+            _add_gaps(
+                fig,
+                share["steps"],
+                share["values"],
+                f"role:{role}",
+                f"{shown_role} share",
+                row=r,
+                col=2,
+            )
+            or gaps
+        )
+    return gaps
+
+
+def _pair_cosine(
+    fig: go.Figure, r: int, run, key: str, points: dict, line_colour: str, shown: set[str]
+) -> bool:
+    """The cosine between two gradients on one policy (column 3 of row `r`), with the × of
+    its gaps; True if it has a gap."""
+    pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
+    fig.add_trace(
+        go.Scatter(
+            x=points["steps"],
+            y=points["values"],
+            name=f"cos {pair.replace('|', ' · ')}",
+            legendgroup=key,
+            showlegend=_first(shown, key),
+            line={"color": line_colour, "width": 1.4},
+            customdata=[run.id] * len(points["steps"]),
+            hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
+            **lone_dots(points["values"], 4),
+        ),
+        row=r,
+        col=3,
+    )
+    return _add_gaps(fig, points["steps"], points["values"], key, f"cos({pair})", row=r, col=3)
+
+
+def _gradient_axes(fig: go.Figure, r: int, points: dict) -> None:
+    """Row `r`'s y axes: log-scaled norms, shares in [0, 1], cosines in [-1, 1]."""
+    norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
+    fig.update_yaxes(type="log", row=r, col=1, **_log_ticks(norms))
+    fig.update_yaxes(range=[0, 1.05], row=r, col=2)
+    fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
 
 
 def _log_ticks(values: Sequence) -> dict[str, Any]:
