@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import textwrap
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
+from analysis.cells import CellSummary
 from analysis.gaps import gap_marks, gap_title, lone_points
 from analysis.runs import RunSummary
 from analysis.smoothing import centred_mean
@@ -139,21 +140,22 @@ def role_colour(role: str) -> str:
 # --- the matrix ----------------------------------------------------------------------------------
 
 
-def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
+def matrix_figure(cells: Sequence[CellSummary], colour_by: str = "gain") -> go.Figure:
     """One heatmap per sharing mode, side by side: rows workflow × task, columns model; each
     cell coloured by the mean `gain` (or `final_gain`) over its seeds and annotated with
     base → peak → final and its cliffs. `customdata` carries the cell's run ids for clicks."""
     if not cells:
         return empty("This experiment has no runs yet.")
     field = "final_gain" if colour_by == "final_gain" else "gain"
-    values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
+    values = [getattr(c, field).mean for c in cells if getattr(c, field).mean is not None]
     if not values:  # a heatmap of nothing but gaps draws NaN paths in the browser
         return empty("No evaluations yet: each cell fills in once its runs have evaluated.")
     span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
     title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
     return cell_grid(
-        cells,
-        value=lambda c: c[f"{field}_mean"],
+        {(c.workflow, c.task, c.model, c.sharing): c for c in cells},
+        run_ids=lambda c: c.runs,
+        value=lambda c: getattr(c, field).mean,
         text=lambda c: _cell_text(c, field),
         hover=_cell_hover,
         scale={"colorscale": DIVERGING, "cmin": -span, "cmax": span},
@@ -162,27 +164,28 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
 
 
 def cell_grid(
-    cells: Sequence[dict],
+    cells: Mapping[tuple[str, str, str, str], Any],
     *,
-    value: Callable[[dict], float | None],
-    text: Callable[[dict | None], str],
-    hover: Callable[[dict | None, str], str],
+    run_ids: Callable[[Any], Sequence[int]],
+    value: Callable[[Any], float | None],
+    text: Callable[[Any | None], str],
+    hover: Callable[[Any | None, str], str],
     scale: dict,
     title: str,
 ) -> go.Figure:
     """The experiment's matrix grid: one heatmap per sharing mode, rows workflow × task,
-    columns model. `value`, `text` and `hover(cell, sharing)` read a cell (None where the grid
-    has no runs); `scale` is the colour axis (colorscale, cmin, cmax); `customdata` carries
-    each cell's run ids, so a click opens them."""
-    sharings = labels.sharing_order({c["sharing"] for c in cells})
+    columns model. `cells` maps each (workflow, task, model, sharing) to its cell; `run_ids`,
+    `value`, `text` and `hover(cell, sharing)` read a cell (None where the grid has no runs);
+    `scale` is the colour axis (colorscale, cmin, cmax); `customdata` carries each cell's run
+    ids, so a click opens them."""
+    sharings = labels.sharing_order({sharing for _, _, _, sharing in cells})
     row_keys = [
         (w, t)
-        for w in labels.workflow_order({c["workflow"] for c in cells})
-        for t in labels.task_order({c["task"] for c in cells})
-        if any(c["workflow"] == w and c["task"] == t for c in cells)
+        for w in labels.workflow_order({w for w, _, _, _ in cells})
+        for t in labels.task_order({t for _, t, _, _ in cells})
+        if any(cw == w and ct == t for cw, ct, _, _ in cells)
     ]
-    models = labels.model_order({c["model"] for c in cells})
-    by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
+    models = labels.model_order({m for _, _, m, _ in cells})
     fig = make_subplots(
         rows=1,
         cols=len(sharings),
@@ -194,11 +197,11 @@ def cell_grid(
     for col, sharing in enumerate(sharings, start=1):
         z, texts, hovers, runs = [], [], [], []
         for w, t in row_keys:
-            row = [by_cell.get((w, t, m, sharing)) for m in models]
+            row = [cells.get((w, t, m, sharing)) for m in models]
             z.append([c and value(c) for c in row])
             texts.append([text(c) for c in row])
             hovers.append([hover(c, sharing) for c in row])
-            runs.append([",".join(map(str, c["runs"])) if c else "" for c in row])
+            runs.append([",".join(map(str, run_ids(c))) if c else "" for c in row])
         fig.add_trace(
             go.Heatmap(
                 z=z,
@@ -245,43 +248,43 @@ def colour_bar_lines(title: str, height: float, char_px: float = 7.0) -> list[st
     return textwrap.wrap(title, width) or [title]
 
 
-def _cell_text(cell: dict | None, field: str) -> str:
+def _cell_text(cell: CellSummary | None, field: str) -> str:
     if cell is None:
         return ""
-    if cell["base_mean"] is None:
+    if cell.base is None:
         return "no evaluations yet"
-    value = labels.signed(cell[f"{field}_mean"])
-    arrow = " → ".join(labels.num(cell[f"{k}_mean"]) for k in ("base", "peak", "final"))
-    if not cell["n_judged"]:
+    value = labels.signed(getattr(cell, field).mean)
+    arrow = " → ".join(labels.num(x) for x in (cell.base, cell.peak, cell.final))
+    if not cell.n_judged:
         cliffs = "cliffs —"
-    elif cell["n_cliffs"]:
-        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell['n_cliffs']}/{cell['n_judged']}</span>"
+    elif cell.n_cliffs:
+        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell.n_cliffs}/{cell.n_judged}</span>"
     else:
-        cliffs = f"cliffs 0/{cell['n_judged']}"
+        cliffs = f"cliffs 0/{cell.n_judged}"
     return f"<b>{value}</b><br>{arrow}<br>{cliffs}"
 
 
-def _cell_hover(cell: dict | None, sharing: str) -> str:
+def _cell_hover(cell: CellSummary | None, sharing: str) -> str:
     if cell is None:
         return "no runs in this cell"
-    cell_name = labels.cell_label(cell["workflow"], cell["task"], cell["model"])
+    cell_name = labels.cell_label(cell.workflow, cell.task, cell.model)
     lines = [
         f"<b>{labels.plot_text(cell_name)}</b>",
         labels.plot_text(labels.sharing_name(sharing)),
-        f"{cell['n_seeds']} seed(s): {', '.join(map(str, cell['seeds']))}",
+        f"{cell.n_seeds} seed(s): {', '.join(map(str, cell.seeds))}",
     ]
-    for field, name in (("gain", "gain"), ("final_gain", "final gain")):
+    for estimate, name in ((cell.gain, "gain"), (cell.final_gain, "final gain")):
         ci = ""
-        if cell[f"{field}_low"] is not None:
-            low, high = labels.signed(cell[f"{field}_low"]), labels.signed(cell[f"{field}_high"])
+        if estimate.low is not None:
+            low, high = labels.signed(estimate.low), labels.signed(estimate.high)
             ci = f" (95% CI {low} … {high})"
-        lines.append(f"{name} {labels.signed(cell[f'{field}_mean'])}{ci}")
+        lines.append(f"{name} {labels.signed(estimate.mean)}{ci}")
     lines.append(
         "base → peak → final: "
-        + " → ".join(labels.num(cell[f"{k}_mean"], 3) for k in ("base", "peak", "final"))
+        + " → ".join(labels.num(x, 3) for x in (cell.base, cell.peak, cell.final))
     )
-    if cell["n_judged"]:
-        lines.append(f"terminal cliff in {cell['n_cliffs']} of {cell['n_judged']} seed(s)")
+    if cell.n_judged:
+        lines.append(f"terminal cliff in {cell.n_cliffs} of {cell.n_judged} seed(s)")
     lines.append("<i>click to compare these runs</i>")
     return "<br>".join(lines)
 

@@ -129,12 +129,13 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     for run in runs:
         run.branches = branches.get(run.id, [])
     seeds = sorted({run.seed for run in runs if run.branch_step is None})
-    cells = cell_summaries(experiment, gradients=False)
     by_id = {run.id: run for run in runs}
-    for cell in cells:
-        members = [by_id[i] for i in cell["runs"] if i in by_id]
-        cell["by_seed"] = [next((r for r in members if r.seed == s), None) for s in seeds]
-        cell["run_ids"] = ",".join(str(i) for i in cell["runs"])
+    cells = []  # the matrix table's rows: a cell's summary, its runs by seed, their ids
+    for summary in cell_summaries(experiment, gradients=False):
+        members = [by_id[i] for i in summary.runs if i in by_id]
+        by_seed = [next((r for r in members if r.seed == s), None) for s in seeds]
+        run_ids = ",".join(str(i) for i in summary.runs)
+        cells.append({"summary": summary, "by_seed": by_seed, "run_ids": run_ids})
     counts = {status: 0 for status, _ in Run.STATUSES}
     for run in runs:
         counts[run.status] += 1
