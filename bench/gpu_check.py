@@ -206,8 +206,13 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     from trainer.tasks import load_task
     from trainer.update import update_policies
 
-    row = dict(case=str(case), shape=case.shape, finetune=case.finetune, sharing=case.sharing,
-               workflow=case.workflow)  # fmt: skip
+    row = dict(
+        case=str(case),
+        shape=case.shape,
+        finetune=case.finetune,
+        sharing=case.sharing,
+        workflow=case.workflow,
+    )
     hub_id = SHAPES[case.shape]
     try:
         config = make_config(
@@ -238,8 +243,9 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     prompts = make_prompts(config, tokenizer, "tiny")
     # On the host: a GPU copy of every trainable weight would count in the measured peaks (it
     # added 15 GiB to 4B full fine-tuning's before 2026-12-04's third run was corrected).
-    before = {n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)]
-              for n in policies.names}  # fmt: skip
+    before = {
+        n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)] for n in policies.names
+    }
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
@@ -291,8 +297,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     )
     on_cuda = args.device == "cuda"
     update_need = estimate(config, shape, on_cuda=on_cuda, sequence=longest)
-    rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls,
-                                    update=update_need)  # fmt: skip
+    rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls, update=update_need)
     tps = statistics.median(update_tps)
     gib = 2**30
     row.update(
@@ -347,13 +352,18 @@ def _profiled(path: str, device: str, title: str):
         yield
     events = prof.key_averages()
     sort = "cuda_time_total" if device == "cuda" else "cpu_time_total"
-    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
-                                                         "cudaLaunchKernelExC"))  # fmt: skip
+    launches = sum(
+        e.count
+        for e in events
+        if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
+    )
     syncs = sum(e.count for e in events if "Synchronize" in e.key or e.key == "cudaMemcpy")
     memcpy = sum(e.count for e in events if e.key == "cudaMemcpyAsync")
     with open(path, "a") as out:
-        out.write(f"\n## update of {title}: {launches} kernel launches, {syncs} synchronize "
-                  f"calls, {memcpy} async copies\n")  # fmt: skip
+        out.write(
+            f"\n## update of {title}: {launches} kernel launches, {syncs} synchronize "
+            f"calls, {memcpy} async copies\n"
+        )
         out.write(events.table(sort_by=sort, row_limit=30, max_name_column_width=60))
         out.write("\n")
 
@@ -368,10 +378,17 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
     shape = model_shape(hub_id) if hub_id else TINY
     model = build_model(shape, device, shape["vocab_size"]).eval()
     gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(1, min(1000, shape["vocab_size"]), (int(n),), generator=gen).tolist()
-               for n in torch.randint(20, 60, (sequences,), generator=gen)]  # fmt: skip
-    call = dict(seeds=list(range(sequences)), max_new_tokens=new_tokens, temperature=0.7,
-                eos_ids=[-1], pad_id=0)  # fmt: skip
+    prompts = [
+        torch.randint(1, min(1000, shape["vocab_size"]), (int(n),), generator=gen).tolist()
+        for n in torch.randint(20, 60, (sequences,), generator=gen)
+    ]
+    call = dict(
+        seeds=list(range(sequences)),
+        max_new_tokens=new_tokens,
+        temperature=0.7,
+        eos_ids=[-1],
+        pad_id=0,
+    )
     row = dict(shape=shape_name, sequences=sequences, new_tokens=new_tokens)
     results = {}
     for graphs in (True, False, True):  # the first call pays for warm-up and Triton's compile
@@ -387,10 +404,14 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
         results[graphs] = samples
     sampling.USE_CUDA_GRAPHS = True
     same = [a.completion_ids == b.completion_ids for a, b in zip(results[True], results[False])]
-    gap = max(abs(x - y) for a, b in zip(results[True], results[False])
-              for x, y in zip(a.logprobs, b.logprobs))  # fmt: skip
-    row.update(same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap,
-               fused_picker=fused_sampling.STATUS)  # fmt: skip
+    gap = max(
+        abs(x - y)
+        for a, b in zip(results[True], results[False])
+        for x, y in zip(a.logprobs, b.logprobs)
+    )
+    row.update(
+        same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=fused_sampling.STATUS
+    )
     del model
     gc.collect()
     if device == "cuda":
@@ -465,8 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = matmul_ceiling(args.device)
     report: dict = {"ceiling_tflops": ceiling, "sampler": [], "cases": []}
     if not args.no_sampler_check:
-        checks = [("qwen3-0.6b", 128), ("qwen3-4b", 64)] if args.device == "cuda" else [
-            ("tiny", 8)]  # fmt: skip
+        checks = [("qwen3-0.6b", 128), ("qwen3-4b", 64)] if args.device == "cuda" else [("tiny", 8)]
         for shape, sequences in checks:
             try:
                 row = sampler_check(args.device, shape, sequences, args.new_tokens)

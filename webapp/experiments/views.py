@@ -53,7 +53,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
                     When(runs__status=Run.SUCCEEDED, then=F("runs__total_steps")),
                     default=F("runs__step"),
                 )
-            ),  # fmt: skip
+            ),
         )
         .order_by("-created", "-id")
     )
@@ -181,7 +181,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
                     "percent": r.percent,
                     "phase": r.current_phase,
                     **({"results": live_results(summaries[r.id])} if r.id in summaries else {}),
-                }  # fmt: skip
+                }
                 for r in runs
             ]
         }
