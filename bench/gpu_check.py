@@ -198,13 +198,11 @@ def _peak(device: str) -> int:
 
 def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> dict:
     _peak_reset(args.device)
-    from trainer.advantages import compute_advantages
-    from trainer.config import ConfigError, make_config
-    from trainer.memory import estimate, model_shape, rollout_estimate
+    from trainer.config import ConfigError
+    from trainer.memory import model_shape
     from trainer.policies import PolicySet, policy_names
-    from trainer.rollout import make_prompts, rollout
+    from trainer.rollout import make_prompts
     from trainer.tasks import load_task
-    from trainer.update import update_policies
 
     row = dict(
         case=str(case),
@@ -215,23 +213,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     )
     hub_id = SHAPES[case.shape]
     try:
-        config = make_config(
-            "paper",
-            workflow=case.workflow,
-            task="math",
-            dataset="synthetic",
-            model=hub_id or "tiny-s",
-            finetune=case.finetune,
-            sharing=case.sharing,
-            prompts_per_step=case.prompts,
-            group_size=case.group,
-            max_new_tokens=args.new_tokens,
-            micro_batch_size=args.micro_batch,
-            rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
-            lr=2e-5,
-            warmup_steps=0,
-            device=args.device,
-        )
+        config = _case_config(args, case, hub_id)
     except ConfigError as exc:
         row["status"] = "refused: " + "; ".join(exc.errors.values())[:200]
         return row
@@ -246,6 +228,50 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     before = {
         n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)] for n in policies.names
     }
+    timing = _run_steps(args, case, config, policies, codec, prompts, task, profile_to)
+    moved = all(
+        any(not torch.equal(a, b.detach().cpu()) for a, b in zip(before[n], policies.parameters(n)))
+        for n in policies.names
+    )
+    row.update(_measured(args, config, shape, n_params, ceiling, timing), moved=moved)
+    row["finite"] = all(math.isfinite(x) for x in timing["losses"])
+    del policies, model, before
+    gc.collect()
+    if args.device == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def _case_config(args, case: Case, hub_id: str | None):
+    """The paper preset's config for one case (raises ConfigError where it refuses it)."""
+    from trainer.config import make_config
+
+    return make_config(
+        "paper",
+        workflow=case.workflow,
+        task="math",
+        dataset="synthetic",
+        model=hub_id or "tiny-s",
+        finetune=case.finetune,
+        sharing=case.sharing,
+        prompts_per_step=case.prompts,
+        group_size=case.group,
+        max_new_tokens=args.new_tokens,
+        micro_batch_size=args.micro_batch,
+        rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
+        lr=2e-5,
+        warmup_steps=0,
+        device=args.device,
+    )
+
+
+def _run_steps(args, case: Case, config, policies, codec, prompts, task, profile_to) -> dict:
+    """Train `args.steps` timed steps after an untimed warm-up (and, with `profile_to`, one
+    profiled step); their times, throughputs, losses, memory peaks and generation calls."""
+    from trainer.advantages import compute_advantages
+    from trainer.rollout import rollout
+    from trainer.update import update_policies
+
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
@@ -291,20 +317,32 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         step_s.append(t2 - t0)
         rollout_tps.append(stats.tokens / (t1 - t0))
         update_tps.append(tokens / (t2 - t1))
-    moved = all(
-        any(not torch.equal(a, b.detach().cpu()) for a, b in zip(before[n], policies.parameters(n)))
-        for n in policies.names
+    return dict(
+        step_s=step_s,
+        rollout_tps=rollout_tps,
+        update_tps=update_tps,
+        losses=losses,
+        longest=longest,
+        calls=calls,
+        peaks=peaks,
     )
+
+
+def _measured(args, config, shape, n_params: int, ceiling, timing: dict) -> dict:
+    """A case's row: medians of the timed steps, MFU, and measured against estimated memory."""
+    from trainer.memory import estimate, rollout_estimate
+
     on_cuda = args.device == "cuda"
+    longest, calls, peaks = timing["longest"], timing["calls"], timing["peaks"]
     update_need = estimate(config, shape, on_cuda=on_cuda, sequence=longest)
     rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls, update=update_need)
-    tps = statistics.median(update_tps)
+    tps = statistics.median(timing["update_tps"])
     gib = 2**30
-    row.update(
+    return dict(
         status="ok",
         params=n_params,
-        step_s=statistics.median(step_s),
-        rollout_tps=statistics.median(rollout_tps),
+        step_s=statistics.median(timing["step_s"]),
+        rollout_tps=statistics.median(timing["rollout_tps"]),
         update_tps=tps,
         micro_batch_tokens=args.micro_batch * sum(longest),
         mfu=6 * n_params * tps / 1e12 / ceiling,
@@ -319,14 +357,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         rollout_parts=rollout_need.parts(),
         longest=longest,
         calls=sorted(set(calls)),
-        moved=moved,
-        finite=all(math.isfinite(x) for x in losses),
     )
-    del policies, model, before
-    gc.collect()
-    if on_cuda:
-        torch.cuda.empty_cache()
-    return row
 
 
 def _generation_calls(episodes) -> list[tuple[int, int, int]]:
