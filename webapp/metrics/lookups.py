@@ -1,10 +1,11 @@
 """The raw-SQL look-ups every API and MLflow request makes: a token with its user, and a run
 with its experiment and MLflow row. Through the ORM each costs about a millisecond of query
-compilation, as much as the round trip to PostgreSQL (an MLflow client's run sends hundreds of batches),
-so each is one hand-written SELECT whose row becomes model instances here, converted as the
-ORM converts them (the backend's converters first — SQLite's datetimes become aware ones —
-then the field's own, JSON fields decoded): the same objects the ORM would return on either
-database. The SQL and the row mapping stay in this module; callers get models.
+compilation, as much as the round trip to PostgreSQL (an MLflow client's run sends hundreds
+of batches), so each is one hand-written SELECT whose row becomes model instances here,
+converted as the ORM converts them (the backend's converters first — SQLite's datetimes
+become aware ones — then the field's own, JSON fields decoded): the same objects the ORM
+would return on either database. The SQL and the row mapping stay in this module; callers
+get models.
 """
 
 from __future__ import annotations
