@@ -201,7 +201,49 @@ def judge_accuracy(
     smoothing and the evidence text when the last `final_window` values are not all below
     the threshold, since a running run is then "none" whatever the smoothing says."""
     n = len(s)
-    out: dict[str, Any] = {
+    out = _no_verdict(n, running)
+    if n == 0:
+        out["evidence"] = describe_cliff(out)
+        return out
+    peak_idx = int(np.argmax(v))  # argmax returns the first maximum: the first step attaining it
+    window = min(final_window, n)
+    out.update(_levels(s, v, peak_idx, window))
+    ref_idx, theta, threshold, cliff_test = _drop_test(
+        s,
+        v,
+        se_arr,
+        per_problem,
+        peak_idx,
+        window,
+        alpha=alpha,
+        drop_frac=drop_frac,
+        min_drop=min_drop,
+        peak_se=peak_se,
+    )
+    out.update(theta=theta, threshold=threshold, cliff_test=cliff_test)
+    if n < max(2, median_window, final_window):
+        out["evidence"] = describe_cliff(out)
+        return out  # too few points for the final mean and the smoothing to mean anything
+    if threshold <= EPS:
+        # Nothing can fall below a line at or under 0: no verdict, rather than "none".
+        out["cliff_status"] = "too_low"
+        out["evidence"] = describe_cliff(out)
+        return out
+    if quick and running and not _tail_down(v, ref_idx, threshold, final_window):
+        out.update(cliff_status="none", evidence=None)
+        return out
+    out.update(
+        _stretch_verdict(
+            s, v, ref_idx, threshold, out["final"], median_window, final_window, running
+        )
+    )
+    out["evidence"] = describe_cliff(out)
+    return out
+
+
+def _no_verdict(n: int, running: bool) -> dict[str, Any]:
+    """The result's every key, in its order, as a run with no evaluation has them."""
+    return {
         "base": None,
         "peak": None,
         "peak_step": None,
@@ -220,34 +262,43 @@ def judge_accuracy(
         "last_step": None,
         "running": bool(running),
     }
-    if n == 0:
-        out["evidence"] = describe_cliff(out)
-        return out
 
-    base = float(v[0])
-    peak_idx = int(np.argmax(v))  # argmax returns the first maximum: the first step attaining it
-    peak = float(v[peak_idx])
-    window = min(final_window, n)
+
+def _levels(s: np.ndarray, v: np.ndarray, peak_idx: int, window: int) -> dict[str, Any]:
+    """Base, peak, final (the mean of the last `window` evaluations), the gains, the ends."""
+    base, peak = float(v[0]), float(v[peak_idx])
     final = float(np.mean(v[-window:]))
-    out.update(
-        base=base,
-        peak=peak,
-        peak_step=as_step(s[peak_idx]),
-        final=final,
-        gain=peak - base,
-        final_gain=final - base,
-        first_step=as_step(s[0]),
-        last_step=as_step(s[-1]),
-    )
+    return {
+        "base": base,
+        "peak": peak,
+        "peak_step": as_step(s[peak_idx]),
+        "final": final,
+        "gain": peak - base,
+        "final_gain": final - base,
+        "first_step": as_step(s[0]),
+        "last_step": as_step(s[-1]),
+    }
+
+
+def _drop_test(
+    s: np.ndarray,
+    v: np.ndarray,
+    se_arr: np.ndarray | None,
+    per_problem: Mapping | None,
+    peak_idx: int,
+    window: int,
+    *,
+    alpha: float,
+    drop_frac: float,
+    min_drop: float,
+    peak_se: float,
+) -> tuple[int, float, float, dict]:
+    """(the index judged from — the peak, or the base when the peak is a bump noise
+    explains —, θ, the threshold, the `cliff_test` record of how θ and p came about)."""
+    n = len(v)
+    base, peak = float(v[0]), float(v[peak_idx])
     method, se_drop = _drop_noise(s, v, se_arr, per_problem, peak_idx, window)
-    # The peak is the largest of n noisy evaluations, so a drop from it is judged at the
-    # Bonferroni level α/n: a flat, noisy run then calls a cliff at most α of the time.
-    z = statistics.NormalDist().inv_cdf(1 - alpha / n)
-    if method == "series" and n >= 3:
-        # The SD is itself estimated, from n − 2 second differences: Student's t with that
-        # many degrees of freedom in place of the normal keeps the level (measured: at most
-        # 5% false cliffs on flat runs of 6–100 evaluations, docs/analysis.md).
-        z = student_t_quantile(1 - alpha / n, n - 2)
+    z = _drop_z(alpha, n, method)
     # A peak no more than `peak_se` SEs above the base is a bump evaluation noise explains:
     # the run is judged from its base, so cliff versus degradation never hinges on it.
     se_gain = _gain_noise(s, v, se_arr, per_problem, peak_idx, method) if peak_idx else 0.0
@@ -259,78 +310,91 @@ def judge_accuracy(
     gain_margin = drop_frac * (ref - base)
     noise_margin = z * se_drop
     theta = max(min_drop, gain_margin, noise_margin)
-    threshold = ref - theta
-    drop = ref - final
-    if se_drop > 0:
-        x = drop / se_drop
-        if method == "series" and n >= 3:
-            tail = (1 - t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as z above
-            tail = tail if x >= 0 else 1 - tail
-        else:
-            tail = normal_sf(x)
-        p = min(1.0, n * tail)
-    else:
-        p = 0.0 if drop > EPS else 1.0
-    out.update(
-        theta=theta,
-        threshold=threshold,
-        cliff_test={
-            "method": method,
-            "drop": drop,
-            "se_drop": se_drop,
-            "z": z,
-            "alpha": alpha,
-            "n_compared": n,
-            "noise_margin": noise_margin,
-            "gain_margin": gain_margin,
-            "min_drop": min_drop,
-            "p": p,
-            "reference": "peak" if learned else "base",
-            "se_gain": se_gain,
-            "peak_se": peak_se,
-        },
-    )
-    if n < max(2, median_window, final_window):
-        out["evidence"] = describe_cliff(out)
-        return out  # too few points for the final mean and the smoothing to mean anything
-    if threshold <= EPS:
-        # Nothing can fall below a line at or under 0: no verdict, rather than "none".
-        out["cliff_status"] = "too_low"
-        out["evidence"] = describe_cliff(out)
-        return out
-    if quick and running:
-        tail_down = n - final_window > ref_idx and bool(np.all(v[-final_window:] < threshold - EPS))
-        if not tail_down:
-            out.update(cliff_status="none", evidence=None)
-            return out
+    drop = ref - float(np.mean(v[-window:]))
+    test = {
+        "method": method,
+        "drop": drop,
+        "se_drop": se_drop,
+        "z": z,
+        "alpha": alpha,
+        "n_compared": n,
+        "noise_margin": noise_margin,
+        "gain_margin": gain_margin,
+        "min_drop": min_drop,
+        "p": _drop_p(drop, se_drop, method, n),
+        "reference": "peak" if learned else "base",
+        "se_gain": se_gain,
+        "peak_se": peak_se,
+    }
+    return ref_idx, theta, ref - theta, test
 
+
+def _drop_z(alpha: float, n: int, method: str) -> float:
+    """How many SEs of the drop noise explains. The peak is the largest of n noisy
+    evaluations, so a drop from it is judged at the Bonferroni level α/n: a flat, noisy run
+    then calls a cliff at most α of the time."""
+    if method == "series" and n >= 3:
+        # The SD is itself estimated, from n − 2 second differences: Student's t with that
+        # many degrees of freedom in place of the normal keeps the level (measured: at most
+        # 5% false cliffs on flat runs of 6–100 evaluations, docs/analysis.md).
+        return student_t_quantile(1 - alpha / n, n - 2)
+    return statistics.NormalDist().inv_cdf(1 - alpha / n)
+
+
+def _drop_p(drop: float, se_drop: float, method: str, n: int) -> float:
+    """The drop's one-sided p-value, Bonferroni-corrected over the n evaluations."""
+    if se_drop <= 0:
+        return 0.0 if drop > EPS else 1.0
+    x = drop / se_drop
+    if method == "series" and n >= 3:
+        tail = (1 - t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as in `_drop_z`
+        tail = tail if x >= 0 else 1 - tail
+    else:
+        tail = normal_sf(x)
+    return min(1.0, n * tail)
+
+
+def _tail_down(v: np.ndarray, ref_idx: int, threshold: float, final_window: int) -> bool:
+    """Whether the last `final_window` evaluations, all after the reference, lie below the
+    threshold."""
+    return len(v) - final_window > ref_idx and bool(np.all(v[-final_window:] < threshold - EPS))
+
+
+def _stretch_verdict(
+    s: np.ndarray,
+    v: np.ndarray,
+    ref_idx: int,
+    threshold: float,
+    final: float,
+    median_window: int,
+    final_window: int,
+    running: bool,
+) -> dict[str, Any]:
+    """The verdict's fields from the final stretch of the smoothed series below threshold:
+    a cliff (provisional while running), degradation (nothing learned), or none."""
+    n = len(v)
     below = rolling_median(v, median_window) < threshold - EPS
     # Start of the final stretch below threshold: one past the last index that is not below.
     not_below = np.flatnonzero(~below)
     start = int(not_below[-1]) + 1 if len(not_below) else 0
     start = max(start, ref_idx + 1)  # the cliff comes after the peak, by definition
     is_cliff = final < threshold - EPS and start < n
-
     status = "cliff" if is_cliff else "none"
     if running and is_cliff:
         # An unfinished run may still recover: only call it when it is already down for the
         # whole final window, and then only provisionally.
-        tail_down = n - final_window > ref_idx and bool(np.all(v[-final_window:] < threshold - EPS))
+        tail_down = _tail_down(v, ref_idx, threshold, final_window)
         status = "provisional" if tail_down else "none"
         is_cliff = tail_down
     if is_cliff and ref_idx == 0:
         # Nothing was learned above the base (or only a bump within noise): a fall below it
         # is degradation, not a cliff from a learned peak.
-        out.update(cliff_status="degradation", degradation_onset=as_step(s[start]))
-        out["evidence"] = describe_cliff(out)
-        return out
-    out.update(
-        cliff=bool(is_cliff),
-        cliff_onset=as_step(s[start]) if is_cliff else None,
-        cliff_status=status,
-    )
-    out["evidence"] = describe_cliff(out)
-    return out
+        return {"cliff_status": "degradation", "degradation_onset": as_step(s[start])}
+    return {
+        "cliff": bool(is_cliff),
+        "cliff_onset": as_step(s[start]) if is_cliff else None,
+        "cliff_status": status,
+    }
 
 
 def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:

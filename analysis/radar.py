@@ -149,22 +149,7 @@ def radar(
     `running`), the largest step with a value among the series the radar reads (None when
     none has one) and every threshold used.
     """
-    own = dict(RADAR_DEFAULTS)
-    rest = {}
-    for name, value in thresholds.items():
-        (own if name in RADAR_DEFAULTS else rest)[name] = value
-    known = [*ACCURACY_DEFAULTS, *AMPLIFICATION_DEFAULTS, *RADAR_DEFAULTS]
-    known += [f"capture_{k}" for k in CAPTURE_DEFAULTS]
-    unknown = sorted(set(rest) - set(known))
-    if unknown:
-        raise TypeError(f"unknown threshold {unknown[0]!r}; known: {', '.join(known)}")
-    acc_kw, amp_kw, cap_kw = split_thresholds(rest)  # raises on an unknown name
-    for name in ("cliff_confirm", "entropy_ref_points"):
-        if int(own[name]) != own[name] or own[name] < 1:
-            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
-    for name in ("entropy_consecutive", "zero_std_consecutive"):
-        if int(own[name]) != own[name] or own[name] < 1:
-            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    own, acc_kw, amp_kw, cap_kw = _radar_thresholds(thresholds)
     if total_steps is not None and not total_steps > 0:
         raise ValueError(f"total_steps must be positive or None, not {total_steps}")
 
@@ -175,38 +160,10 @@ def radar(
         clean.get(ACCURACY_KEY), clean.get(ACCURACY_SE_KEY), running, own, acc_kw
     )
     events += cliff_events
-
-    roles = roles_in(clean)
-    for role in roles:
-        key = role_key(role, GRAD_NORM)
-        if key in clean:
-            events += _amplification(key, role, *clean[key], running, total_steps, amp_kw)
-        key = role_key(role, ENTROPY)
-        if key in clean:
-            events += _entropy_collapse(key, role, *clean[key], own)
-    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in clean]
-    if sharing in (None, "shared") and len(share_roles) >= 2:
-        events += _capture(clean, share_roles, running, own, cap_kw)
+    events += _role_events(clean, running, sharing, total_steps, own, amp_kw, cap_kw)
     events += behavioural_events(clean, own)
     events += reward_hacking_events(clean)
-    if ZERO_STD_KEY in clean:
-        s, v = clean[ZERO_STD_KEY]
-        first = _first_run(v > own["zero_std_threshold"] + EPS, own["zero_std_consecutive"])
-        if first is not None:
-            k = first + own["zero_std_consecutive"] - 1
-            events.append(
-                _event(
-                    "zero_std_groups",
-                    None,
-                    ZERO_STD_KEY,
-                    s[first],
-                    s[k],
-                    False,
-                    v[first],
-                    own["zero_std_threshold"],
-                )
-            )
-
+    events += _zero_std_events(clean, own)
     events += non_finite_events(series)
     last = [float(s[-1]) for s, _ in clean.values() if len(s)]
     events.sort(key=lambda e: (e["step"], e["kind"], e["role"] or ""))
@@ -223,6 +180,73 @@ def radar(
             **own,
         },
     }
+
+
+def _radar_thresholds(thresholds: Mapping[str, Any]) -> tuple[dict, dict, dict, dict]:
+    """(the radar's own thresholds over `RADAR_DEFAULTS`, and `split_thresholds` of the
+    rest: the accuracy, amplification and capture keywords); raises on an unknown name or a
+    count that is not a positive whole number."""
+    own = dict(RADAR_DEFAULTS)
+    rest = {}
+    for name, value in thresholds.items():
+        (own if name in RADAR_DEFAULTS else rest)[name] = value
+    known = [*ACCURACY_DEFAULTS, *AMPLIFICATION_DEFAULTS, *RADAR_DEFAULTS]
+    known += [f"capture_{k}" for k in CAPTURE_DEFAULTS]
+    unknown = sorted(set(rest) - set(known))
+    if unknown:
+        raise TypeError(f"unknown threshold {unknown[0]!r}; known: {', '.join(known)}")
+    acc_kw, amp_kw, cap_kw = split_thresholds(rest)  # raises on an unknown name
+    for name in ("cliff_confirm", "entropy_ref_points"):
+        if int(own[name]) != own[name] or own[name] < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    for name in ("entropy_consecutive", "zero_std_consecutive"):
+        if int(own[name]) != own[name] or own[name] < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {own[name]}")
+    return own, acc_kw, amp_kw, cap_kw
+
+
+def _role_events(
+    clean: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    running: bool,
+    sharing: str | None,
+    total_steps: int | None,
+    own: dict,
+    amp_kw: dict,
+    cap_kw: dict,
+) -> list[dict[str, Any]]:
+    """Each role's amplification and entropy collapse, then capture between the roles of
+    one shared policy."""
+    events: list[dict[str, Any]] = []
+    roles = roles_in(clean)
+    for role in roles:
+        key = role_key(role, GRAD_NORM)
+        if key in clean:
+            events += _amplification(key, role, *clean[key], running, total_steps, amp_kw)
+        key = role_key(role, ENTROPY)
+        if key in clean:
+            events += _entropy_collapse(key, role, *clean[key], own)
+    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in clean]
+    if sharing in (None, "shared") and len(share_roles) >= 2:
+        events += _capture(clean, share_roles, running, own, cap_kw)
+    return events
+
+
+def _zero_std_events(
+    clean: Mapping[str, tuple[np.ndarray, np.ndarray]], own: dict
+) -> list[dict[str, Any]]:
+    """The first stretch of `zero_std_consecutive` steps with the share of zero-std groups
+    over `zero_std_threshold`, as one event ([] when there is none)."""
+    if ZERO_STD_KEY not in clean:
+        return []
+    s, v = clean[ZERO_STD_KEY]
+    first = _first_run(v > own["zero_std_threshold"] + EPS, own["zero_std_consecutive"])
+    if first is None:
+        return []
+    k = first + own["zero_std_consecutive"] - 1
+    threshold = own["zero_std_threshold"]
+    return [
+        _event("zero_std_groups", None, ZERO_STD_KEY, s[first], s[k], False, v[first], threshold)
+    ]
 
 
 def non_finite_events(series: Mapping[str, tuple[Sequence, Sequence]]) -> list[dict[str, Any]]:

@@ -167,50 +167,18 @@ def summarize_run(
     `capture_min_steps` for `capture_verdict`.
     """
     acc_kw, amp_kw, cap_kw = split_thresholds(thresholds)
-    acc_steps, acc_values = series.get(ACCURACY_KEY, ((), ()))
-    se = None
-    if ACCURACY_SE_KEY in series:
-        by_step = dict(zip(*series[ACCURACY_SE_KEY], strict=True))
-        se = [by_step.get(x) for x in acc_steps]
-    accuracy = summarize_accuracy(
-        acc_steps, acc_values, se=se, per_problem=per_problem, running=running, **acc_kw
-    )
+    accuracy = _accuracy_of(series, running, per_problem, acc_kw)
     roles = roles_in(series)  # every role/<role>/<metric> key names a role, whatever the metric
-
-    amplification: dict[str, Any] = {}
-    amplification_status: dict[str, str] = {}
-    lead: dict[str, Any] = {}
-    onset_cliff = accuracy["cliff_onset"]
-    for role in roles:
-        key = role_key(role, GRAD_NORM)
-        verdict = (
-            amplification_verdict(*series[key], total_steps=total_steps, **amp_kw)
-            if key in series
-            else {"onset": None, "status": TOO_FEW_STEPS}
-        )
-        onset = verdict["onset"]
-        amplification[role] = onset
-        amplification_status[role] = verdict["status"]
-        lead[role] = onset_cliff - onset if onset is not None and onset_cliff is not None else None
-
+    amplification, amplification_status, lead = _amplification_of(
+        series, roles, accuracy["cliff_onset"], total_steps, amp_kw
+    )
     policy_amplification = {
         p: amplification_verdict(
             *series[policy_key(p, GRAD_NORM)], total_steps=total_steps, **amp_kw
         )["onset"]
         for p in names_between(series, POLICY_PREFIX, "/grad_norm")
     }
-
-    captured, fractions, capture_status = None, {}, None
-    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in series]
-    if sharing in (None, "shared") and len(share_roles) >= 2:
-        steps, shares = align_by_step({r: series[role_key(r, GRAD_SHARE)] for r in share_roles})
-        verdict = capture_verdict(steps, shares, **cap_kw)
-        captured, fractions, capture_status = (
-            verdict["role"],
-            verdict["fractions"],
-            verdict["status"],
-        )
-
+    captured, fractions, capture_status = _capture_of(series, roles, sharing, cap_kw)
     return {
         "accuracy": accuracy,
         "roles": roles,
@@ -222,3 +190,62 @@ def summarize_run(
         "capture_status": capture_status,
         "amplification_status": amplification_status,
     }
+
+
+def _accuracy_of(
+    series: Mapping[str, tuple[Sequence, Sequence]],
+    running: bool,
+    per_problem: Mapping | None,
+    acc_kw: dict[str, Any],
+) -> dict[str, Any]:
+    """`summarize_accuracy` of the run's `eval/accuracy`, with its logged SE when it has one."""
+    acc_steps, acc_values = series.get(ACCURACY_KEY, ((), ()))
+    se = None
+    if ACCURACY_SE_KEY in series:
+        by_step = dict(zip(*series[ACCURACY_SE_KEY], strict=True))
+        se = [by_step.get(x) for x in acc_steps]
+    return summarize_accuracy(
+        acc_steps, acc_values, se=se, per_problem=per_problem, running=running, **acc_kw
+    )
+
+
+def _amplification_of(
+    series: Mapping[str, tuple[Sequence, Sequence]],
+    roles: list[str],
+    onset_cliff: float | None,
+    total_steps: float | None,
+    amp_kw: dict[str, Any],
+) -> tuple[dict, dict, dict]:
+    """({role: amplification onset or None}, {role: its status}, {role: the cliff onset's
+    lead over it, or None})."""
+    amplification: dict[str, Any] = {}
+    amplification_status: dict[str, str] = {}
+    lead: dict[str, Any] = {}
+    for role in roles:
+        key = role_key(role, GRAD_NORM)
+        verdict = (
+            amplification_verdict(*series[key], total_steps=total_steps, **amp_kw)
+            if key in series
+            else {"onset": None, "status": TOO_FEW_STEPS}
+        )
+        onset = verdict["onset"]
+        amplification[role] = onset
+        amplification_status[role] = verdict["status"]
+        lead[role] = onset_cliff - onset if onset is not None and onset_cliff is not None else None
+    return amplification, amplification_status, lead
+
+
+def _capture_of(
+    series: Mapping[str, tuple[Sequence, Sequence]],
+    roles: list[str],
+    sharing: str | None,
+    cap_kw: dict[str, Any],
+) -> tuple[str | None, dict, str | None]:
+    """(the capturing role, the roles' fractions, the capture status) — (None, {}, None)
+    unless two or more roles put gradient on one policy."""
+    share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in series]
+    if sharing not in (None, "shared") or len(share_roles) < 2:
+        return None, {}, None
+    steps, shares = align_by_step({r: series[role_key(r, GRAD_SHARE)] for r in share_roles})
+    verdict = capture_verdict(steps, shares, **cap_kw)
+    return verdict["role"], verdict["fractions"], verdict["status"]

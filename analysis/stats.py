@@ -385,48 +385,12 @@ def paired_effect(
     if factor not in axes:
         raise ValueError(f"factor {factor!r} is not one of the axes {', '.join(axes)}")
     others = [a for a in axes if a != factor]
-    places: dict[tuple, dict[str, Mapping]] = {}
-    n_unpaired = 0
-    for run in runs:
-        cell = run.get("cell") or {}
-        level_value = cell.get(factor)
-        if level_value not in (first, second):
-            continue
-        key = (*(cell.get(a) for a in others), run.get("seed"))
-        slot = places.setdefault(key, {})
-        if level_value in slot:
-            where = ", ".join(f"{a}={v}" for a, v in zip([*others, "seed"], key, strict=True))
-            raise ValueError(f"two runs with {factor}={level_value} at {where}")
-        slot[level_value] = run_metrics(run.get("summary"))
-
-    cells: dict[tuple, dict[str, Any]] = {}
-    for key, slot in places.items():
-        if len(slot) < 2:
-            n_unpaired += 1
-            continue
-        cell = cells.setdefault(
-            key[:-1], {"seeds": [], "diffs": {m: [] for m in metrics}, "cliffs": 0}
-        )
-        cell["seeds"].append(key[-1])
-        for m in metrics:
-            a, b = slot[first].get(m), slot[second].get(m)
-            if a is not None and b is not None:
-                cell["diffs"][m].append(b - a)
-                if m == "cliff":
-                    cell["cliffs"] += int(a > 0) + int(b > 0)
-
-    rows = []
-    for key, cell in cells.items():
-        row: dict[str, Any] = dict(zip(others, key, strict=True))
-        row["n_pairs"] = len(cell["seeds"])
-        row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=_seed_order)
-        for m in metrics:
-            row[m] = _effect(np.array(cell["diffs"][m]), first, second, level=level)
-            if m == "cliff" and not cell["cliffs"] and row[m]["n"] >= MIN_SEEDS:
-                # Not a single cliff under either mode: "no cliffs", not [+0.000, +0.000].
-                row[m].update(low=None, high=None, decision="no_cliffs", verdict=NO_CLIFFS)
-                row[m].update(n_needed=None, more_needed=None)
-        rows.append(row)
+    places = _places(runs, factor, first, second, others)
+    cells, n_unpaired = _paired_cells(places, first, second, metrics)
+    rows = [
+        _paired_row(dict(zip(others, key, strict=True)), cell, metrics, first, second, level)
+        for key, cell in cells.items()
+    ]
     overall = {
         m: _pooled_effect(
             [np.array(c["diffs"][m], dtype=float) for c in cells.values()],
@@ -446,6 +410,70 @@ def paired_effect(
         "cells": rows,
         "unpaired": n_unpaired,
     }
+
+
+def _places(
+    runs: Iterable[Mapping[str, Any]], factor: str, first: str, second: str, others: Sequence[str]
+) -> dict[tuple, dict[str, dict]]:
+    """{(other axes…, seed): {level of `factor`: run_metrics}} for the runs at `first` or
+    `second`; raises ValueError when two runs claim one place."""
+    places: dict[tuple, dict[str, dict]] = {}
+    for run in runs:
+        cell = run.get("cell") or {}
+        level_value = cell.get(factor)
+        if level_value not in (first, second):
+            continue
+        key = (*(cell.get(a) for a in others), run.get("seed"))
+        slot = places.setdefault(key, {})
+        if level_value in slot:
+            where = ", ".join(f"{a}={v}" for a, v in zip([*others, "seed"], key, strict=True))
+            raise ValueError(f"two runs with {factor}={level_value} at {where}")
+        slot[level_value] = run_metrics(run.get("summary"))
+    return places
+
+
+def _paired_cells(
+    places: Mapping[tuple, Mapping[str, Mapping]], first: str, second: str, metrics: Sequence[str]
+) -> tuple[dict[tuple, dict[str, Any]], int]:
+    """({other axes: {"seeds", "diffs": {metric: [second − first per pair]}, "cliffs" (runs
+    of the cell's pairs with a cliff)}}, the number of places without a partner)."""
+    cells: dict[tuple, dict[str, Any]] = {}
+    n_unpaired = 0
+    for key, slot in places.items():
+        if len(slot) < 2:
+            n_unpaired += 1
+            continue
+        cell = cells.setdefault(
+            key[:-1], {"seeds": [], "diffs": {m: [] for m in metrics}, "cliffs": 0}
+        )
+        cell["seeds"].append(key[-1])
+        for m in metrics:
+            a, b = slot[first].get(m), slot[second].get(m)
+            if a is not None and b is not None:
+                cell["diffs"][m].append(b - a)
+                if m == "cliff":
+                    cell["cliffs"] += int(a > 0) + int(b > 0)
+    return cells, n_unpaired
+
+
+def _paired_row(
+    row: dict[str, Any],
+    cell: Mapping[str, Any],
+    metrics: Sequence[str],
+    first: str,
+    second: str,
+    level: float,
+) -> dict[str, Any]:
+    """One cell's row: its other axes (`row`), pairs, seeds and each metric's effect."""
+    row["n_pairs"] = len(cell["seeds"])
+    row["seeds"] = sorted((s for s in cell["seeds"] if s is not None), key=_seed_order)
+    for m in metrics:
+        row[m] = _effect(np.array(cell["diffs"][m]), first, second, level=level)
+        if m == "cliff" and not cell["cliffs"] and row[m]["n"] >= MIN_SEEDS:
+            # Not a single cliff under either mode: "no cliffs", not [+0.000, +0.000].
+            row[m].update(low=None, high=None, decision="no_cliffs", verdict=NO_CLIFFS)
+            row[m].update(n_needed=None, more_needed=None)
+    return row
 
 
 # --- main effects --------------------------------------------------------------------------------
@@ -486,54 +514,52 @@ def main_effects(
                 lv: [x for idx in by_cell.values() if len(x := _finite(values[i][m] for i in idx))]
                 for lv, by_cell in levels.items()
             }
-            present = [lv for lv, xs in cells.items() if xs]
-            n_levels = len(present)
-            rows = []
-            for lv, by_cell in levels.items():
-                xs = cells[lv]
-                row: dict[str, Any] = {
-                    "level": lv,
-                    "n": int(sum(len(x) for x in xs)),
-                    "n_cells": len(xs),
-                    "mean": float(np.mean([x.mean() for x in xs])) if xs else None,
-                    "effect": None,
-                    "low": None,
-                    "high": None,
-                }
-                if xs and n_levels >= 2:
-                    # Weights on cell means: this level's cells 1/k − 1/(L·k), others −1/(L·k').
-                    parts = [
-                        (
-                            (1 if other == lv else 0) / len(cells[other])
-                            - 1 / (n_levels * len(cells[other])),
-                            x,
-                        )
-                        for other in present
-                        for x in cells[other]
-                    ]
-                    ci = contrast_ci(parts, level=level)
-                    row.update(effect=ci["estimate"], low=ci["low"], high=ci["high"])
-                decision, _ = decide(row["low"], row["high"], "", "")
-                row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(
-                    decision, decision
-                )
-                if (
-                    m == "cliff"
-                    and xs
-                    and not any(np.any(x > 0) for c in cells.values() for x in c)
-                ):
-                    # Not one cliff on this axis: "no cliffs", not the interval [0, 0].
-                    row.update(low=None, high=None, decision="no_cliffs")
-                row["verdict"] = {
-                    "above": f"{lv} above the average of {axis}",
-                    "below": f"{lv} below the average of {axis}",
-                    "undecided": "undecided: interval straddles 0",
-                    "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
-                    "no_cliffs": NO_CLIFFS,
-                }[row["decision"]]
-                rows.append(row)
-            out[axis][m] = rows
+            out[axis][m] = [_level_row(axis, lv, m, cells, level) for lv in levels]
     return out
+
+
+def _level_row(
+    axis: str, lv: Any, m: str, cells: Mapping[Any, list[np.ndarray]], level: float
+) -> dict[str, Any]:
+    """One level's row of `main_effects` for metric `m`; `cells`: {level: its cells'
+    finite values of `m`}."""
+    xs = cells[lv]
+    present = [other for other, found in cells.items() if found]
+    row: dict[str, Any] = {
+        "level": lv,
+        "n": int(sum(len(x) for x in xs)),
+        "n_cells": len(xs),
+        "mean": float(np.mean([x.mean() for x in xs])) if xs else None,
+        "effect": None,
+        "low": None,
+        "high": None,
+    }
+    if xs and len(present) >= 2:
+        # Weights on cell means: this level's cells 1/k − 1/(L·k), others −1/(L·k').
+        parts = [
+            (
+                (1 if other == lv else 0) / len(cells[other])
+                - 1 / (len(present) * len(cells[other])),
+                x,
+            )
+            for other in present
+            for x in cells[other]
+        ]
+        ci = contrast_ci(parts, level=level)
+        row.update(effect=ci["estimate"], low=ci["low"], high=ci["high"])
+    decision, _ = decide(row["low"], row["high"], "", "")
+    row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(decision, decision)
+    if m == "cliff" and xs and not any(np.any(x > 0) for c in cells.values() for x in c):
+        # Not one cliff on this axis: "no cliffs", not the interval [0, 0].
+        row.update(low=None, high=None, decision="no_cliffs")
+    row["verdict"] = {
+        "above": f"{lv} above the average of {axis}",
+        "below": f"{lv} below the average of {axis}",
+        "undecided": "undecided: interval straddles 0",
+        "insufficient": f"not enough data: a cell with fewer than {MIN_SEEDS} seeds",
+        "no_cliffs": NO_CLIFFS,
+    }[row["decision"]]
+    return row
 
 
 # --- the reviewer's test ----------------------------------------------------------------------
@@ -569,15 +595,7 @@ def lead_test(
     """
     if int(n_perm) != n_perm or n_perm < 100:
         raise ValueError(f"n_perm must be a whole number of at least 100, not {n_perm}")
-    cliffs, onsets, grids = [], [], []
-    for i, run in enumerate(runs):
-        cliff, onset = as_number(run.get("cliff_onset")), as_number(run.get("onset"))
-        steps = np.unique(_finite(run.get("steps") or ()))
-        if cliff is None or onset is None or not len(steps):
-            continue
-        cliffs.append(cliff)
-        onsets.append(onset)
-        grids.append(steps)
+    cliffs, onsets, grids = _lead_runs(runs)
     n = len(cliffs)
     out: dict[str, Any] = {"n": n, "n_perm": int(n_perm)}
     keys = ("n_precede", "n_same", "fraction", "null_fraction", "mean_lead", "null_mean_lead")
@@ -588,44 +606,8 @@ def lead_test(
         out["decision"] = "insufficient"
         out["verdict"] = "no run has both a cliff and an amplification onset"
         return out
-
-    cliff = np.array(cliffs)
-    lead = cliff - np.array(onsets)
-    frac = float(np.mean(lead > 0))
-    q1, median, q3 = np.quantile(lead, [0.25, 0.5, 0.75])
-    # Per run: the chance that a random onset lies strictly before the cliff, and the mean lead
-    # of a random onset.
-    p_before = np.array([np.mean(g < c) for g, c in zip(grids, cliffs, strict=True)])
-    null_lead = np.array([np.mean(c - g) for g, c in zip(grids, cliffs, strict=True)])
-
-    rng = np.random.default_rng(seed)
-    null_frac = np.zeros(n_perm)
-    null_mean = np.zeros(n_perm)
-    for g, c in zip(grids, cliffs, strict=True):
-        placed = g[rng.integers(0, len(g), size=n_perm)]
-        null_frac += placed < c
-        null_mean += c - placed
-    null_frac /= n
-    null_mean /= n
-    k = int(np.count_nonzero(lead > 0))
-    out.update(
-        n_precede=k,
-        n_same=int(np.count_nonzero(lead == 0)),
-        fraction=frac,
-        null_fraction=float(p_before.mean()),
-        mean_lead=float(lead.mean()),
-        null_mean_lead=float(null_lead.mean()),
-        leads=[as_step(x) for x in np.sort(lead)],
-        lead_median=float(median),
-        lead_q1=float(q1),
-        lead_q3=float(q3),
-        lead_min=as_step(lead.min()),
-        lead_max=as_step(lead.max()),
-        p_fraction=(1 + int(np.count_nonzero(null_frac >= frac - 1e-12))) / (1 + n_perm),
-        p_fraction_exact=_poisson_binomial_tail(p_before, k),
-        p_mean_lead=(1 + int(np.count_nonzero(null_mean >= lead.mean() - 1e-9))) / (1 + n_perm),
-    )
-    p = out["p_fraction_exact"]
+    out.update(_lead_statistics(np.array(cliffs), np.array(onsets), grids, n_perm, seed))
+    k, p = out["n_precede"], out["p_fraction_exact"]
     said = (
         f"amplification preceded the cliff in {k} of {n} runs; onsets at random steps would "
         f"in {out['null_fraction']:.0%} (p = {p:.2g})"
@@ -635,6 +617,63 @@ def lead_test(
     else:
         out["decision"], out["verdict"] = "not_shown", said + ": not distinguishable from chance"
     return out
+
+
+def _lead_runs(runs: Iterable[Mapping[str, Any]]) -> tuple[list, list, list[np.ndarray]]:
+    """(cliff onsets, amplification onsets, logged steps) of the runs with both onsets and
+    at least one step."""
+    cliffs, onsets, grids = [], [], []
+    for run in runs:
+        cliff, onset = as_number(run.get("cliff_onset")), as_number(run.get("onset"))
+        steps = np.unique(_finite(run.get("steps") or ()))
+        if cliff is None or onset is None or not len(steps):
+            continue
+        cliffs.append(cliff)
+        onsets.append(onset)
+        grids.append(steps)
+    return cliffs, onsets, grids
+
+
+def _lead_statistics(
+    cliff: np.ndarray, onsets: np.ndarray, grids: Sequence[np.ndarray], n_perm: int, seed: int
+) -> dict[str, Any]:
+    """The observed leads' statistics, their null expectations and p-values (`lead_test`'s
+    fields from `n_precede` to `p_mean_lead`)."""
+    n = len(cliff)
+    lead = cliff - onsets
+    frac = float(np.mean(lead > 0))
+    q1, median, q3 = np.quantile(lead, [0.25, 0.5, 0.75])
+    # Per run: the chance that a random onset lies strictly before the cliff, and the mean lead
+    # of a random onset.
+    p_before = np.array([np.mean(g < c) for g, c in zip(grids, cliff, strict=True)])
+    null_lead = np.array([np.mean(c - g) for g, c in zip(grids, cliff, strict=True)])
+    rng = np.random.default_rng(seed)
+    null_frac = np.zeros(n_perm)
+    null_mean = np.zeros(n_perm)
+    for g, c in zip(grids, cliff, strict=True):
+        placed = g[rng.integers(0, len(g), size=n_perm)]
+        null_frac += placed < c
+        null_mean += c - placed
+    null_frac /= n
+    null_mean /= n
+    k = int(np.count_nonzero(lead > 0))
+    return {
+        "n_precede": k,
+        "n_same": int(np.count_nonzero(lead == 0)),
+        "fraction": frac,
+        "null_fraction": float(p_before.mean()),
+        "mean_lead": float(lead.mean()),
+        "null_mean_lead": float(null_lead.mean()),
+        "leads": [as_step(x) for x in np.sort(lead)],
+        "lead_median": float(median),
+        "lead_q1": float(q1),
+        "lead_q3": float(q3),
+        "lead_min": as_step(lead.min()),
+        "lead_max": as_step(lead.max()),
+        "p_fraction": (1 + int(np.count_nonzero(null_frac >= frac - 1e-12))) / (1 + n_perm),
+        "p_fraction_exact": _poisson_binomial_tail(p_before, k),
+        "p_mean_lead": (1 + int(np.count_nonzero(null_mean >= lead.mean() - 1e-9))) / (1 + n_perm),
+    }
 
 
 def _poisson_binomial_tail(p: np.ndarray, k: int) -> float:

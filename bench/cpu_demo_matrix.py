@@ -248,8 +248,11 @@ def median_of(matrices: list[dict]) -> dict:
 def print_report(summary: dict, rows: list[dict], file=sys.stdout) -> None:
     """Per matrix cell, the median over the repeats; then the matrix in all."""
     columns = ["wall", "rollout", "update", "evaluation", "database", "other"]
-    print(f"\n{'run':<34} {'wall':>7} {'rollout':>8} {'update':>7} {'eval':>6} {'db':>5} "
-          f"{'other':>6}  accuracy base → peak → final", file=file)  # fmt: skip
+    print(
+        f"\n{'run':<34} {'wall':>7} {'rollout':>8} {'update':>7} {'eval':>6} {'db':>5} "
+        f"{'other':>6}  accuracy base → peak → final",
+        file=file,
+    )
     for label in dict.fromkeys(row["label"] for row in rows):
         same = [row for row in rows if row["label"] == label]
         cell = {c: statistics.median(row[f"{c}_s"] for row in same) for c in columns}
@@ -257,14 +260,20 @@ def print_report(summary: dict, rows: list[dict], file=sys.stdout) -> None:
         acc = " → ".join("–" if v is None else f"{v:.3f}" for v in same[0]["accuracy"].values())
         if len(accuracies) > 1:
             acc += f" (differs across repeats: {len(accuracies)} variants)"
-        print(f"{label[:34]:<34} {cell['wall']:7.1f} {cell['rollout']:8.1f} "
-              f"{cell['update']:7.1f} {cell['evaluation']:6.1f} {cell['database']:5.2f} "
-              f"{cell['other']:6.1f}  {acc}", file=file)  # fmt: skip
+        print(
+            f"{label[:34]:<34} {cell['wall']:7.1f} {cell['rollout']:8.1f} "
+            f"{cell['update']:7.1f} {cell['evaluation']:6.1f} {cell['database']:5.2f} "
+            f"{cell['other']:6.1f}  {acc}",
+            file=file,
+        )
     each = ", ".join(f"{s / 60:.2f}" for s in summary["wall_s_each"])
     matrices = len(summary["wall_s_each"])
-    print(f"\n{summary['succeeded']}/{summary['runs']} runs succeeded; first queued → last "
-          f"finished: median {summary['wall_s'] / 60:.2f} min over {matrices} matrices "
-          f"({each} min); median run {summary['median_run_s']:.1f} s", file=file)  # fmt: skip
+    print(
+        f"\n{summary['succeeded']}/{summary['runs']} runs succeeded; first queued → last "
+        f"finished: median {summary['wall_s'] / 60:.2f} min over {matrices} matrices "
+        f"({each} min); median run {summary['median_run_s']:.1f} s",
+        file=file,
+    )
     for part, seconds in summary["parts_s"].items():
         print(f"  {part:<13} {seconds:8.1f} s  {summary['parts_frac'][part]:6.1%}", file=file)
 
@@ -273,8 +282,13 @@ def ensure_model(models_from: Path) -> float:
     """Build `tiny-s` in `models_from` unless it is there; returns the seconds it took."""
     t0 = time.perf_counter()
     env = {**os.environ, "TROUPE_DATA_DIR": str(models_from)}
-    subprocess.run([PYTHON, "-m", "trainer", "build-model", "tiny-s"], cwd=ROOT, env=env,
-                   check=True, stdout=sys.stderr)  # fmt: skip
+    subprocess.run(
+        [PYTHON, "-m", "trainer", "build-model", "tiny-s"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=sys.stderr,
+    )
     return time.perf_counter() - t0
 
 

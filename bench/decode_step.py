@@ -59,8 +59,15 @@ def build(shape: str, device: str):
 
 
 def troupe(model, prompts, tokens: int) -> None:
-    sampling.generate(model, prompts, seeds=list(range(len(prompts))), max_new_tokens=tokens,
-                      temperature=0.7, eos_ids=[-1], pad_id=0)  # fmt: skip
+    sampling.generate(
+        model,
+        prompts,
+        seeds=list(range(len(prompts))),
+        max_new_tokens=tokens,
+        temperature=0.7,
+        eos_ids=[-1],
+        pad_id=0,
+    )
 
 
 @torch.no_grad()
@@ -69,9 +76,16 @@ def hf(model, prompts, tokens: int) -> None:
     device = next(model.parameters()).device
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=tokens,
-                   min_new_tokens=tokens, do_sample=True, temperature=0.7, top_k=0,
-                   pad_token_id=0)  # fmt: skip
+    model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=tokens,
+        min_new_tokens=tokens,
+        do_sample=True,
+        temperature=0.7,
+        top_k=0,
+        pad_token_id=0,
+    )
 
 
 def timed(fn, *args) -> float:
@@ -98,8 +112,10 @@ def main() -> None:
         args.shape, args.rows, args.tokens, args.repeats = "tiny-s", 4, 8, 2
     model = build(args.shape, args.device)
     gen = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(1, 2048, (int(n),), generator=gen).tolist()
-               for n in torch.randint(8, 40, (args.rows,), generator=gen)]  # fmt: skip
+    prompts = [
+        torch.randint(1, 2048, (int(n),), generator=gen).tolist()
+        for n in torch.randint(8, 40, (args.rows,), generator=gen)
+    ]
     autocast = torch.autocast("cuda", torch.bfloat16, enabled=args.device == "cuda")
     with autocast:
         troupe(model, prompts, args.tokens)  # warm-up: kernels, Triton, allocator

@@ -67,8 +67,17 @@ def write(url: str, token: str, experiment: str, index: int, steps: int, keys: i
 
 
 def writer_command(url: str, token: str, experiment, index: int, steps: int, keys: int):
-    return [sys.executable, str(Path(__file__).resolve()), "write", url, token, str(experiment),
-            str(index), str(steps), str(keys)]  # fmt: skip
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "write",
+        url,
+        token,
+        str(experiment),
+        str(index),
+        str(steps),
+        str(keys),
+    ]
 
 
 def statuses(access_log: str) -> list[str]:
@@ -89,7 +98,7 @@ def measure(database: str, writers: int, steps: int, keys: int) -> dict:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-            )  # fmt: skip
+            )
             for i in range(writers)
         ]
         outputs = [proc.communicate(timeout=1800) for proc in procs]
@@ -152,9 +161,18 @@ def main() -> None:
                 f"500s {median['answered_500']}",
                 file=sys.stderr,
             )
-    print(json.dumps({"machine": platform.platform(), "cores": os.cpu_count(),
-                      "steps": args.steps, "keys": args.keys, "repeats": args.repeats,
-                      "results": results}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "cores": os.cpu_count(),
+                "steps": args.steps,
+                "keys": args.keys,
+                "repeats": args.repeats,
+                "results": results,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

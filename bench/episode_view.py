@@ -82,7 +82,7 @@ def step_records(step: int, problems: int, samples: int, answer_chars: int) -> l
                     "advantage": 0.5 if correct else -0.5,
                     "score": float(ok),
                     "truncated": False,
-                }  # fmt: skip
+                }
                 for i, (text, ok) in enumerate(zip(voters, right, strict=True))
             ]
             prompt = question + "\n\n" + "\n\n".join(voters)
@@ -101,7 +101,7 @@ def step_records(step: int, problems: int, samples: int, answer_chars: int) -> l
                     "advantage": 0.5 if correct else -0.5,
                     "score": float(correct),
                     "truncated": False,
-                }  # fmt: skip
+                }
             )
             records.append(
                 {
@@ -115,7 +115,7 @@ def step_records(step: int, problems: int, samples: int, answer_chars: int) -> l
                     "correct": correct,
                     "malformed": {},
                     "turns": turns,
-                }  # fmt: skip
+                }
             )
     return records
 

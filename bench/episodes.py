@@ -30,21 +30,9 @@ from webapp.episodes.codec import pack
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workflow", default="voting")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="one step of 2 problems (CI)")
-    parser.add_argument("--json", action="store_true", help="one JSON line")
-    args = parser.parse_args()
-    if args.smoke:
-        args.steps = 1
-    config = timed_steps_config(
-        args.workflow,
-        args.steps,
-        args.smoke,
-        episodes_per_step=16,  # every episode of a step: sizes over all of them
-    )
+def _time_recording() -> dict[str, float]:
+    """Wrap the training loop's episode recording and behaviour counting in timers; returns
+    the seconds each has spent, filled in as the steps run."""
     spent = {"record": 0.0, "behaviour": 0.0}
 
     def timed(name, function):
@@ -64,6 +52,35 @@ def main() -> None:
     )
     train_module.behaviour_counts = timed("behaviour", train_module.behaviour_counts)
     train_module.from_counts = timed("behaviour", train_module.from_counts)
+    return spent
+
+
+def _prose_ratio() -> float:
+    """zlib's compression ratio on long answers. The cpu-demo's texts are a few dozen
+    characters: too short to say how a model's long answers compress. Stand-in for those:
+    English technical prose with formulas (this repository's design document), compressed
+    in 4,000-character pieces."""
+    prose = (ROOT / "docs" / "design.md").read_text()
+    pieces = [prose[i : i + 4000] for i in range(0, len(prose) - 4000, 4000)]
+    return sum(map(len, pieces)) / sum(len(zlib.compress(p.encode(), 6)) for p in pieces)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflow", default="voting")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one step of 2 problems (CI)")
+    parser.add_argument("--json", action="store_true", help="one JSON line")
+    args = parser.parse_args()
+    if args.smoke:
+        args.steps = 1
+    config = timed_steps_config(
+        args.workflow,
+        args.steps,
+        args.smoke,
+        episodes_per_step=16,  # every episode of a step: sizes over all of them
+    )
+    spent = _time_recording()
     reporter = train_steps(config)
     _, step_seconds = reporter.series(STEP_SECONDS_KEY)
     records = [r for r in reporter.episodes if r["kind"] == "train"]
@@ -75,12 +92,7 @@ def main() -> None:
         for r in records
     ]
     overhead_per_turn = sum(len(pack(r)) for r in bare) / turns
-    # The cpu-demo's texts are a few dozen characters: too short to say how a model's long
-    # answers compress. Stand-in for those: English technical prose with formulas (this
-    # repository's design document), compressed in 4,000-character pieces.
-    prose = (ROOT / "docs" / "design.md").read_text()
-    pieces = [prose[i : i + 4000] for i in range(0, len(prose) - 4000, 4000)]
-    ratio = sum(map(len, pieces)) / sum(len(zlib.compress(p.encode(), 6)) for p in pieces)
+    ratio = _prose_ratio()
     # Paper preset, voting (3 voters + aggregator): a voter's prompt ~600 characters and
     # completion ~4,000 (about 1,000 tokens at ~4 characters a token); the aggregator's prompt
     # holds the 3 candidates (~12,600), its completion ~2,000. Counted as if nothing repeated,

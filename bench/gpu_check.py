@@ -198,36 +198,22 @@ def _peak(device: str) -> int:
 
 def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> dict:
     _peak_reset(args.device)
-    from trainer.advantages import compute_advantages
-    from trainer.config import ConfigError, make_config
-    from trainer.memory import estimate, model_shape, rollout_estimate
+    from trainer.config import ConfigError
+    from trainer.memory import model_shape
     from trainer.policies import PolicySet, policy_names
-    from trainer.rollout import make_prompts, rollout
+    from trainer.rollout import make_prompts
     from trainer.tasks import load_task
-    from trainer.update import update_policies
-    from vocabulary.names import LOSS_KEY
 
-    row = dict(case=str(case), shape=case.shape, finetune=case.finetune, sharing=case.sharing,
-               workflow=case.workflow)  # fmt: skip
+    row = dict(
+        case=str(case),
+        shape=case.shape,
+        finetune=case.finetune,
+        sharing=case.sharing,
+        workflow=case.workflow,
+    )
     hub_id = SHAPES[case.shape]
     try:
-        config = make_config(
-            "paper",
-            workflow=case.workflow,
-            task="math",
-            dataset="synthetic",
-            model=hub_id or "tiny-s",
-            finetune=case.finetune,
-            sharing=case.sharing,
-            prompts_per_step=case.prompts,
-            group_size=case.group,
-            max_new_tokens=args.new_tokens,
-            micro_batch_size=args.micro_batch,
-            rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
-            lr=2e-5,
-            warmup_steps=0,
-            device=args.device,
-        )
+        config = _case_config(args, case, hub_id)
     except ConfigError as exc:
         row["status"] = "refused: " + "; ".join(exc.errors.values())[:200]
         return row
@@ -239,8 +225,54 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     prompts = make_prompts(config, tokenizer, "tiny")
     # On the host: a GPU copy of every trainable weight would count in the measured peaks (it
     # added 15 GiB to 4B full fine-tuning's before 2026-12-04's third run was corrected).
-    before = {n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)]
-              for n in policies.names}  # fmt: skip
+    before = {
+        n: [p.detach().to("cpu", copy=True) for p in policies.parameters(n)] for n in policies.names
+    }
+    timing = _run_steps(args, case, config, policies, codec, prompts, task, profile_to)
+    moved = all(
+        any(not torch.equal(a, b.detach().cpu()) for a, b in zip(before[n], policies.parameters(n)))
+        for n in policies.names
+    )
+    row.update(_measured(args, config, shape, n_params, ceiling, timing), moved=moved)
+    row["finite"] = all(math.isfinite(x) for x in timing["losses"])
+    del policies, model, before
+    gc.collect()
+    if args.device == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def _case_config(args, case: Case, hub_id: str | None):
+    """The paper preset's config for one case (raises ConfigError where it refuses it)."""
+    from trainer.config import make_config
+
+    return make_config(
+        "paper",
+        workflow=case.workflow,
+        task="math",
+        dataset="synthetic",
+        model=hub_id or "tiny-s",
+        finetune=case.finetune,
+        sharing=case.sharing,
+        prompts_per_step=case.prompts,
+        group_size=case.group,
+        max_new_tokens=args.new_tokens,
+        micro_batch_size=args.micro_batch,
+        rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
+        lr=2e-5,
+        warmup_steps=0,
+        device=args.device,
+    )
+
+
+def _run_steps(args, case: Case, config, policies, codec, prompts, task, profile_to) -> dict:
+    """Train `args.steps` timed steps after an untimed warm-up (and, with `profile_to`, one
+    profiled step); their times, throughputs, losses, memory peaks and generation calls."""
+    from trainer.advantages import compute_advantages
+    from trainer.rollout import rollout
+    from trainer.update import update_policies
+    from vocabulary.names import LOSS_KEY
+
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
@@ -286,21 +318,32 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         step_s.append(t2 - t0)
         rollout_tps.append(stats.tokens / (t1 - t0))
         update_tps.append(tokens / (t2 - t1))
-    moved = all(
-        any(not torch.equal(a, b.detach().cpu()) for a, b in zip(before[n], policies.parameters(n)))
-        for n in policies.names
+    return dict(
+        step_s=step_s,
+        rollout_tps=rollout_tps,
+        update_tps=update_tps,
+        losses=losses,
+        longest=longest,
+        calls=calls,
+        peaks=peaks,
     )
+
+
+def _measured(args, config, shape, n_params: int, ceiling, timing: dict) -> dict:
+    """A case's row: medians of the timed steps, MFU, and measured against estimated memory."""
+    from trainer.memory import estimate, rollout_estimate
+
     on_cuda = args.device == "cuda"
+    longest, calls, peaks = timing["longest"], timing["calls"], timing["peaks"]
     update_need = estimate(config, shape, on_cuda=on_cuda, sequence=longest)
-    rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls,
-                                    update=update_need)  # fmt: skip
-    tps = statistics.median(update_tps)
+    rollout_need = rollout_estimate(config, shape, on_cuda=on_cuda, calls=calls, update=update_need)
+    tps = statistics.median(timing["update_tps"])
     gib = 2**30
-    row.update(
+    return dict(
         status="ok",
         params=n_params,
-        step_s=statistics.median(step_s),
-        rollout_tps=statistics.median(rollout_tps),
+        step_s=statistics.median(timing["step_s"]),
+        rollout_tps=statistics.median(timing["rollout_tps"]),
         update_tps=tps,
         micro_batch_tokens=args.micro_batch * sum(longest),
         mfu=6 * n_params * tps / 1e12 / ceiling,
@@ -315,14 +358,7 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         rollout_parts=rollout_need.parts(),
         longest=longest,
         calls=sorted(set(calls)),
-        moved=moved,
-        finite=all(math.isfinite(x) for x in losses),
     )
-    del policies, model, before
-    gc.collect()
-    if on_cuda:
-        torch.cuda.empty_cache()
-    return row
 
 
 def _generation_calls(episodes) -> list[tuple[int, int, int]]:
@@ -348,13 +384,18 @@ def _profiled(path: str, device: str, title: str):
         yield
     events = prof.key_averages()
     sort = "cuda_time_total" if device == "cuda" else "cpu_time_total"
-    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
-                                                         "cudaLaunchKernelExC"))  # fmt: skip
+    launches = sum(
+        e.count
+        for e in events
+        if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC")
+    )
     syncs = sum(e.count for e in events if "Synchronize" in e.key or e.key == "cudaMemcpy")
     memcpy = sum(e.count for e in events if e.key == "cudaMemcpyAsync")
     with open(path, "a") as out:
-        out.write(f"\n## update of {title}: {launches} kernel launches, {syncs} synchronize "
-                  f"calls, {memcpy} async copies\n")  # fmt: skip
+        out.write(
+            f"\n## update of {title}: {launches} kernel launches, {syncs} synchronize "
+            f"calls, {memcpy} async copies\n"
+        )
         out.write(events.table(sort_by=sort, row_limit=30, max_name_column_width=60))
         out.write("\n")
 
@@ -369,10 +410,17 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
     shape = model_shape(hub_id) if hub_id else TINY
     model = build_model(shape, device, shape["vocab_size"]).eval()
     gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(1, min(1000, shape["vocab_size"]), (int(n),), generator=gen).tolist()
-               for n in torch.randint(20, 60, (sequences,), generator=gen)]  # fmt: skip
-    call = dict(seeds=list(range(sequences)), max_new_tokens=new_tokens, temperature=0.7,
-                eos_ids=[-1], pad_id=0)  # fmt: skip
+    prompts = [
+        torch.randint(1, min(1000, shape["vocab_size"]), (int(n),), generator=gen).tolist()
+        for n in torch.randint(20, 60, (sequences,), generator=gen)
+    ]
+    call = dict(
+        seeds=list(range(sequences)),
+        max_new_tokens=new_tokens,
+        temperature=0.7,
+        eos_ids=[-1],
+        pad_id=0,
+    )
     row = dict(shape=shape_name, sequences=sequences, new_tokens=new_tokens)
     results = {}
     for graphs in (True, False, True):  # the first call pays for warm-up and Triton's compile
@@ -388,10 +436,14 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
         results[graphs] = samples
     sampling.USE_CUDA_GRAPHS = True
     same = [a.completion_ids == b.completion_ids for a, b in zip(results[True], results[False])]
-    gap = max(abs(x - y) for a, b in zip(results[True], results[False])
-              for x, y in zip(a.logprobs, b.logprobs))  # fmt: skip
-    row.update(same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap,
-               fused_picker=fused_sampling.STATUS)  # fmt: skip
+    gap = max(
+        abs(x - y)
+        for a, b in zip(results[True], results[False])
+        for x, y in zip(a.logprobs, b.logprobs)
+    )
+    row.update(
+        same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=fused_sampling.STATUS
+    )
     del model
     gc.collect()
     if device == "cuda":
@@ -466,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = matmul_ceiling(args.device)
     report: dict = {"ceiling_tflops": ceiling, "sampler": [], "cases": []}
     if not args.no_sampler_check:
-        checks = [("qwen3-0.6b", 128), ("qwen3-4b", 64)] if args.device == "cuda" else [
-            ("tiny", 8)]  # fmt: skip
+        checks = [("qwen3-0.6b", 128), ("qwen3-4b", 64)] if args.device == "cuda" else [("tiny", 8)]
         for shape, sequences in checks:
             try:
                 row = sampler_check(args.device, shape, sequences, args.new_tokens)

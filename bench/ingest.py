@@ -132,21 +132,30 @@ def main() -> int:
         for repeat in range(args.repeats):
             rates.append(ingest(server, args.clients, args.batch, args.batches, repeat))
             reads.append(read(server, args.reads, repeat))
-            print(f"repeat {repeat + 1}: {rates[-1]:,.0f} points/s, read {reads[-1] * 1000:.1f} ms",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"repeat {repeat + 1}: {rates[-1]:,.0f} points/s, read {reads[-1] * 1000:.1f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
 
     rate, latency = statistics.median(rates), statistics.median(reads)
     print(f"\nMachine: {machine()}")
-    print(f"gunicorn --workers {args.workers}; {args.clients} clients × {args.batches} batches "
-          f"× {args.batch} points; read: 24 series × {READ_STEPS} steps → 500 points each; "
-          f"medians of {args.repeats} repeats\n")  # fmt: skip
+    print(
+        f"gunicorn --workers {args.workers}; {args.clients} clients × {args.batches} batches "
+        f"× {args.batch} points; read: 24 series × {READ_STEPS} steps → 500 points each; "
+        f"medians of {args.repeats} repeats\n"
+    )
     print("| measurement | median | range | target | met |")
     print("|---|---|---|---|---|")
-    print(f"| ingestion, points/s | {rate:,.0f} | {min(rates):,.0f} – {max(rates):,.0f} | "
-          f"≥ {INGEST_TARGET:,} | {'yes' if rate >= INGEST_TARGET else 'no'} |")  # fmt: skip
-    print(f"| read 24 × 2,000 → 500, ms | {latency * 1000:.1f} | {min(reads) * 1000:.1f} – "
-          f"{max(reads) * 1000:.1f} | ≤ {READ_TARGET * 1000:.0f} | "
-          f"{'yes' if latency <= READ_TARGET else 'no'} |")  # fmt: skip
+    print(
+        f"| ingestion, points/s | {rate:,.0f} | {min(rates):,.0f} – {max(rates):,.0f} | "
+        f"≥ {INGEST_TARGET:,} | {'yes' if rate >= INGEST_TARGET else 'no'} |"
+    )
+    print(
+        f"| read 24 × 2,000 → 500, ms | {latency * 1000:.1f} | {min(reads) * 1000:.1f} – "
+        f"{max(reads) * 1000:.1f} | ≤ {READ_TARGET * 1000:.0f} | "
+        f"{'yes' if latency <= READ_TARGET else 'no'} |"
+    )
     return 0
 
 

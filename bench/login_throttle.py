@@ -89,17 +89,22 @@ def api_median(http: requests.Session, url: str, requests_: int) -> float:
 
 
 def measure(postgres: str, throttled: bool, workers: int, attackers: int, requests_: int) -> dict:
-    limits = {} if throttled else {
-        "TROUPE_LOGIN_MAX_FAILURES": OFF, "TROUPE_LOGIN_ADDRESS_MAX_FAILURES": OFF
-    }  # fmt: skip
+    limits = (
+        {}
+        if throttled
+        else {"TROUPE_LOGIN_MAX_FAILURES": OFF, "TROUPE_LOGIN_ADDRESS_MAX_FAILURES": OFF}
+    )
     saved = {name: os.environ.get(name) for name in limits}
     os.environ.update(limits)  # the server's environment is copied from ours
     try:
         with TroupeServer(postgres, "troupe_bench_login", workers=workers) as server:
             out = subprocess.run(
                 [PYTHON, str(ROOT / "manage.py"), "shell", "-c", _SET_PASSWORD],
-                env=server.env, check=True, capture_output=True, text=True,
-            ).stdout  # fmt: skip
+                env=server.env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             server.token = out.strip().splitlines()[-1]
             client = server.session()
             run_id = client.create_run(server.experiment, "latency probe")
@@ -153,9 +158,12 @@ def main() -> int:
         row = measure(args.postgres, throttled, args.workers, args.attackers, args.requests)
         rows[throttled].append(row)
         side = "on " if throttled else "off"
-        print(f"throttle {side}: quiet {row['quiet_ms']:.1f} ms, attacked {row['attacked_ms']:.1f}"
-              f" ms; {row['attempts']} attempts, {row['refused']} refused",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"throttle {side}: quiet {row['quiet_ms']:.1f} ms, attacked {row['attacked_ms']:.1f}"
+            f" ms; {row['attempts']} attempts, {row['refused']} refused",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def median(throttled: bool, field: str) -> float:
         return statistics.median(row[field] for row in rows[throttled])
@@ -169,16 +177,22 @@ def main() -> int:
     }
     on, off = summary["on"], summary["off"]
     print(f"\nMachine: {machine()}")
-    print(f"gunicorn --workers {args.workers}; {args.attackers} wrong-password loops; "
-          f"{args.requests} API requests a measurement; medians of {args.repeats} "
-          f"repeat(s) a side\n")  # fmt: skip
-    print("| throttle | API median, quiet | API median, under attack | slowdown | "
-          "attempts (refused with 429) |")  # fmt: skip
+    print(
+        f"gunicorn --workers {args.workers}; {args.attackers} wrong-password loops; "
+        f"{args.requests} API requests a measurement; medians of {args.repeats} "
+        f"repeat(s) a side\n"
+    )
+    print(
+        "| throttle | API median, quiet | API median, under attack | slowdown | "
+        "attempts (refused with 429) |"
+    )
     print("|---|---:|---:|---:|---|")
     for side, row in (("on (default)", on), ("off", off)):
-        print(f"| {side} | {row['quiet_ms']:.1f} ms | {row['attacked_ms']:.1f} ms | "
-              f"{row['attacked_ms'] / row['quiet_ms']:.1f}× | "
-              f"{row['attempts']:.0f} ({row['refused']:.0f}) |")  # fmt: skip
+        print(
+            f"| {side} | {row['quiet_ms']:.1f} ms | {row['attacked_ms']:.1f} ms | "
+            f"{row['attacked_ms'] / row['quiet_ms']:.1f}× | "
+            f"{row['attempts']:.0f} ({row['refused']:.0f}) |"
+        )
     ratio = off["attacked_ms"] / on["attacked_ms"]
     print(f"\nUnder attack, the API answers {ratio:.1f}× faster with the throttle on.")
     if args.json:

@@ -65,19 +65,7 @@ def build_model(shape: str, out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny-m")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--rows", type=int, default=64, help="sequences per policy")
-    parser.add_argument("--prompt-len", type=int, default=48)
-    parser.add_argument("--budget", type=int, default=64, help="new tokens per sequence")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="a tiny workload (CI)")
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
-    args = parser.parse_args()
-    if args.smoke:
-        args.rows, args.prompt_len, args.budget, args.repeats = 4, 8, 8, 1
-
+    args = _arguments()
     from transformers import AutoModelForCausalLM
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
@@ -93,33 +81,7 @@ def main() -> None:
     )
     model = AutoModelForCausalLM.from_pretrained(work / "model", dtype=dtype).to(args.device)
     policies = PolicySet(model, config, policy_names(config))
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name in policies.names:
-            for p in policies.parameters(name):
-                p.add_(torch.randn(p.shape, generator=generator).to(p.device) * 0.02)
-    vocab = SHAPES[args.shape]["vocab_size"]
-    prompts = [
-        [1, *torch.randint(3, vocab, (args.prompt_len - 1,), generator=generator).tolist()]
-        for _ in range(args.rows)
-    ]
-    jobs = [
-        (name, prompts, [1000 * i + k for k in range(args.rows)], [args.budget] * args.rows)
-        for i, name in enumerate(policies.names)
-    ]
-    # No end id: every row runs to its budget on both engines.
-    sample = dict(temperature=0.7, eos_ids=[], pad_id=0)
-
-    def timed(engine) -> dict:
-        seconds, tokens = [], 0
-        for _ in range(args.repeats):
-            started = time.perf_counter()
-            out = engine.generate_many(jobs, **sample)
-            seconds.append(time.perf_counter() - started)
-            tokens = sum(len(s.completion_ids) for rows in out for s in rows)
-        median = statistics.median(seconds)
-        return {"tokens": tokens, "seconds": round(median, 3), "tokens_per_s": tokens / median}
-
+    jobs = _jobs(args, policies)
     row: dict = {
         "shape": args.shape,
         "device": args.device,
@@ -128,12 +90,12 @@ def main() -> None:
         "budget": args.budget,
         "smoke": args.smoke,
     }
-    row["hf"] = timed(HFEngine(policies, 0))
+    row["hf"] = _timed(HFEngine(policies, 0), jobs, args.repeats)
     started = time.perf_counter()
     engine = VllmEngine.start(config, policies, str(work / "model"), log_dir=work)
     try:
         startup = time.perf_counter() - started
-        row["vllm"] = timed(engine)
+        row["vllm"] = _timed(engine, jobs, args.repeats)
         engine.policies_changed(list(policies.names))
         row["vllm"].update(
             startup_s=round(startup, 2),
@@ -146,7 +108,60 @@ def main() -> None:
     if args.json:
         print(json.dumps(row))
         return
-    print(f"{args.shape} on {args.device}: {len(jobs)} policies × {args.rows} rows × {args.budget}")
+    _print_table(args, row, len(jobs))
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny-m")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rows", type=int, default=64, help="sequences per policy")
+    parser.add_argument("--prompt-len", type=int, default=48)
+    parser.add_argument("--budget", type=int, default=64, help="new tokens per sequence")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="a tiny workload (CI)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.prompt_len, args.budget, args.repeats = 4, 8, 8, 1
+    return args
+
+
+def _jobs(args, policies: PolicySet) -> list[tuple]:
+    """Each policy's weights nudged apart (seeded), and its generation job: `args.rows`
+    random prompts, seeds and budgets."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name in policies.names:
+            for p in policies.parameters(name):
+                p.add_(torch.randn(p.shape, generator=generator).to(p.device) * 0.02)
+    vocab = SHAPES[args.shape]["vocab_size"]
+    prompts = [
+        [1, *torch.randint(3, vocab, (args.prompt_len - 1,), generator=generator).tolist()]
+        for _ in range(args.rows)
+    ]
+    return [
+        (name, prompts, [1000 * i + k for k in range(args.rows)], [args.budget] * args.rows)
+        for i, name in enumerate(policies.names)
+    ]
+
+
+def _timed(engine, jobs: list[tuple], repeats: int) -> dict:
+    """The engine's median time over `repeats` runs of the jobs, and its tokens a second."""
+    # No end id: every row runs to its budget on both engines.
+    sample = dict(temperature=0.7, eos_ids=[], pad_id=0)
+    seconds, tokens = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        out = engine.generate_many(jobs, **sample)
+        seconds.append(time.perf_counter() - started)
+        tokens = sum(len(s.completion_ids) for rows in out for s in rows)
+    median = statistics.median(seconds)
+    return {"tokens": tokens, "seconds": round(median, 3), "tokens_per_s": tokens / median}
+
+
+def _print_table(args, row: dict, n_jobs: int) -> None:
+    print(f"{args.shape} on {args.device}: {n_jobs} policies × {args.rows} rows × {args.budget}")
     for side in ("hf", "vllm"):
         r = row[side]
         print(

@@ -138,11 +138,8 @@ def median_and_all(values: list[float], digits: int = 4) -> tuple[float, list[fl
 
 
 def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
-    from django.db import connection
-
-    from webapp.dashboards.data import viewing_as
     from webapp.experiments.models import Experiment
-    from webapp.runs.summaries import cell_summaries, clear_cache
+    from webapp.runs.summaries import cell_summaries
 
     keys = KEYS[: args.keys]
     experiment = Experiment.objects.create(owner=owner, name=f"scaling-{n}")
@@ -155,22 +152,8 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
         ids[i] = client.create_run(experiment.id, f"run-{i}", run_config(i))
 
     create_s = parallel(clients, list(range(n)), create)
-
-    # Ingestion: the N runs in CHUNKS consecutive chunks, each timed.
     per_run = len(keys) * args.steps
-    rates = []
-    for chunk in range(CHUNKS):
-        members = range(chunk * n // CHUNKS, (chunk + 1) * n // CHUNKS)
-        if not members:
-            continue
-        bodies = [
-            (ids[i], points_body(points[k : k + args.batch]))
-            for i in members
-            for points in [run_points(i, keys, args.steps)]
-            for k in range(0, len(points), args.batch)
-        ]
-        seconds = parallel(clients, bodies, lambda c, item: c.post_points(*item))
-        rates.append(len(members) * per_run / seconds)
+    rates = _ingest(clients, ids, n, keys, args)
 
     def finish(client, i: int) -> None:
         client._check(
@@ -180,43 +163,8 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
         )
 
     parallel(clients, list(range(n)), finish)
-
-    # Compare read: every run's 4 keys, one client.
-    reader = clients[0]
-    compare = []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        got = sum(
-            len(s["steps"])
-            for i in range(n)
-            for s in reader.series(ids[i], COMPARE_KEYS, COMPARE_POINTS).values()
-        )
-        compare.append(time.perf_counter() - started)
-    expected = n * len([k for k in COMPARE_KEYS if k in keys]) * min(args.steps, COMPARE_POINTS)
-    if got != expected:
-        raise RuntimeError(f"compare read returned {got} points, not {expected}")
-    compare_one = []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        runs = reader.experiment_series(experiment.id, COMPARE_KEYS, COMPARE_POINTS)
-        got = sum(len(s["steps"]) for series in runs.values() for s in series.values())
-        compare_one.append(time.perf_counter() - started)
-    if got != expected:
-        raise RuntimeError(f"the one-request compare read returned {got} points, not {expected}")
-
-    # Matrix view, in this process (the Dash callback), cold and warm.
-    view, what = matrix_view()
-    cold, warm = [], []
-    with viewing_as(owner):
-        for _ in range(args.repeats):
-            clear_cache()
-            connection.close()  # a fresh connection each time, as a new request may have
-            started = time.perf_counter()
-            view(experiment.id)
-            cold.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            view(experiment.id)
-            warm.append(time.perf_counter() - started)
+    compare, compare_one = _compare_reads(clients[0], experiment.id, ids, keys, args)
+    cold, warm, what = _matrix_times(owner, experiment.id, args.repeats)
     cells = len(cell_summaries(experiment, gradients=False))
 
     compare_s, compare_all = median_and_all(compare)
@@ -247,6 +195,77 @@ def measure_size(server: TroupeServer, n: int, args, owner) -> dict:
         "matrix_view": what,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def _ingest(clients, ids: dict[int, int], n: int, keys, args) -> list[float]:
+    """Ingestion: the N runs in CHUNKS consecutive chunks, each timed; points a second."""
+    per_run = len(keys) * args.steps
+    rates = []
+    for chunk in range(CHUNKS):
+        members = range(chunk * n // CHUNKS, (chunk + 1) * n // CHUNKS)
+        if not members:
+            continue
+        bodies = [
+            (ids[i], points_body(points[k : k + args.batch]))
+            for i in members
+            for points in [run_points(i, keys, args.steps)]
+            for k in range(0, len(points), args.batch)
+        ]
+        seconds = parallel(clients, bodies, lambda c, item: c.post_points(*item))
+        rates.append(len(members) * per_run / seconds)
+    return rates
+
+
+def _compare_reads(
+    reader, experiment_id: int, ids: dict[int, int], keys, args
+) -> tuple[list[float], list[float]]:
+    """Compare reads, one client: every run's 4 keys a request per run, then in one request;
+    the seconds of each repeat. Raises when a read misses points."""
+    n = len(ids)
+    compare = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        got = sum(
+            len(s["steps"])
+            for i in range(n)
+            for s in reader.series(ids[i], COMPARE_KEYS, COMPARE_POINTS).values()
+        )
+        compare.append(time.perf_counter() - started)
+    expected = n * len([k for k in COMPARE_KEYS if k in keys]) * min(args.steps, COMPARE_POINTS)
+    if got != expected:
+        raise RuntimeError(f"compare read returned {got} points, not {expected}")
+    compare_one = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        runs = reader.experiment_series(experiment_id, COMPARE_KEYS, COMPARE_POINTS)
+        got = sum(len(s["steps"]) for series in runs.values() for s in series.values())
+        compare_one.append(time.perf_counter() - started)
+    if got != expected:
+        raise RuntimeError(f"the one-request compare read returned {got} points, not {expected}")
+    return compare, compare_one
+
+
+def _matrix_times(owner, experiment_id: int, repeats: int) -> tuple[list, list, str]:
+    """The matrix view, in this process (the Dash callback), cold and warm: the seconds of
+    each repeat, and what was timed."""
+    from django.db import connection
+
+    from webapp.dashboards.data import viewing_as
+    from webapp.experiments.summaries import clear_cache
+
+    view, what = matrix_view()
+    cold, warm = [], []
+    with viewing_as(owner):
+        for _ in range(repeats):
+            clear_cache()
+            connection.close()  # a fresh connection each time, as a new request may have
+            started = time.perf_counter()
+            view(experiment_id)
+            cold.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            view(experiment_id)
+            warm.append(time.perf_counter() - started)
+    return cold, warm, what
 
 
 def matrix_view():

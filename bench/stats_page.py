@@ -83,9 +83,14 @@ def build(owner, steps: int):
                 for sharing in SHARING:
                     for seed in SEEDS:
                         config = make_config(
-                            "cpu-demo", workflow=workflow, task=task, model=model,
-                            sharing=sharing, seed=seed, steps=steps,
-                        )  # fmt: skip
+                            "cpu-demo",
+                            workflow=workflow,
+                            task=task,
+                            model=model,
+                            sharing=sharing,
+                            seed=seed,
+                            steps=steps,
+                        )
                         run = new_run(experiment, config)
                         run.status = Run.SUCCEEDED
                         run.save()

@@ -106,8 +106,14 @@ def batches(points: list, size: int) -> list[list]:
 class MlflowServer:
     """`mlflow server` on a fresh database; `with MlflowServer(...) as server:`."""
 
-    def __init__(self, python: str, postgres: str, database: str, workers: int = 4,
-                 serve_artifacts: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        python: str,
+        postgres: str,
+        database: str,
+        workers: int = 4,
+        serve_artifacts: bool = False,
+    ):
         self.serve_artifacts = serve_artifacts  # `--serve-artifacts`, files in its temp dir
         self.python = python
         self.postgres = postgres

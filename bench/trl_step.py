@@ -306,21 +306,7 @@ def paired_ratio(ours: tuple, theirs: tuple, warmup: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8, help="steps per side (>= warmup + 5)")
-    parser.add_argument("--warmup", type=int, default=2, help="first steps left out")
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=24)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--smoke", action="store_true", help="2 steps of 2×4, 8 tokens")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--shape", choices=("tiny-s", *SHAPES), default="tiny-s")
-    args = parser.parse_args()
-    if args.smoke:
-        args.steps, args.warmup, args.prompts, args.generations = 2, 0, 2, 4
-        args.max_new_tokens = 8
+    args = _arguments()
     warnings.filterwarnings("ignore")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -370,7 +356,35 @@ def main() -> None:
             args.shape,
         )
         trainer.train()
+    row = _compared(args, troupe, callback)
+    if args.json:
+        print(json.dumps(row))
+        return
+    for key, value in row.items():
+        print(f"{key:>24}: {value}")
 
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8, help="steps per side (>= warmup + 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="first steps left out")
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--smoke", action="store_true", help="2 steps of 2×4, 8 tokens")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--shape", choices=("tiny-s", *SHAPES), default="tiny-s")
+    args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.warmup, args.prompts, args.generations = 2, 0, 2, 4
+        args.max_new_tokens = 8
+    return args
+
+
+def _compared(args, troupe: TroupeSide, callback) -> dict:
+    """The result row: each side's times per token, their ratios, and paired per-step ratios."""
     trl_update = [w - g for w, g in zip(callback.whole, callback.generation)]
     ours = summarize(troupe.generation, troupe.update, troupe.tokens, args.warmup)
     # Diagnostic: the same steps with the update timed without the beta-0 KL forward.
@@ -399,7 +413,7 @@ def main() -> None:
             (troupe.update_without_kl, troupe.tokens), trl_updates, args.warmup
         ),
     }
-    row = {
+    return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads"
         + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""),
@@ -418,11 +432,6 @@ def main() -> None:
         "paired_ratios_per_token": paired,
         "smoke": args.smoke,
     }
-    if args.json:
-        print(json.dumps(row))
-        return
-    for key, value in row.items():
-        print(f"{key:>24}: {value}")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,73 @@ def hand_back() -> None:
         print(f"Queued again to resume on the next start: run {', '.join(map(str, runs))}.")
 
 
+def start_all(children: dict[str, subprocess.Popen], port: int) -> None:
+    """Start the web server, the worker and the radar worker, each into `children` as it
+    starts, so a failure part-way stops those already running."""
+    children["The web server"] = start(
+        # No control socket: it lives in ~/.gunicorn, where a second instance would clash.
+        [
+            "gunicorn",
+            "webapp.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--config",
+            "python:webapp.gunicorn_conf",
+            "--no-control-socket",
+        ]
+    )
+    # No gossip, mingle or heartbeat: they only matter between several workers, and on
+    # the embedded broker every heartbeat would be a file.
+    quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    children["The worker"] = start(
+        [
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "--queues",
+            "cpu,gpu",
+            "--concurrency",
+            "1",
+            "--hostname",
+            WORKER_NAME,
+            "--loglevel",
+            "INFO",
+            *quiet,
+        ]
+    )
+    children["The radar worker"] = start(
+        # Milliseconds a task, so in its own process (solo: no pool to fork), never
+        # queued behind the training run the other worker holds for minutes.
+        [
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "--queues",
+            "radar",
+            "--pool",
+            "solo",
+            "--hostname",
+            "radar@%h",
+            "--loglevel",
+            "WARNING",
+            *quiet,
+        ]
+    )
+
+
+def wait_until_serving(children: dict[str, subprocess.Popen], url: str) -> None:
+    """Return once the web server answers at `url`; fail if it has not within
+    READY_TIMEOUT_SECONDS or a child exits first."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not is_serving(url + "accounts/login/"):
+        check_children(children)
+        if time.monotonic() > deadline:
+            fail(f"the web server did not answer on {url} within {READY_TIMEOUT_SECONDS} s.")
+        time.sleep(0.25)
+
+
 def main() -> int:
     from webapp.env import EnvError, env_int
 
@@ -195,31 +262,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, Stop.on_signal)
     children: dict[str, subprocess.Popen] = {}
     try:
-        children["The web server"] = start(
-            # No control socket: it lives in ~/.gunicorn, where a second instance would clash.
-            ["gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--config", "python:webapp.gunicorn_conf", "--no-control-socket"]
-        )  # fmt: skip
-        # No gossip, mingle or heartbeat: they only matter between several workers, and on
-        # the embedded broker every heartbeat would be a file.
-        quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-        children["The worker"] = start(
-            ["celery", "-A", "webapp", "worker", "--queues", "cpu,gpu",
-             "--concurrency", "1", "--hostname", WORKER_NAME, "--loglevel", "INFO", *quiet]
-        )  # fmt: skip
-        children["The radar worker"] = start(
-            # Milliseconds a task, so in its own process (solo: no pool to fork), never
-            # queued behind the training run the other worker holds for minutes.
-            ["celery", "-A", "webapp", "worker", "--queues", "radar", "--pool", "solo",
-             "--hostname", "radar@%h", "--loglevel", "WARNING", *quiet]
-        )  # fmt: skip
+        start_all(children, port)
         url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not is_serving(url + "accounts/login/"):
-            check_children(children)
-            if time.monotonic() > deadline:
-                fail(f"the web server did not answer on {url} within {READY_TIMEOUT_SECONDS} s.")
-            time.sleep(0.25)
+        wait_until_serving(children, url)
         print(
             f"\nTroupe is running at {url}\n"
             f"Sign in as {login['username']} with password {login['password']}\n"

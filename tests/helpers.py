@@ -119,12 +119,23 @@ class Worker:
         """Whether the worker's main process answers Celery's remote-control ping; it does
         even while its pool process runs a task."""
         result = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "webapp", "inspect", "ping",
-             "--destination", self.name, "--timeout", str(timeout)],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "webapp",
+                "inspect",
+                "ping",
+                "--destination",
+                self.name,
+                "--timeout",
+                str(timeout),
+            ],
             cwd=ROOT,
             env=self.env,
             capture_output=True,
-        )  # fmt: skip
+        )
         return result.returncode == 0
 
     def ping(self, timeout: float = 30, queue: str = "cpu") -> dict:
@@ -193,17 +204,34 @@ def start_worker(
     log = Path(log_name)
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "webapp", "worker",
-             "--pool", pool, "--concurrency", "1", "--queues", queues,
-             "--hostname", name, "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "webapp",
+                "worker",
+                "--pool",
+                pool,
+                "--concurrency",
+                "1",
+                "--queues",
+                queues,
+                "--hostname",
+                name,
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
             cwd=ROOT,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             # Its own process group, so that stop() and kill() reach the pool processes too.
             start_new_session=True,
-        )  # fmt: skip
+        )
     worker = Worker(process, name.replace("%h", socket.gethostname()), env, log)
     try:
         deadline = time.monotonic() + ready_timeout

@@ -49,10 +49,23 @@ def live_troupe(
             else ["--workers", str(workers), "--threads", str(threads), "--timeout", "60"]
         )
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}",
-             *how, "--access-logfile", "-"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "webapp.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                *how,
+                "--access-logfile",
+                "-",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

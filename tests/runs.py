@@ -49,10 +49,14 @@ FAST_SWEEP = {
 def form_data(**overrides):
     """What the browser posts for the cpu-demo preset, with a 2 × 2 matrix."""
     data = {
-        "name": "Voting vs single", "preset": "cpu-demo",
-        "workflow": ["single", "voting"], "task": ["math"], "model": ["tiny-s"],
-        "sharing": ["shared"], "seeds": "0, 1",
-    }  # fmt: skip
+        "name": "Voting vs single",
+        "preset": "cpu-demo",
+        "workflow": ["single", "voting"],
+        "task": ["math"],
+        "model": ["tiny-s"],
+        "sharing": ["shared"],
+        "seeds": "0, 1",
+    }
     for row in field_help():
         if row["name"] in MATRIX_AXES:
             continue

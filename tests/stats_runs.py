@@ -61,8 +61,14 @@ def sharing_pairs(experiment, offsets, *, shared=0.5, shared_cliff=False, onset=
     amplification at `onset`)."""
     for seed, offset in enumerate(offsets):
         if shared_cliff:
-            stored_run(experiment, seed=seed, sharing="shared", accuracy=cliff(),
-                       extra=amplified(onset), **kw)  # fmt: skip
+            stored_run(
+                experiment,
+                seed=seed,
+                sharing="shared",
+                accuracy=cliff(),
+                extra=amplified(onset),
+                **kw,
+            )
         else:
             stored_run(experiment, seed=seed, sharing="shared", accuracy=flat(shared), **kw)
         stored_run(experiment, seed=seed, sharing="per_role", accuracy=flat(shared + offset), **kw)

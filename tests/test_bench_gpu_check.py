@@ -37,10 +37,19 @@ def test_the_gpu_check_runs_on_the_cpu_and_every_policy_moves():
 
 def test_a_malformed_case_is_named():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--device", "cpu",
-         "--cases", "tiny:lora:shared"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "gpu_check.py"),
+            "--device",
+            "cpu",
+            "--cases",
+            "tiny:lora:shared",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "case 'tiny:lora:shared': expected shape:finetune:sharing:workflow:PROMPTSxGROUP" in (
         done.stderr

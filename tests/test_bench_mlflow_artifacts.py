@@ -18,8 +18,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 def run_smoke(*args: str) -> dict:
     result = subprocess.run(
         [sys.executable, "bench/mlflow_artifacts.py", "--smoke", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=540,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 

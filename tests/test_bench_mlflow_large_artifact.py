@@ -15,8 +15,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 def test_the_large_artifact_bench_sends_a_file_whole_and_in_parts(postgres_url):
     result = subprocess.run(
         [sys.executable, "bench/mlflow_large_artifact.py", "--smoke", "--postgres", postgres_url],
-        cwd=ROOT, capture_output=True, text=True, timeout=540,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)
     for way in ("whole", "multipart"):

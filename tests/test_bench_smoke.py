@@ -87,8 +87,9 @@ def test_scaling_measures_every_size(postgres_url):
 
 @pytest.mark.timeout(400)
 def test_cpu_demo_matrix_splits_each_runs_time_from_queue_to_finish(postgres_url, redis_url):
-    summary = run_smoke("cpu_demo_matrix.py", "--postgres", postgres_url, "--redis", redis_url,
-                        timeout=360)  # fmt: skip
+    summary = run_smoke(
+        "cpu_demo_matrix.py", "--postgres", postgres_url, "--redis", redis_url, timeout=360
+    )
     assert summary["runs"] == summary["succeeded"] == 2
     for row in summary["per_run"]:
         assert row["wall_s"] > 0
@@ -121,8 +122,17 @@ def test_rollout_batching_makes_fewer_generate_calls_for_the_same_turns():
 
 @pytest.mark.timeout(300)
 def test_grad_overhead_times_and_sizes_every_sharing_mode():
-    out = run_script("grad_overhead.py", "--size", "tiny-s", "--repeats", "5",
-                     "--problems", "2", "--samples", "2")  # fmt: skip
+    out = run_script(
+        "grad_overhead.py",
+        "--size",
+        "tiny-s",
+        "--repeats",
+        "5",
+        "--problems",
+        "2",
+        "--samples",
+        "2",
+    )
     assert "Update step time" in out and "Memory after one update" in out
     for sharing in ("shared", "per_role", "per_agent"):
         assert f"| {sharing} |" in out  # its row of the step-time table
@@ -130,8 +140,21 @@ def test_grad_overhead_times_and_sizes_every_sharing_mode():
 
 @pytest.mark.timeout(300)
 def test_ingest_measures_both_targets(postgres_url):
-    out = run_script("ingest.py", "--postgres", postgres_url, "--repeats", "1", "--batches", "2",
-                     "--reads", "2", "--clients", "2", "--workers", "2")  # fmt: skip
+    out = run_script(
+        "ingest.py",
+        "--postgres",
+        postgres_url,
+        "--repeats",
+        "1",
+        "--batches",
+        "2",
+        "--reads",
+        "2",
+        "--clients",
+        "2",
+        "--workers",
+        "2",
+    )
     assert "| ingestion, points/s |" in out
     assert "| read 24 × 2,000 → 500, ms |" in out
 

@@ -151,8 +151,10 @@ def test_the_readme_layout_names_every_top_level_folder():
     # .venv, caches), and .ci is named all the same.
     ignored = subprocess.run(
         ["git", "check-ignore", *(p.name for p in ROOT.iterdir())],
-        cwd=ROOT, capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     folders = [
         p.name
         for p in sorted(ROOT.iterdir())

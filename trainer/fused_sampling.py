@@ -40,8 +40,7 @@ def _kernel():
         return x
 
     @triton.jit
-    def pick(logits, seeds, position, choice, logp, vocab, stride, inv_temp,
-             BLOCK: tl.constexpr):  # fmt: skip
+    def pick(logits, seeds, position, choice, logp, vocab, stride, inv_temp, BLOCK: tl.constexpr):
         row = tl.program_id(0)
         seed = tl.load(seeds + row).to(tl.uint64)
         t = tl.load(position).to(tl.uint64)
@@ -89,9 +88,17 @@ def fused_picker(reference: Callable) -> Callable:
         # torch divides a CUDA tensor by a scalar as a multiply by its float32 reciprocal.
         inv_temp = float(torch.tensor(1.0) / torch.tensor(float(temperature)))
         kernel[(batch,)](
-            logits, seeds, position, choice, logp, vocab, logits.stride(0), inv_temp,
-            BLOCK=BLOCK, num_warps=8,
-        )  # fmt: skip
+            logits,
+            seeds,
+            position,
+            choice,
+            logp,
+            vocab,
+            logits.stride(0),
+            inv_temp,
+            BLOCK=BLOCK,
+            num_warps=8,
+        )
         return choice, logp
 
     return pick

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.cells import summarize_cells
+from analysis.cells import CellSummary, Estimate, summarize_cells
 from analysis.runs import summarize_run
 from trainer.reporting import read_metrics_jsonl
 from vocabulary.names import CELL_AXES
@@ -146,7 +146,7 @@ def format_report(results: list[dict], *, as_json: bool = False) -> str:
     ok = [r for r in results if "summary" in r]
     cells = summarize_cells(ok)
     if as_json:
-        return json.dumps({"runs": results, "cells": cells}, indent=2)
+        return json.dumps({"runs": results, "cells": [c.as_dict() for c in cells]}, indent=2)
 
     header = ["run", *CELL_AXES, "seed", "evals", "base", "peak", "@step", "final", "gain"]
     header += ["final_gain", "cliff", "capture"]
@@ -161,7 +161,7 @@ def format_report(results: list[dict], *, as_json: bool = False) -> str:
         if "error" in r:
             lines.append(f"error: {r['error']}")
 
-    if any(c["n_seeds"] > 1 for c in cells):
+    if any(c.n_seeds > 1 for c in cells):
         header = [*CELL_AXES, "seeds", "gain [95% CI]", "final_gain [95% CI]", "cliffs", "capture"]
         rows = [_cell_row(c) for c in cells]
         lines += ["", *_table(header, rows)]
@@ -190,22 +190,22 @@ def _run_row(r: dict) -> list[str]:
     ]
 
 
-def _cell_row(c: dict) -> list[str]:
-    captured = _text(c["capture"])
-    if c["capture_counts"]:
-        captured += " (" + ", ".join(f"{k} {v}" for k, v in c["capture_counts"].items()) + ")"
+def _cell_row(c: CellSummary) -> list[str]:
+    captured = _text(c.capture)
+    if c.capture_counts:
+        captured += " (" + ", ".join(f"{k} {v}" for k, v in c.capture_counts.items()) + ")"
     return [
-        *(_text(c[a]) for a in CELL_AXES),
-        str(c["n_seeds"]),
-        _ci_text(c, "gain"),
-        _ci_text(c, "final_gain"),
-        f"{c['n_cliffs']}/{c['n_judged']}",
+        *(_text(getattr(c, a)) for a in CELL_AXES),
+        str(c.n_seeds),
+        _ci_text(c.gain),
+        _ci_text(c.final_gain),
+        f"{c.n_cliffs}/{c.n_judged}",
         captured,
     ]
 
 
-def _ci_text(cell: dict, name: str) -> str:
-    mean, low, high = cell[f"{name}_mean"], cell[f"{name}_low"], cell[f"{name}_high"]
+def _ci_text(estimate: Estimate) -> str:
+    mean, low, high = estimate.mean, estimate.low, estimate.high
     if low is None:
         return _f(mean, True)
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"

@@ -126,8 +126,23 @@ class _Decode:
     captured once as a graph and replayed. Step t (t ≥ 1) feeds token t-1 (padding for a row
     that was already done) at cache column `width + t - 1` and samples token t."""
 
-    def __init__(self, model, cache, logits, *, seeds, budgets, eos, pad_id, width, steps,
-                 temperature, mask, positions, pick):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        cache,
+        logits,
+        *,
+        seeds,
+        budgets,
+        eos,
+        pad_id,
+        width,
+        steps,
+        temperature,
+        mask,
+        positions,
+        pick,
+    ):
         batch, device = logits.shape[0], logits.device
         self.model, self.cache, self.logits = model, cache, logits
         self.seeds, self.budgets, self.eos, self.pad_id = seeds, budgets, eos, pad_id
@@ -288,14 +303,20 @@ def generate(
     logits = out.logits[:, -1, :].float()  # (B, V): the decode step's fixed logits buffer
     on_gpu = device.type == "cuda"
     decode = _Decode(
-        model, cache, logits,
+        model,
+        cache,
+        logits,
         seeds=torch.tensor(seeds, dtype=torch.int64, device=device),
         budgets=torch.tensor(budgets, dtype=torch.long, device=device),
         eos=torch.tensor(sorted(set(eos_ids)) or [-1], dtype=torch.long, device=device),
-        pad_id=pad_id, width=width, steps=steps, temperature=temperature,
-        mask=attention, positions=position_ids[:, -1:] + 1,
+        pad_id=pad_id,
+        width=width,
+        steps=steps,
+        temperature=temperature,
+        mask=attention,
+        positions=position_ids[:, -1:] + 1,
         pick=_fast_pick() if on_gpu else pick_tokens,
-    )  # fmt: skip
+    )
     decode.sample()
     step = decode.step
     every = CHECK_EVERY.get(device.type, 1)

@@ -133,8 +133,12 @@ def train_run(run: Run) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     status = Run.SUCCEEDED if result["status"] == "succeeded" else Run.CANCELLED
     verb = "Finished" if status == Run.SUCCEEDED else "Cancelled"
-    finish(run, status=status, step=result["step"],
-           line=f"{verb} at step {result['step']} after {seconds:.1f} s.")  # fmt: skip
+    finish(
+        run,
+        status=status,
+        step=result["step"],
+        line=f"{verb} at step {result['step']} after {seconds:.1f} s.",
+    )
     return {"run": run.id, "status": status, "step": result["step"]}
 
 

@@ -233,8 +233,12 @@ class DatabaseReporter:
                         write_episodes(self.run_id, episodes)
             except TRANSIENT_DB_ERRORS as exc:
                 drop_connection()
-                log.warning("run %s: database unreachable, keeping %d points: %s",
-                            self.run_id, len(points), exc)  # fmt: skip
+                log.warning(
+                    "run %s: database unreachable, keeping %d points: %s",
+                    self.run_id,
+                    len(points),
+                    exc,
+                )
                 with self._lock:
                     # Older first, so that a key logged again later keeps its newer value.
                     self._points[:0] = points

@@ -62,8 +62,11 @@ def _simulate(effect, tau=TAU):
         tally["pooled_verdict"] += pooled["decision"] in ("first_higher", "second_higher")
         # The sharing main effect: per_role's mean of cell means minus the average of the
         # two levels' = half the average paired effect.
-        (per_role,) = [r for r in main_effects(runs, metrics=("peak",))["sharing"]["peak"]
-                       if r["level"] == "per_role"]  # fmt: skip
+        (per_role,) = [
+            r
+            for r in main_effects(runs, metrics=("peak",))["sharing"]["peak"]
+            if r["level"] == "per_role"
+        ]
         tally["main_n"] += 1
         tally["main_cover"] += per_role["low"] <= effect / 2 <= per_role["high"]
     return tally

@@ -34,9 +34,16 @@ def training_step(step: int) -> list[dict]:
     records = []
     for p in range(2):
         for s in range(4):
-            record = voting("train", step, p * 4 + s, f"p{p}", s, correct=s % 2 == 0,
-                            voters=(1, 1, 0) if s % 2 == 0 else (1, 0, 0),
-                            text=f"\\boxed{{{step + s}}}")  # fmt: skip
+            record = voting(
+                "train",
+                step,
+                p * 4 + s,
+                f"p{p}",
+                s,
+                correct=s % 2 == 0,
+                voters=(1, 1, 0) if s % 2 == 0 else (1, 0, 0),
+                text=f"\\boxed{{{step + s}}}",
+            )
             if p == 0 and s == 1:
                 record["turns"][0]["completion"] = HOSTILE
             if p == 0 and s == 2:
@@ -57,7 +64,7 @@ def probe(step: int, accuracy: float) -> list[dict]:
             i % 2,
             correct=i < right,
             text=f"\\boxed{{answer at {step}}}",
-        )  # fmt: skip
+        )
         for i in range(4)
     ]
 

@@ -59,8 +59,9 @@ def expected_lead() -> int:
     series = {"eval/accuracy": (list(evals), [accuracy(s) for s in evals])}
     for role in ("generator", "aggregator"):
         series[f"role/{role}/grad_norm"] = (
-            list(range(STEPS)), [grad_norms(s)[role] for s in range(STEPS)]
-        )  # fmt: skip
+            list(range(STEPS)),
+            [grad_norms(s)[role] for s in range(STEPS)],
+        )
     return summarize_run(series)["lead"]["generator"]
 
 

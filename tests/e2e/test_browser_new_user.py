@@ -159,10 +159,13 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
         page.goto(matrix_url)
         runs = [int(cell.get_attribute("data-run-id")) for cell in page.locator(".run-cell").all()]
         best_steps = {
-            run: int(api(base, token, f"runs/{run}/metrics?keys=ckpt/best_step")["series"][
-                "ckpt/best_step"]["values"][-1])
+            run: int(
+                api(base, token, f"runs/{run}/metrics?keys=ckpt/best_step")["series"][
+                    "ckpt/best_step"
+                ]["values"][-1]
+            )
             for run in runs
-        }  # fmt: skip
+        }
         peaked_last = [run for run in runs if best_steps[run] == LAST]
         parent = (peaked_last or runs)[0]
         page.goto(f"{base}/runs/{parent}/")
@@ -204,10 +207,11 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
             re.compile(r"Preparing model tiny-m: warm start \d+% \(\d+s elapsed"), timeout=180_000
         )
         screenshot(page, "new-user-5-warm-start.png")
-        # Within its first percent too, the line says how long is left (it once
-        # stayed at "0% (21 s elapsed)").
-        expect(phase).to_contain_text(re.compile(r"warm start \d+% \(.+, about .+ left\)"),
-                                      timeout=60_000)  # fmt: skip
+        # Within its first percent too, the line says how long is left (it once stayed
+        # at "0% (21 s elapsed)").
+        expect(phase).to_contain_text(
+            re.compile(r"warm start \d+% \(.+, about .+ left\)"), timeout=60_000
+        )
         screenshot(page, "new-user-5b-warm-start-estimate.png")
         pressed = time.monotonic()
         page.click("#cancel-run")
@@ -224,10 +228,15 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
 
         # 4. A collapse from a small peak, logged through the API: a cliff, not "none".
         external = api(
-            base, token, "runs",
-            {"name": "collapse", "experiment": external_experiment,
-             "config": {"steps": 70, "seed": 0}},
-        )["id"]  # fmt: skip
+            base,
+            token,
+            "runs",
+            {
+                "name": "collapse",
+                "experiment": external_experiment,
+                "config": {"steps": 70, "seed": 0},
+            },
+        )["id"]
         points = []
         for index, accuracy in enumerate(COLLAPSE):
             se = math.sqrt(accuracy * (1 - accuracy) / 64)
@@ -300,19 +309,28 @@ def test_the_new_users_verdicts_hold_to_the_numbers(
     bare_server, token, external_experiment, matrix_experiment, chromium_path
 ):
     base, experiment = bare_server, external_experiment
-    bumped = external_run(base, token, experiment, "bump", {"steps": 7, "seed": 1},
-                          accuracy_points(BUMPED, 0.027))  # fmt: skip
-    too_low = external_run(base, token, experiment, "too low", {"steps": 7, "seed": 2},
-                           accuracy_points(TOO_LOW, 0.02))  # fmt: skip
+    bumped = external_run(
+        base, token, experiment, "bump", {"steps": 7, "seed": 1}, accuracy_points(BUMPED, 0.027)
+    )
+    too_low = external_run(
+        base, token, experiment, "too low", {"steps": 7, "seed": 2}, accuracy_points(TOO_LOW, 0.02)
+    )
     shared = {"steps": 12, "seed": 3, "workflow": "voting", "sharing": "shared"}
-    early = external_run(base, token, experiment, "capture", shared,
-                         share_points(range(6), 0.9), finish=False)  # fmt: skip
+    early = external_run(
+        base, token, experiment, "capture", shared, share_points(range(6), 0.9), finish=False
+    )
     # Two cells, three seeds each, per_role − shared at +.10 and −.10 (a little spread).
     for workflow, effect in (("voting", 0.10), ("single", -0.10)):
         for seed, noise in enumerate((0.0, 0.004, -0.004)):
             for sharing, peak in (("shared", 0.3), ("per_role", 0.3 + effect + noise)):
-                config = {"steps": 4, "seed": seed, "workflow": workflow, "sharing": sharing,
-                          "task": "math", "model": "tiny-s"}  # fmt: skip
+                config = {
+                    "steps": 4,
+                    "seed": seed,
+                    "workflow": workflow,
+                    "sharing": sharing,
+                    "task": "math",
+                    "model": "tiny-s",
+                }
                 points = accuracy_points([0.1, peak, peak, peak, peak], 0.01)
                 name = f"{workflow}-{sharing}-{seed}"
                 external_run(base, token, matrix_experiment, name, config, points)
@@ -361,8 +379,9 @@ def test_the_new_users_verdicts_hold_to_the_numbers(
         # A running run's key results follow its points without a reload.
         final = page.locator(f'tr[data-run-id="{early}"] [data-result="final"]')
         expect(final).to_have_text("—")
-        api(base, token, f"runs/{early}/metrics",
-            {"points": accuracy_points([0.5, 0.4, 0.3], 0.01)})  # fmt: skip
+        api(
+            base, token, f"runs/{early}/metrics", {"points": accuracy_points([0.5, 0.4, 0.3], 0.01)}
+        )
         expect(final).to_have_text("0.400")
         screenshot(page, "new-user-12-experiment.png")
 

@@ -45,8 +45,16 @@ PASSWORD = "correct horse battery"
 # "degradation" rather than "cliff", so the radar row may be either. The
 # docs/cli.md's `lr 1e-2` setting rises higher first, but whether it then falls depends on the
 # weights: on one build it did, on the next it did not within 12 steps.
-CLIFF = {"lr": 5e-2, "warmup_steps": 10, "schedule": "constant", "steps": 14,
-         "eval_every": 1, "eval_problems": 64, "checkpoint_every": 4, "seed": 0}  # fmt: skip
+CLIFF = {
+    "lr": 5e-2,
+    "warmup_steps": 10,
+    "schedule": "constant",
+    "steps": 14,
+    "eval_every": 1,
+    "eval_problems": 64,
+    "checkpoint_every": 4,
+    "seed": 0,
+}
 BRANCH_LINE_JS = """(step) => {
     const gd = document.querySelector('#curves-graph .js-plotly-plot');
     return !!(gd && gd.layout && (gd.layout.shapes || []).some(

@@ -60,9 +60,13 @@ def _train(owner, tmp_path, base, token, experiment, save_strategy, **env):
         **env,
     )
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=240,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return Run.objects.get(experiment=Experiment.objects.get(owner=owner, name=experiment))
 
@@ -71,9 +75,14 @@ def test_a_hugging_face_trainer_logs_its_loss_into_troupe(alice, tmp_path):
     _, token = ApiToken.issue(alice, "hf")
     with live_troupe(tmp_path) as base:
         run = _train(
-            alice, tmp_path, base, token, "hf-trainer", "no",
+            alice,
+            tmp_path,
+            base,
+            token,
+            "hf-trainer",
+            "no",
             MLFLOW_TAGS='{"task": "math", "workflow": "single"}',
-        )  # fmt: skip
+        )
         response = requests.get(
             f"{base}/api/v1/runs/{run.id}/metrics",
             params={"keys": "loss,train/loss,grad_norm", "max_points": 0},

@@ -384,25 +384,58 @@ def test_summarize_cells_gives_means_intervals_and_cliff_fractions():
         {"cell": shared, "seed": 1, "summary": _summary(0.2, "insufficient", None, {"g": None})},
     ]
     rows = summarize_cells(runs)
-    assert [r["sharing"] for r in rows] == ["shared", "per_role"]
+    assert [r.sharing for r in rows] == ["shared", "per_role"]
     row = rows[0]
-    assert row["n_seeds"] == 3 and row["seeds"] == [0, 1, 2]
+    assert row.n_seeds == 3 and row.seeds == [0, 1, 2]
     half = 4.302653 * 0.1 / math.sqrt(3)
-    assert row["gain_mean"] == pytest.approx(0.2)
-    assert (row["gain_low"], row["gain_high"]) == pytest.approx((0.2 - half, 0.2 + half))
-    assert row["final_gain_mean"] == pytest.approx(0.1)
-    assert row["final_gain_high"] - row["final_gain_mean"] == pytest.approx(half / 2)
-    assert row["base_mean"] == pytest.approx(0.2) and row["peak_mean"] == pytest.approx(0.4)
+    assert row.gain.mean == pytest.approx(0.2)
+    assert (row.gain.low, row.gain.high) == pytest.approx((0.2 - half, 0.2 + half))
+    assert row.final_gain.mean == pytest.approx(0.1)
+    assert row.final_gain.high - row.final_gain.mean == pytest.approx(half / 2)
+    assert row.base == pytest.approx(0.2) and row.peak == pytest.approx(0.4)
     # The seed with too few evaluations has no verdict: one cliff in two judged seeds.
-    assert (row["n_cliffs"], row["n_judged"], row["cliff_fraction"]) == (1, 2, 0.5)
-    assert row["capture"] == "generator" and row["capture_counts"] == {"generator": 2}
-    assert row["lead_mean"] == {"g": 15.0}
+    assert (row.n_cliffs, row.n_judged, row.cliff_fraction) == (1, 2, 0.5)
+    assert row.capture == "generator" and row.capture_counts == {"generator": 2}
+    assert row.lead_mean == {"g": 15.0}
     single = rows[1]
-    assert single["n_seeds"] == 1 and single["gain_mean"] == 0.5
-    assert single["gain_low"] is None and single["gain_high"] is None
-    assert single["capture"] is None and single["capture_counts"] == {}
-    assert single["cliff_fraction"] == 1.0
-    assert_plain(rows)
+    assert single.n_seeds == 1 and single.gain.mean == 0.5
+    assert single.gain.low is None and single.gain.high is None
+    assert single.capture is None and single.capture_counts == {}
+    assert single.cliff_fraction == 1.0
+    assert_plain([r.as_dict() for r in rows])
+
+
+def test_a_cells_plain_dict_keeps_its_keys_and_their_order():
+    # `analyze --json` prints this dict and the panel's CSV takes its columns from it.
+    cell = {"workflow": "voting", "task": "math", "model": "tiny-s", "sharing": "per_role"}
+    runs = [{"cell": cell, "seed": s, "summary": _summary(0.1 * s, "none", None)} for s in (1, 2)]
+    (row,) = summarize_cells(runs)
+    plain = row.as_dict()
+    assert list(plain) == [
+        *cell,
+        "n_seeds",
+        "seeds",
+        "gain_mean",
+        "gain_low",
+        "gain_high",
+        "gain_n",
+        "final_gain_mean",
+        "final_gain_low",
+        "final_gain_high",
+        "final_gain_n",
+        "base_mean",
+        "peak_mean",
+        "final_mean",
+        "n_cliffs",
+        "n_provisional",
+        "n_judged",
+        "cliff_fraction",
+        "capture",
+        "capture_counts",
+        "lead_mean",
+    ]
+    assert plain["gain_mean"] == row.gain.mean and plain["gain_n"] == 2
+    assert plain["peak_mean"] == row.peak and plain["seeds"] == [1, 2]
 
 
 # --- downsampling --------------------------------------------------------------------------------

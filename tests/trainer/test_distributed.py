@@ -310,8 +310,10 @@ def test_the_cli_on_two_ranks_logs_what_one_process_logs_once(tmp_path, finetune
         command = [sys.executable, "-m", "trainer", "eval", "--problems", "3"]
         done = subprocess.run(
             [*command, "--checkpoint", "latest", "--out", str(tmp_path / "two")],
-            env=env, capture_output=True, text=True,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
 
 

@@ -25,13 +25,25 @@ H200_GIB = 143771 / 1024
 MEASURED = [
     ("Qwen/Qwen3-0.6B:lora:shared:single:16x8", False, (19, 96), [(128, 19, 96)], 34.686, 3.674),
     ("Qwen/Qwen3-0.6B:full:shared:single:16x8", True, (19, 96), [(128, 19, 96)], 18.979, 12.781),
-    ("Qwen/Qwen3-0.6B:lora:per_role:voting:4x4", False, (27, 96),
-     [(16, 27, 96), (48, 19, 96)], 7.518, 3.439),
-    ("Qwen/Qwen3-0.6B:full:per_role:voting:4x4", False, (27, 96),
-     [(16, 27, 96), (48, 19, 96)], 33.481, 20.431),
+    (
+        "Qwen/Qwen3-0.6B:lora:per_role:voting:4x4",
+        False,
+        (27, 96),
+        [(16, 27, 96), (48, 19, 96)],
+        7.518,
+        3.439,
+    ),
+    (
+        "Qwen/Qwen3-0.6B:full:per_role:voting:4x4",
+        False,
+        (27, 96),
+        [(16, 27, 96), (48, 19, 96)],
+        33.481,
+        20.431,
+    ),
     ("Qwen/Qwen3-4B:lora:shared:single:8x8", True, (19, 96), [(64, 19, 96)], 15.326, 11.622),
     ("Qwen/Qwen3-4B:full:shared:single:8x8", True, (19, 96), [(64, 19, 96)], 77.802, 70.273),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("case, checkpointing, longest, calls, update_peak, rollout_peak", MEASURED)
@@ -42,10 +54,21 @@ def test_the_estimate_bounds_each_measured_peak_within_thirty_percent(
     model, finetune, sharing, workflow, size = case.rsplit(":", 4)
     prompts, group = (int(n) for n in size.split("x"))
     config = make_config(
-        "paper", workflow=workflow, task="math", dataset="synthetic", model=model,
-        finetune=finetune, sharing=sharing, prompts_per_step=prompts, group_size=group,
-        max_new_tokens=96, micro_batch_size=128, rollout_batch=0, warmup_steps=0, device="cuda",
-    )  # fmt: skip
+        "paper",
+        workflow=workflow,
+        task="math",
+        dataset="synthetic",
+        model=model,
+        finetune=finetune,
+        sharing=sharing,
+        prompts_per_step=prompts,
+        group_size=group,
+        max_new_tokens=96,
+        micro_batch_size=128,
+        rollout_batch=0,
+        warmup_steps=0,
+        device="cuda",
+    )
     shape = model_shape(model)
     policies = 2 if sharing == "per_role" else 1
     trainable = (

@@ -91,12 +91,23 @@ def test_the_loss_weighs_the_policy_gradient_term_only():
     ref = logps - 0.1
     beta = torch.full((3,), 0.2)
     kl_plain, s1 = grpo_loss(
-        logps, plain.old_logps, plain.advantages, plain.completion_mask,
-        ref_logps=ref, kl_beta=beta, **args,
-    )  # fmt: skip
+        logps,
+        plain.old_logps,
+        plain.advantages,
+        plain.completion_mask,
+        ref_logps=ref,
+        kl_beta=beta,
+        **args,
+    )
     kl_half, s2 = grpo_loss(
-        logps, weighted.old_logps, weighted.advantages, weighted.completion_mask,
-        ref_logps=ref, kl_beta=beta, is_weights=weighted.is_weights, **args,
-    )  # fmt: skip
+        logps,
+        weighted.old_logps,
+        weighted.advantages,
+        weighted.completion_mask,
+        ref_logps=ref,
+        kl_beta=beta,
+        is_weights=weighted.is_weights,
+        **args,
+    )
     assert s1["kl"] == pytest.approx(s2["kl"])
     assert float(kl_half) == pytest.approx(float(kl_plain) - 0.5 * float(base))

@@ -105,8 +105,15 @@ def test_the_only_host_reads_are_the_looks_at_done(model, monkeypatch):
     real = sampling._finished
     monkeypatch.setattr(sampling, "_finished", lambda done: looks.append(1) or real(done))
     with _HostReads() as reads:
-        generate(model, _prompts([4, 6]), seeds=[1, 2], max_new_tokens=40, eos_ids=[-1],
-                 temperature=0.7, pad_id=0)  # fmt: skip
+        generate(
+            model,
+            _prompts([4, 6]),
+            seeds=[1, 2],
+            max_new_tokens=40,
+            eos_ids=[-1],
+            temperature=0.7,
+            pad_id=0,
+        )
     assert len(looks) == 2  # before steps 16 and 32 of 40; none in between
     assert reads.count == len(looks)  # prefill, steps and the final copy read nothing else
 
@@ -117,7 +124,14 @@ def test_a_finished_batch_stops_at_the_next_look(model, monkeypatch):
     real = sampling._Decode.step
     monkeypatch.setattr(sampling._Decode, "step", lambda self: steps.append(1) or real(self))
     every_token_ends = list(range(SHAPE["vocab_size"]))
-    samples = generate(model, _prompts([3, 5]), seeds=[5, 6], max_new_tokens=30, temperature=0.7,
-                       eos_ids=every_token_ends, pad_id=0)  # fmt: skip
+    samples = generate(
+        model,
+        _prompts([3, 5]),
+        seeds=[5, 6],
+        max_new_tokens=30,
+        temperature=0.7,
+        eos_ids=every_token_ends,
+        pad_id=0,
+    )
     assert [len(s.completion_ids) for s in samples] == [1, 1]
     assert len(steps) == 3  # idle steps 1–3 after the first token ended both rows, then a look

@@ -63,13 +63,22 @@ def test_real_solutions_agree_and_wrong_ones_do_not(task):
 
 def test_call_and_stdio_problems_are_rechecked_too():
     call = Problem(
-        "call-1", "", "", "", tests=call_tests("twice", [([2], 4), ([5], [10])]),
-        entry_point="twice", meta={"io": "call"},
-    )  # fmt: skip
+        "call-1",
+        "",
+        "",
+        "",
+        tests=call_tests("twice", [([2], 4), ([5], [10])]),
+        entry_point="twice",
+        meta={"io": "call"},
+    )
     stdio = Problem(
-        "stdio-1", "", "", "", tests=stdio_tests([("3\n", "6\n"), ("1\n", "2\n")]),
+        "stdio-1",
+        "",
+        "",
+        "",
+        tests=stdio_tests([("3\n", "6\n"), ("1\n", "2\n")]),
         meta={"io": "stdio"},
-    )  # fmt: skip
+    )
     task = CodeTask("loaded", {"train": [], "test": [call, stdio]}, timeout=5.0)
     solutions = [
         fenced("class Solution:\n    def twice(self, x):\n        return 2 * x"),
@@ -116,13 +125,29 @@ def test_only_a_sample_of_the_passing_answers_is_rechecked(task):
 
 
 COMPARED = [
-    (1, 1), (1.0, 1), (0.1 + 0.2, 0.3), (0.31, 0.3), ((1, 2), [1, 2]), ([3], [[3]]),
-    (True, 1.0), ("a", "a"), ("a", "b"), (None, 0), ([1.0000000001], [1]),
-]  # fmt: skip
+    (1, 1),
+    (1.0, 1),
+    (0.1 + 0.2, 0.3),
+    (0.31, 0.3),
+    ((1, 2), [1, 2]),
+    ([3], [[3]]),
+    (True, 1.0),
+    ("a", "a"),
+    ("a", "b"),
+    (None, 0),
+    ([1.0000000001], [1]),
+]
 TEXTS = [
-    ("1 2\n", "1 2"), ("0.5\n", "0.500000"), ("1\n\n2  \n", "1\n2"), ("1 2", "1  2 3"),
-    ("x", "y"), ("1e-9", "0"), ("3.0000001", "3"), ("", ""), ("a\nb", "a"),
-]  # fmt: skip
+    ("1 2\n", "1 2"),
+    ("0.5\n", "0.500000"),
+    ("1\n\n2  \n", "1\n2"),
+    ("1 2", "1  2 3"),
+    ("x", "y"),
+    ("1e-9", "0"),
+    ("3.0000001", "3"),
+    ("", ""),
+    ("a\nb", "a"),
+]
 
 
 def _harness_same(template: str) -> object:

@@ -45,8 +45,18 @@ def episode(kind, step, index, problem, sample, turns, *, correct, answer="", **
     }
 
 
-def voting(kind="train", step=1, index=0, problem="p0", sample=0, *, voters=(1, 1, 0),
-           correct=True, text="\\boxed{4}", **extra) -> dict[str, Any]:  # fmt: skip
+def voting(
+    kind="train",
+    step=1,
+    index=0,
+    problem="p0",
+    sample=0,
+    *,
+    voters=(1, 1, 0),
+    correct=True,
+    text="\\boxed{4}",
+    **extra,
+) -> dict[str, Any]:
     """Voters right or wrong as `voters` says, then the aggregator (right iff `correct`)."""
     adv = 0.5 if correct else -0.5
     turns = [
@@ -58,46 +68,99 @@ def voting(kind="train", step=1, index=0, problem="p0", sample=0, *, voters=(1, 
             score=float(ok),
             advantage=adv,
             reward=float(correct),
-        )  # fmt: skip
+        )
         for i, ok in enumerate(voters)
     ]
-    turns.append(turn("aggregator", "aggregator", 1, text if correct else "\\boxed{5}",
-                      score=float(correct), advantage=adv, reward=float(correct)))  # fmt: skip
-    return episode(kind, step, index, problem, sample, turns, correct=correct,
-                   answer=text if correct else "\\boxed{5}", **extra)  # fmt: skip
+    turns.append(
+        turn(
+            "aggregator",
+            "aggregator",
+            1,
+            text if correct else "\\boxed{5}",
+            score=float(correct),
+            advantage=adv,
+            reward=float(correct),
+        )
+    )
+    return episode(
+        kind,
+        step,
+        index,
+        problem,
+        sample,
+        turns,
+        correct=correct,
+        answer=text if correct else "\\boxed{5}",
+        **extra,
+    )
 
 
-def eval_opt(kind="train", step=1, index=0, problem="p0", sample=0, *, rounds=((False, False),),
-             final_correct=None, **extra) -> dict[str, Any]:  # fmt: skip
+def eval_opt(
+    kind="train",
+    step=1,
+    index=0,
+    problem="p0",
+    sample=0,
+    *,
+    rounds=((False, False),),
+    final_correct=None,
+    **extra,
+) -> dict[str, Any]:
     """Rounds of (proposal right, verdict accepted); the evaluator's score is whether its
     verdict was right (accepted == proposal right), as the rollout scores it."""
     turns, stage, right = [], 0, False
     for right, accepted in rounds:
-        turns.append(turn("generator", "generator", stage,
-                          "\\boxed{4}" if right else "\\boxed{5}", score=float(right)))  # fmt: skip
+        turns.append(
+            turn(
+                "generator",
+                "generator",
+                stage,
+                "\\boxed{4}" if right else "\\boxed{5}",
+                score=float(right),
+            )
+        )
         stage += 1
-        turns.append(turn("evaluator", "evaluator", stage, "yes" if accepted else "no",
-                          score=float(accepted == right)))  # fmt: skip
+        turns.append(
+            turn(
+                "evaluator",
+                "evaluator",
+                stage,
+                "yes" if accepted else "no",
+                score=float(accepted == right),
+            )
+        )
         stage += 1
     correct = right if final_correct is None else final_correct
     return episode(kind, step, index, problem, sample, turns, correct=correct, **extra)
 
 
-def orch_workers(kind="train", step=1, index=0, problem="p0", sample=0, *, workers=2,
-                 correct=True, **extra) -> dict[str, Any]:  # fmt: skip
+def orch_workers(
+    kind="train", step=1, index=0, problem="p0", sample=0, *, workers=2, correct=True, **extra
+) -> dict[str, Any]:
     turns = [turn("orchestrator", "orchestrator", 0, "add;check")]
     turns += [turn("worker", f"worker{i}", 1, f"part {i} done") for i in range(workers)]
     turns.append(turn("synthesizer", "synthesizer", 2, "\\boxed{4}", score=float(correct)))
     malformed = {} if workers else {"no_subtasks": 1}
-    return episode(kind, step, index, problem, sample, turns, correct=correct,
-                   malformed=malformed, **extra)  # fmt: skip
+    return episode(
+        kind, step, index, problem, sample, turns, correct=correct, malformed=malformed, **extra
+    )
 
 
-def single(kind="train", step=1, index=0, problem="p0", sample=0, *, correct=True,
-           completion="\\boxed{4}", **extra) -> dict[str, Any]:  # fmt: skip
+def single(
+    kind="train",
+    step=1,
+    index=0,
+    problem="p0",
+    sample=0,
+    *,
+    correct=True,
+    completion="\\boxed{4}",
+    **extra,
+) -> dict[str, Any]:
     turns = [turn("solver", "solver", 0, completion, score=float(correct))]
-    return episode(kind, step, index, problem, sample, turns, correct=correct,
-                   answer=completion, **extra)  # fmt: skip
+    return episode(
+        kind, step, index, problem, sample, turns, correct=correct, answer=completion, **extra
+    )
 
 
 def voting_step(kind="train", step=1, problems=2, group=4) -> list[dict[str, Any]]:
@@ -111,7 +174,7 @@ def voting_step(kind="train", step=1, problems=2, group=4) -> list[dict[str, Any
             s,
             correct=s % 2 == 0,
             voters=(1, 0, 0) if s % 2 else (1, 1, 0),
-        )  # fmt: skip
+        )
         for p in range(problems)
         for s in range(group)
     ]

@@ -47,9 +47,11 @@ def send(client, user, run, points):
     """POST the points, then what their commit sets off: the radar's queued evaluation."""
     with TestCase.captureOnCommitCallbacks(execute=True):
         return client.post(
-            f"/api/v1/runs/{run.id}/metrics", json.dumps({"points": points}),
-            content_type="application/json", headers=bearer(user),
-        )  # fmt: skip
+            f"/api/v1/runs/{run.id}/metrics",
+            json.dumps({"points": points}),
+            content_type="application/json",
+            headers=bearer(user),
+        )
 
 
 def rows(run):
@@ -122,9 +124,11 @@ def test_a_non_finite_loss_or_reward_is_an_alert_shown_on_the_run_page(client, r
     ]
     with TestCase.captureOnCommitCallbacks(execute=True):
         response = client.post(
-            f"/api/v1/runs/{run.id}/metrics", '{"points": [' + ", ".join(body) + "]}",
-            content_type="application/json", headers=bearer(alice),
-        )  # fmt: skip
+            f"/api/v1/runs/{run.id}/metrics",
+            '{"points": [' + ", ".join(body) + "]}",
+            content_type="application/json",
+            headers=bearer(alice),
+        )
     assert response.status_code == 200
 
     assert rows(run) == [
@@ -269,9 +273,11 @@ def test_a_run_ended_through_the_api_gets_its_verdict_with_its_end(client, run, 
     assert rows(run) == []
 
     response = client.post(
-        f"/api/v1/runs/{run.id}/finish", json.dumps({"status": "succeeded"}),
-        content_type="application/json", headers=bearer(alice),
-    )  # fmt: skip
+        f"/api/v1/runs/{run.id}/finish",
+        json.dumps({"status": "succeeded"}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
 
     assert response.status_code == 200
     # … but ended, the §6 verdict is final (mean of the last three 0.4 < 0.45): a confirmed

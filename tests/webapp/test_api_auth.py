@@ -90,9 +90,10 @@ def test_a_session_with_the_csrf_token_may_change_things(run, alice):
     token = browser.cookies["csrftoken"].value
 
     response = browser.post(
-        f"/api/v1/runs/{run.id}/cancel", content_type="application/json",
+        f"/api/v1/runs/{run.id}/cancel",
+        content_type="application/json",
         headers={"X-CSRFToken": token},
-    )  # fmt: skip
+    )
 
     assert response.status_code == 200
 

@@ -41,8 +41,12 @@ def test_a_body_nested_deeper_than_the_limit_gets_400_even_when_python_could_rea
     for _ in range(200):
         deep = {"a": deep}
 
-    response = post(client, alice, "/api/v1/runs", {"name": "x", "experiment": experiment.id,
-                                                    "config": {"notes": deep}})  # fmt: skip
+    response = post(
+        client,
+        alice,
+        "/api/v1/runs",
+        {"name": "x", "experiment": experiment.id, "config": {"notes": deep}},
+    )
 
     assert response.status_code == 400
     assert "nested" in response.json()["error"]
@@ -125,8 +129,12 @@ def test_a_utf16_body_is_checked_as_closely(client, run, alice):
     points = [{"key": "a\x00b", "step": 1, "value": 1.0}]
     body = json.dumps({"points": points}).encode("utf-16")  # json.loads reads UTF-16 too
 
-    response = client.post(f"/api/v1/runs/{run.id}/metrics", body,
-                           content_type="application/json", headers=bearer(alice))  # fmt: skip
+    response = client.post(
+        f"/api/v1/runs/{run.id}/metrics",
+        body,
+        content_type="application/json",
+        headers=bearer(alice),
+    )
 
     assert fields_of(response) == {"points[0].key": "must not contain NUL (\\u0000) characters"}
 

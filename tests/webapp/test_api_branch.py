@@ -37,16 +37,22 @@ def test_the_owner_branches_from_the_peak(client, parent, alice):
     assert response.status_code == 201, response.json()
     answer = response.json()
     assert answer["parent"] == parent.id
-    assert answer["checkpoint"] == {"name": "best-000002", "step": 2, "kind": "best",
-                                    "peak": True, "accuracy": 0.5}  # fmt: skip
+    assert answer["checkpoint"] == {
+        "name": "best-000002",
+        "step": 2,
+        "kind": "best",
+        "peak": True,
+        "accuracy": 0.5,
+    }
     runs = answer["runs"]
     assert [r["lineage"]["intervention"] for r in runs] == [
         {},  # the control continuation, on unless "control": false
         {"lr": 0.0015},
         {"coherence_lambda": 0.2},
     ]
-    assert all(r["lineage"]["parent"] == parent.id and r["lineage"]["branch_step"] == 2
-               for r in runs)  # fmt: skip
+    assert all(
+        r["lineage"]["parent"] == parent.id and r["lineage"]["branch_step"] == 2 for r in runs
+    )
     assert runs[1]["config"]["lr"] == 0.0015 and runs[1]["status"] == "queued"
     assert runs[1]["config"]["init_from"].endswith("/checkpoints/best-000002")
     assert Run.objects.filter(parent=parent).count() == 3
@@ -97,19 +103,33 @@ def test_an_unknown_run_gets_404(client, alice):
 @pytest.mark.parametrize(
     ("body", "fields"),
     [
-        ({"branches": [{"lr_factor": 3}]}, {"branches[0]": "lr_factor 3 is not a cut: give a "
-                                            "factor between 0 and 1"}),
-        ({"branches": [{"sharing": "per_role"}]}, {"branches[0]": "'sharing' is not a change a "
-          "branch can make; one of: kl_beta, kl_beta_per_role, coherence_lambda, lr_factor"}),
+        (
+            {"branches": [{"lr_factor": 3}]},
+            {"branches[0]": "lr_factor 3 is not a cut: give a factor between 0 and 1"},
+        ),
+        (
+            {"branches": [{"sharing": "per_role"}]},
+            {
+                "branches[0]": "'sharing' is not a change a "
+                "branch can make; one of: kl_beta, kl_beta_per_role, coherence_lambda, lr_factor"
+            },
+        ),
         ({"branches": {"lr_factor": 0.5}}, {"branches": "a list of changes, one a child"}),
         ({"control": "yes"}, {"control": "true or false"}),
         ({"checkpoint": 7}, {"checkpoint": "best, latest or a checkpoint name"}),
-        ({"control": False}, {"control": "nothing to queue: choose a change, or the control "
-                                         "continuation"}),
-        ({"checkpoint": "best-000009"}, {"checkpoint": "'best-000009' is not a kept checkpoint;"
-                                         " kept: best-000002, step-000006, step-000004"}),
+        (
+            {"control": False},
+            {"control": "nothing to queue: choose a change, or the control continuation"},
+        ),
+        (
+            {"checkpoint": "best-000009"},
+            {
+                "checkpoint": "'best-000009' is not a kept checkpoint;"
+                " kept: best-000002, step-000006, step-000004"
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_request_gets_400_naming_the_field(client, parent, alice, body, fields):
     response = post(client, alice, parent.id, body)
 

@@ -28,9 +28,11 @@ def test_an_unexpected_error_is_a_json_500_and_is_logged(client, run, alice, mon
     monkeypatch.setattr(views, "write_points", failing_write)
 
     response = client.post(
-        f"/api/v1/runs/{run.id}/metrics", POINTS, content_type="application/json",
+        f"/api/v1/runs/{run.id}/metrics",
+        POINTS,
+        content_type="application/json",
         headers=bearer(alice),
-    )  # fmt: skip
+    )
 
     assert response.status_code == 500
     assert response["Content-Type"] == "application/json"

@@ -23,9 +23,12 @@ SPEC = {
 def post(client, user, body, **kwargs):
     payload = body if isinstance(body, (str, bytes)) else json.dumps(body)
     return client.post(
-        "/api/v1/experiments", payload, content_type="application/json", headers=bearer(user),
+        "/api/v1/experiments",
+        payload,
+        content_type="application/json",
+        headers=bearer(user),
         **kwargs,
-    )  # fmt: skip
+    )
 
 
 def test_posting_a_spec_stores_the_experiment_and_one_queued_run_per_cell(client, alice):
@@ -39,8 +42,11 @@ def test_posting_a_spec_stores_the_experiment_and_one_queued_run_per_cell(client
     runs = list(experiment.runs.order_by("id"))
     assert [r["id"] for r in body["runs"]] == [r.id for r in runs]
     assert [(r.workflow, r.seed) for r in runs] == [
-        ("single", 0), ("single", 1), ("voting", 0), ("voting", 1),
-    ]  # fmt: skip
+        ("single", 0),
+        ("single", 1),
+        ("voting", 0),
+        ("voting", 1),
+    ]
     for run in runs:
         assert run.status == Run.QUEUED and run.queue == "cpu"
         assert run.config["steps"] == 4 and run.config["model"] == "tiny-s"
@@ -53,8 +59,12 @@ def test_axes_left_out_take_the_configs_value(client, alice):
     assert response.status_code == 201
     run = Run.objects.get(experiment_id=response.json()["id"])
     assert (run.workflow, run.task, run.model, run.sharing, run.seed) == (
-        "single", "code", "tiny-m", "shared", 0,
-    )  # fmt: skip
+        "single",
+        "code",
+        "tiny-m",
+        "shared",
+        0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -217,8 +227,9 @@ def _hub_says_no(repo_id, **kwargs):
     # from the tests: its answer is made here).
     response = requests.Response()
     response.status_code = 404
-    raise RepositoryNotFoundError(f"404 Client Error: Repository Not Found for {repo_id}",
-                                  response=response)  # fmt: skip
+    raise RepositoryNotFoundError(
+        f"404 Client Error: Repository Not Found for {repo_id}", response=response
+    )
 
 
 def test_a_model_id_the_hub_does_not_know_is_refused_at_submit_time(client, alice, monkeypatch):
@@ -228,9 +239,11 @@ def test_a_model_id_the_hub_does_not_know_is_refused_at_submit_time(client, alic
     body = {"name": "typo", "preset": "cpu-demo", "config": {"model": "Qwen/Qwen3-0.6Bx"}}
 
     response = client.post(
-        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        "/api/v1/experiments",
+        json.dumps(body),
+        content_type="application/json",
         headers=bearer(alice),
-    )  # fmt: skip
+    )
 
     assert response.status_code == 400
     assert "no model 'Qwen/Qwen3-0.6Bx' on the Hugging Face Hub" in json.dumps(response.json())
@@ -241,9 +254,11 @@ def test_a_model_id_that_cannot_be_checked_offline_is_queued_with_a_warning(clie
     body = {"name": "offline", "preset": "cpu-demo", "config": {"model": "Qwen/Qwen3-0.6B"}}
 
     response = client.post(
-        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        "/api/v1/experiments",
+        json.dumps(body),
+        content_type="application/json",
         headers=bearer(alice),
-    )  # fmt: skip
+    )
 
     assert response.status_code == 201
     assert any("was not checked" in w for w in response.json()["warnings"])

@@ -14,9 +14,11 @@ pytestmark = pytest.mark.django_db
 def send(client, user, run, points, **extra):
     body = points if isinstance(points, str) else json.dumps({"points": points, **extra})
     return client.post(
-        f"/api/v1/runs/{run.id}/metrics", body, content_type="application/json",
+        f"/api/v1/runs/{run.id}/metrics",
+        body,
+        content_type="application/json",
         headers=bearer(user),
-    )  # fmt: skip
+    )
 
 
 def stored(run):
@@ -121,9 +123,11 @@ def test_a_bad_point_gets_400_naming_it_and_nothing_is_stored(client, run, alice
 
 def test_points_must_be_a_list(client, run, alice):
     response = client.post(
-        f"/api/v1/runs/{run.id}/metrics", {"points": {"key": "k"}}, content_type="application/json",
+        f"/api/v1/runs/{run.id}/metrics",
+        {"points": {"key": "k"}},
+        content_type="application/json",
         headers=bearer(alice),
-    )  # fmt: skip
+    )
 
     assert response.status_code == 400
     assert "points" in response.json()["fields"]
@@ -218,8 +222,9 @@ def test_many_runs_are_read_in_one_request(client, run, alice, bob):
     downsampled = runs[str(second.id)]["train/reward"]
     assert len(downsampled["steps"]) <= 10 and downsampled["steps"][-1] == 99
     assert runs[str(silent.id)] == {}  # logged nothing: an empty entry, not a missing one
-    one = client.get(f"/api/v1/runs/{second.id}/metrics?keys=train/reward&max_points=10",
-                     headers=bearer(bob)).json()["series"]  # fmt: skip
+    one = client.get(
+        f"/api/v1/runs/{second.id}/metrics?keys=train/reward&max_points=10", headers=bearer(bob)
+    ).json()["series"]
     assert runs[str(second.id)] == one  # the same read as the one-run endpoint
 
 

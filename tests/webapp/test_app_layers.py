@@ -26,9 +26,8 @@ FLOORS: list[list[str]] = [
     ["webapp.settings", "webapp.checks"],
     ["models"],
     ["webapp.metrics"],
-    # the JSON endpoints' plumbing every app's API shares: the raw-row reader the token
-    # look-up uses, bearer tokens, then errors and bodies
-    ["webapp.tracking.rows"],
+    # the JSON endpoints' plumbing every app's API shares: bearer tokens (their look-up is the
+    # metric store's), then errors and bodies
     ["webapp.api.bearer"],
     ["webapp.api.http"],
     ["webapp.accounts"],
@@ -99,8 +98,8 @@ def source_files(root: Path) -> list[Path]:
 
 
 def most_specific(names: set[str]) -> set[str]:
-    """`from webapp.tracking import rows` names both the package and `rows`; what it uses is
-    `rows`, so a name is dropped where a longer one extends it."""
+    """`from webapp.tracking import keymap` names both the package and `keymap`; what it uses
+    is `keymap`, so a name is dropped where a longer one extends it."""
     return {n for n in names if not any(other.startswith(n + ".") for other in names)}
 
 

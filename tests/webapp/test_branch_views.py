@@ -22,8 +22,14 @@ def parent(alice, tmp_path):
 
 
 def form(**values):
-    data = {"checkpoint": "best-000002", "control": "on", "kl_role": "", "kl_value": "",
-            "coherence_lambda": "", "lr_factor": ""}  # fmt: skip
+    data = {
+        "checkpoint": "best-000002",
+        "control": "on",
+        "kl_role": "",
+        "kl_value": "",
+        "coherence_lambda": "",
+        "lr_factor": "",
+    }
     data.update(values)
     return {k: v for k, v in data.items() if v is not None}
 

@@ -70,8 +70,9 @@ def test_the_table_sorts_by_a_clicked_heading(study, monkeypatch):
     headings = table.children[0].children.children
     assert headings[1].children.children == "sharing"  # the group-by field comes first
 
-    clicked = SimpleNamespace(triggered_id={"type": bands.SORT_ID, "col": "peak"},
-                              triggered=[{"value": 1}])  # fmt: skip
+    clicked = SimpleNamespace(
+        triggered_id={"type": bands.SORT_ID, "col": "peak"}, triggered=[{"value": 1}]
+    )
     monkeypatch.setattr(bands, "ctx", clicked)
     assert bands.click_sort([0, 1], {}) == {"col": "peak", "desc": False}
     assert bands.click_sort([0, 1], {"col": "peak", "desc": False}) == {"col": "peak", "desc": True}
@@ -108,7 +109,7 @@ def test_by_default_single_and_voting_runs_of_one_sharing_mode_make_two_bands(al
     ids = [
         stored_run(
             experiment, seed=seed, sharing="shared", workflow=workflow, accuracy=flat(peak)
-        ).id  # fmt: skip
+        ).id
         for workflow, peak in (("single", 0.3), ("voting", 0.6))
         for seed in range(2)
     ]

@@ -74,15 +74,21 @@ def test_the_matrix_draws_one_grid_per_sharing_mode_coloured_by_gain(demo, viewe
     ]
     assert list(heatmaps[0].x) == ["tiny-s", "tiny-m"]
     assert list(heatmaps[0].y) == [
-        "Voting · math", "Voting · code", "Eval-Opt · math", "Eval-Opt · code",
-        "Orch-Workers · math", "Orch-Workers · code",
-    ]  # fmt: skip
+        "Voting · math",
+        "Voting · code",
+        "Eval-Opt · math",
+        "Eval-Opt · code",
+        "Orch-Workers · math",
+        "Orch-Workers · code",
+    ]
     assert len(rows) == 24 and all(r["n_seeds"] == "3" for r in rows)
     # The cell of the known cliff run: isolated voting · math · tiny-s, first row and column.
     cell = next(
-        r for r in rows if (r["workflow"], r["task"], r["model"], r["sharing"])
+        r
+        for r in rows
+        if (r["workflow"], r["task"], r["model"], r["sharing"])
         == ("voting", "math", "tiny-s", "per_role")
-    )  # fmt: skip
+    )
     isolated = heatmaps[1]
     assert f"{isolated.z[0][0]:+.3f}" == cell["gain_mean"]  # the figure and the table agree
     assert str(demo.cliff_run.id) in isolated.customdata[0][0].split(",")
@@ -144,10 +150,15 @@ def test_nobody_signed_in_sees_nothing(demo):
 
 
 def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
-    cell = list(Run.objects.filter(
-        experiment=demo.experiment, workflow="voting", task="math", model="tiny-s",
-        sharing="per_role",
-    ).values_list("id", flat=True))  # fmt: skip
+    cell = list(
+        Run.objects.filter(
+            experiment=demo.experiment,
+            workflow="voting",
+            task="math",
+            model="tiny-s",
+            sharing="per_role",
+        ).values_list("id", flat=True)
+    )
     figure, table, _, timer_off, links = compare.update_compare(
         cell, "eval/accuracy", "0", "sharing", 0
     )
@@ -264,8 +275,10 @@ def test_gradient_dynamics_of_a_cliff_and_a_capture(demo, viewer):
     assert {t.stackgroup for t in shares} == {"share2"}  # stacked: one shared policy
     cosines = [t for t in figure.data if t.xaxis == "x3"]
     assert {t.name for t in cosines} == {
-        "cos generator0 · generator1", "cos generator0 · generator2", "cos generator1 · generator2",
-    }  # fmt: skip
+        "cos generator0 · generator1",
+        "cos generator0 · generator2",
+        "cos generator1 · generator2",
+    }
     first_row_lines = {(s.x0, s.line.dash) for s in figure.layout.shapes if s.xref == "x"}
     assert (demo.amplification_onset, "dot") in first_row_lines
     assert (demo.cliff_onset, "dash") in first_row_lines
@@ -299,8 +312,10 @@ def test_every_figure_exports_as_png_or_svg_without_plotly_cloud(demo, viewer):
     for page, name in ((matrix, "matrix"), (compare, "curves"), (gradients, "gradients")):
         config, patch = page.image_format("svg")
         assert config["toImageButtonOptions"] == {
-            "format": "svg", "filename": f"troupe-{name}", "scale": 1,
-        }  # fmt: skip
+            "format": "svg",
+            "filename": f"troupe-{name}",
+            "scale": 1,
+        }
         assert "sendChartToCloud" in config["modeBarButtonsToRemove"]
         assert config["showSendToCloud"] is False
         assert patch.to_plotly_json()["operations"]  # the figure changes, so plotly re-reads

@@ -44,8 +44,9 @@ def hostile_run(client, experiment, alice):
         "experiment": experiment.id,
         "config": {"model": "<b>m</b>", "workflow": "voting", "task": "math", "sharing": "shared"},
     }
-    created = client.post("/api/v1/runs", json.dumps(body), content_type="application/json",
-                          headers=bearer(alice))  # fmt: skip
+    created = client.post(
+        "/api/v1/runs", json.dumps(body), content_type="application/json", headers=bearer(alice)
+    )
     assert created.status_code == 201
     run_id = created.json()["id"]
     points = [
@@ -61,8 +62,12 @@ def hostile_run(client, experiment, alice):
             (f"grad_cos/{LINK}|generator", 0.1),
         )
     ]
-    written = client.post(f"/api/v1/runs/{run_id}/metrics", json.dumps({"points": points}),
-                          content_type="application/json", headers=bearer(alice))  # fmt: skip
+    written = client.post(
+        f"/api/v1/runs/{run_id}/metrics",
+        json.dumps({"points": points}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
     assert written.status_code == 200
     clear_cache()
     yield run_id
@@ -133,11 +138,16 @@ def test_a_model_name_with_html_is_escaped_in_the_matrix(hostile_run, experiment
 
 def test_a_percent_brace_in_a_name_is_not_a_hover_template_variable(client, experiment, alice, bob):
     body = {"name": "%{y} %{x}", "experiment": experiment.id}
-    run_id = client.post("/api/v1/runs", json.dumps(body), content_type="application/json",
-                         headers=bearer(alice)).json()["id"]  # fmt: skip
+    run_id = client.post(
+        "/api/v1/runs", json.dumps(body), content_type="application/json", headers=bearer(alice)
+    ).json()["id"]
     points = [{"key": "train/reward", "step": 1, "value": 0.5}]
-    client.post(f"/api/v1/runs/{run_id}/metrics", json.dumps({"points": points}),
-                content_type="application/json", headers=bearer(alice))  # fmt: skip
+    client.post(
+        f"/api/v1/runs/{run_id}/metrics",
+        json.dumps({"points": points}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
     clear_cache()
     with data.viewing_as(bob):
         figure = compare.update_compare([run_id], "train/reward", "0", "sharing", 0)[0]

@@ -58,16 +58,16 @@ def test_cells_summarise_their_seeds_and_list_their_runs(owner):
 
     assert len(rows) == 24
     for row in rows:
-        runs = Run.objects.filter(id__in=row["runs"])
+        runs = Run.objects.filter(id__in=row.runs)
         assert {(r.workflow, r.task, r.model, r.sharing) for r in runs} == {
-            (row["workflow"], row["task"], row["model"], row["sharing"])
+            (row.workflow, row.task, row.model, row.sharing)
         }
-        assert sorted(r.seed for r in runs) == row["seeds"] == [0, 1]
+        assert sorted(r.seed for r in runs) == row.seeds == [0, 1]
         # Two seeds a cell: a mean, but no interval below 3 seeds.
-        assert row["gain_mean"] is not None and row["gain_n"] == 2
-        assert row["gain_low"] is None and row["gain_high"] is None
-    shared_voting = next(r for r in rows if (r["workflow"], r["sharing"]) == ("voting", "shared"))
-    assert shared_voting["capture"] == "generator"
+        assert row.gain.mean is not None and row.gain.n == 2
+        assert row.gain.low is None and row.gain.high is None
+    shared_voting = next(r for r in rows if (r.workflow, r.sharing) == ("voting", "shared"))
+    assert shared_voting.capture == "generator"
 
 
 def test_reads_are_batched_whatever_the_number_of_runs(demo):
@@ -106,7 +106,7 @@ def test_a_run_without_points_gets_the_empty_summary(owner):
     assert summary["accuracy"]["base"] is None and summary["accuracy"]["cliff_status"] == (
         "insufficient"
     )
-    assert cell_summaries(experiment)[0]["runs"] == [run.id]
+    assert cell_summaries(experiment)[0].runs == [run.id]
 
 
 # --- the demo experiment --------------------------------------------------------------------------

@@ -73,9 +73,13 @@ def test_a_token_works_on_its_second_third_and_hundredth_request(client, alice):
 
 def _manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -96,14 +100,18 @@ def test_concurrent_writers_on_sqlite_lose_nothing_and_never_see_a_500(tmp_path)
         headers = {"Authorization": f"Bearer {token}"}
         created = requests.post(
             f"{base}/api/2.0/mlflow/experiments/create",
-            json={"name": "sqlite-writers"}, headers=headers, timeout=30,
-        )  # fmt: skip
+            json={"name": "sqlite-writers"},
+            headers=headers,
+            timeout=30,
+        )
         assert created.status_code == 200, created.text
         experiment = created.json()["experiment_id"]
         api_run = requests.post(
-            f"{base}/api/v1/runs", json={"name": "api writer", "experiment": int(experiment)},
-            headers=headers, timeout=30,
-        )  # fmt: skip
+            f"{base}/api/v1/runs",
+            json={"name": "api writer", "experiment": int(experiment)},
+            headers=headers,
+            timeout=30,
+        )
         assert api_run.status_code == 201, api_run.text
         run_env = service_env(
             **{**mlflow_env(base, token), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": None}
@@ -121,7 +129,7 @@ def test_concurrent_writers_on_sqlite_lose_nothing_and_never_see_a_500(tmp_path)
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-            )  # fmt: skip
+            )
             for command in commands
         ]
         outputs = [writer.communicate(timeout=360)[0] for writer in writers]
@@ -136,8 +144,9 @@ def test_concurrent_writers_on_sqlite_lose_nothing_and_never_see_a_500(tmp_path)
             series = requests.get(
                 f"{base}/api/v1/runs/{run['id']}/metrics",
                 params={"keys": ",".join(f"train/k{k}" for k in range(KEYS)), "max_points": 0},
-                headers=headers, timeout=30,
-            ).json()["series"]  # fmt: skip
+                headers=headers,
+                timeout=30,
+            ).json()["series"]
             assert sorted(series) == sorted(f"train/k{k}" for k in range(KEYS)), run["name"]
             assert all(s["steps"] == list(range(STEPS)) for s in series.values()), run["name"]
 

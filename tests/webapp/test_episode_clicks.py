@@ -34,7 +34,7 @@ def test_a_point_opens_its_steps_episodes():
         click(7, -2),
         click(True, 3),
         click(7, float("nan")),
-    ],  # fmt: skip
+    ],
 )
 def test_a_point_off_a_runs_line_does_nothing(data):
     assert episodes_href(data) is dash.no_update

@@ -33,7 +33,7 @@ def test_one_problem_in_two_runs_side_by_side(client, alice, bob):
         ("runs=1,2,3,4,5", "runs"),
         ("runs={run}&step=x", "step"),
         ("runs={run}&problem=" + "p" * 201, "problem"),
-    ],  # fmt: skip
+    ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(client, run, bob, query, name):
     html = get(client, bob, "/episodes/compare/?" + query.format(run=run.id), status=400)

@@ -38,7 +38,7 @@ def test_a_run_without_a_cliff_shows_its_last_evaluation(client, run, bob):
         ("steps=1,2,3,4,5,6,7", "steps"),
         ("sample=-3", "sample"),
         ("problem=" + "p" * 201, "problem"),
-    ],  # fmt: skip
+    ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(client, run, bob, query, name):
     html = get(client, bob, f"/runs/{run.id}/episodes/time/?{query}", status=400)

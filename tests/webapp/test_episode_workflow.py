@@ -31,8 +31,12 @@ def test_evaluator_optimizer_rounds_and_verdicts():
         ("round 2: evaluator", "→", 1),
     ]
     verdicts = [(v.verdict, v.judged) for s in layout(record) for v in s.turns]
-    assert verdicts == [(None, "wrong"), ("rejected", "right"), (None, "wrong"),
-                        ("accepted", "wrong")]  # fmt: skip
+    assert verdicts == [
+        (None, "wrong"),
+        ("rejected", "right"),
+        (None, "wrong"),
+        ("accepted", "wrong"),
+    ]
     assert outcomes(record) == ["evaluator_accepted_wrong"]
     assert outcomes(eval_opt(rounds=((True, False), (True, True)))) == [
         "evaluator_rejected_correct"
@@ -75,7 +79,7 @@ def test_an_odd_record_is_read_without_error():
         ({"grad_shares": {"generator": 0.25}}, {"generator": 0.25}),
         ({"grad_share": {"generator": float("nan"), "aggregator": "0.5", "x": True}}, {}),
         ({"grad_share": [0.1, 0.2]}, {}),
-    ],  # fmt: skip
+    ],
 )
 def test_a_gradient_share_is_read_when_present(extra, shares):
     assert grad_shares(voting(**extra)) == shares

@@ -151,9 +151,9 @@ def test_branches_are_not_seeds_of_the_matrix_but_shown_under_their_parent(clien
         write_points(branch.id, [("eval/accuracy", s, accuracy) for s in range(step, 35, 5)])
     client.force_login(bob)
 
-    shared = next(c for c in cell_summaries(matrix, gradients=False) if c["sharing"] == "shared")
-    assert shared["n_seeds"] == 2 and shared["base_mean"] == pytest.approx(0.2)
-    assert shared["n_judged"] <= 1  # the root's verdict only; seed 1 has no evaluations
+    shared = next(c for c in cell_summaries(matrix, gradients=False) if c.sharing == "shared")
+    assert shared.n_seeds == 2 and shared.base == pytest.approx(0.2)
+    assert shared.n_judged <= 1  # the root's verdict only; seed 1 has no evaluations
     html = client.get(f"/experiments/{matrix.id}/").content.decode()
     assert html.count('class="run-cell"') == 4  # the branches get no matrix cells of their own
     assert "+2 branches" in html

@@ -47,9 +47,23 @@ def test_every_hyperparameter_is_a_field_with_its_default_and_help(signed_in):
 def test_the_matrix_axes_are_checkboxes_including_the_tiny_and_qwen_models(signed_in):
     html = signed_in.get("/experiments/new/").content.decode()
 
-    for value in ("single", "voting", "eval_opt", "orch_workers", "math", "code", "shared",
-                  "per_role", "per_agent", "tiny-s", "tiny-m", "tiny-l", "Qwen/Qwen3-0.6B",
-                  "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B"):  # fmt: skip
+    for value in (
+        "single",
+        "voting",
+        "eval_opt",
+        "orch_workers",
+        "math",
+        "code",
+        "shared",
+        "per_role",
+        "per_agent",
+        "tiny-s",
+        "tiny-m",
+        "tiny-l",
+        "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-1.7B",
+        "Qwen/Qwen3-4B",
+    ):
         assert re.search(rf'type="checkbox"[^>]*value="{re.escape(value)}"', html), value
     assert "experiment_form.js" in html and "data-run-count" in html
 
@@ -78,9 +92,12 @@ def test_queueing_creates_the_runs_and_stores_only_the_changes(signed_in, bob):
     assert experiment.owner == bob and experiment.preset == "cpu-demo"
     assert experiment.base_config == {"steps": 4, "eval_every": 2}
     assert experiment.matrix == {
-        "workflow": ["single", "voting"], "task": ["math"], "model": ["tiny-s"],
-        "sharing": ["shared"], "seed": [0, 1],
-    }  # fmt: skip
+        "workflow": ["single", "voting"],
+        "task": ["math"],
+        "model": ["tiny-s"],
+        "sharing": ["shared"],
+        "seed": [0, 1],
+    }
     assert experiment.runs.count() == 4
     assert set(experiment.runs.values_list("status", "queue")) == {(Run.QUEUED, "cpu")}
     assert "Queued 4 runs" in signed_in.get(response["Location"]).content.decode()
@@ -118,10 +135,12 @@ def test_a_value_not_offered_is_named_beside_its_axis(signed_in):
 
 def test_a_matrix_over_the_limit_is_refused_at_the_top(signed_in):
     everything = form_data(
-        workflow=["single", "voting", "eval_opt", "orch_workers"], task=["math", "code"],
-        model=["tiny-s", "tiny-m", "tiny-l"], sharing=["shared", "per_role", "per_agent"],
+        workflow=["single", "voting", "eval_opt", "orch_workers"],
+        task=["math", "code"],
+        model=["tiny-s", "tiny-m", "tiny-l"],
+        sharing=["shared", "per_role", "per_agent"],
         seeds=",".join(map(str, range(14))),
-    )  # fmt: skip
+    )
 
     html = signed_in.post("/experiments/new/", everything).content.decode()
 
@@ -178,9 +197,12 @@ def test_a_run_clones_into_a_prefilled_form(signed_in, alice):
 
 def test_an_experiment_clones_into_a_prefilled_form(signed_in, alice):
     experiment = Experiment.objects.create(
-        owner=alice, name="Big", preset="cpu-demo", base_config={"steps": 9},
+        owner=alice,
+        name="Big",
+        preset="cpu-demo",
+        base_config={"steps": 9},
         matrix={"sharing": ["shared", "per_agent"], "seed": [3, 4]},
-    )  # fmt: skip
+    )
 
     html = signed_in.get(f"/experiments/new/?experiment={experiment.id}").content.decode()
 

@@ -51,8 +51,12 @@ def write_events(directory, steps=STEPS) -> None:
 def write_verl_jsonl(path, steps=STEPS) -> None:
     with path.open("w") as out:
         for step in range(1, steps + 1):
-            data = {"actor/pg_loss": 1 / step, "train/agent_1/grad_norm": 2.0 * step,
-                    "training/global_step": step, "note": "text is skipped"}  # fmt: skip
+            data = {
+                "actor/pg_loss": 1 / step,
+                "train/agent_1/grad_norm": 2.0 * step,
+                "training/global_step": step,
+                "note": "text is skipped",
+            }
             if step == 3:
                 data["critic/score/mean"] = math.nan
             if step % 10 == 0:
@@ -77,9 +81,18 @@ def test_it_imports_event_files_and_verl_jsonl_with_troupe_keys(alice, tmp_path)
     write_verl_jsonl(tmp_path / "verl-seed1.jsonl")
 
     output = run_import(
-        tmp_path, "--owner", "alice", "--experiment", "imported",
-        "--tag", "workflow=voting", "--tag", "sharing=per_role", "--tag", "task=math",
-    )  # fmt: skip
+        tmp_path,
+        "--owner",
+        "alice",
+        "--experiment",
+        "imported",
+        "--tag",
+        "workflow=voting",
+        "--tag",
+        "sharing=per_role",
+        "--tag",
+        "task=math",
+    )
 
     experiment = Experiment.objects.get(owner=alice, name="imported")
     runs = {run.name: run for run in experiment.runs.all()}

@@ -119,8 +119,23 @@ def test_rollouts_need_one_run_to_attach_to(alice, tmp_path):
     write_verl_jsonl(tmp_path / "a.jsonl", steps=2)
     write_verl_jsonl(tmp_path / "b.jsonl", steps=2)
     with pytest.raises(CommandError, match="--rollouts attaches to one run"):
-        run_import(tmp_path / "a.jsonl", tmp_path / "b.jsonl", "--owner", "alice",
-                   "--experiment", "x", "--rollouts", tmp_path / "r")  # fmt: skip
+        run_import(
+            tmp_path / "a.jsonl",
+            tmp_path / "b.jsonl",
+            "--owner",
+            "alice",
+            "--experiment",
+            "x",
+            "--rollouts",
+            tmp_path / "r",
+        )
     with pytest.raises(CommandError, match="--rollouts: .*nowhere does not exist"):
-        run_import(tmp_path / "a.jsonl", "--owner", "alice", "--experiment", "x",
-                   "--rollouts", tmp_path / "nowhere")  # fmt: skip
+        run_import(
+            tmp_path / "a.jsonl",
+            "--owner",
+            "alice",
+            "--experiment",
+            "x",
+            "--rollouts",
+            tmp_path / "nowhere",
+        )

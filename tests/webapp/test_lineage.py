@@ -27,16 +27,27 @@ def branch(parent: Run, step: int, intervention: dict, **config) -> Run:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(1e-4, "0.0001"), (2e-5, "2e-5"), (0.1, "0.1"), (0.0010000000000000002, "0.001"),
-     (3, "3"), (1.5e12, "1.5e12"), (None, "None")],
-)  # fmt: skip
+    [
+        (1e-4, "0.0001"),
+        (2e-5, "2e-5"),
+        (0.1, "0.1"),
+        (0.0010000000000000002, "0.001"),
+        (3, "3"),
+        (1.5e12, "1.5e12"),
+        (None, "None"),
+    ],
+)
 def test_numbers_read_short(value, text):
     assert number(value) == text
 
 
 def test_a_change_reads_as_old_to_new():
-    config = {"lr": 1e-4, "kl_beta": 0.01, "kl_beta_per_role": {"aggregator": 0.2},
-              "coherence_lambda": 0.0}  # fmt: skip
+    config = {
+        "lr": 1e-4,
+        "kl_beta": 0.01,
+        "kl_beta_per_role": {"aggregator": 0.2},
+        "coherence_lambda": 0.0,
+    }
 
     assert change_text({"lr": 2e-5}, config) == "lr 0.0001 → 2e-5"
     assert change_text({"kl_beta": 0.05}, config) == "KL anchor 0.01 → 0.05"

@@ -25,10 +25,16 @@ def message() -> str:
 def test_the_form_refuses_it_at_the_top_with_the_configs_message(client, bob):
     client.force_login(bob)
     data = form_data(
-        finetune="full", workflow=["voting"], sharing=["per_role"], model=["Qwen/Qwen3-4B"],
-        seeds="0", device="cuda", micro_batch_size="16", max_new_tokens="2048",
+        finetune="full",
+        workflow=["voting"],
+        sharing=["per_role"],
+        model=["Qwen/Qwen3-4B"],
+        seeds="0",
+        device="cuda",
+        micro_batch_size="16",
+        max_new_tokens="2048",
         rollout_batch="32",
-    )  # fmt: skip
+    )
     html = client.post("/experiments/new/", data).content.decode()
 
     assert escape(message()) in html
@@ -39,9 +45,11 @@ def test_the_api_refuses_it_with_the_same_message(client, alice):
     body = {"name": "too big", "preset": "paper", "config": TOO_BIG}
 
     response = client.post(
-        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        "/api/v1/experiments",
+        json.dumps(body),
+        content_type="application/json",
         headers=bearer(alice),
-    )  # fmt: skip
+    )
 
     assert response.status_code == 400
     assert message() in json.dumps(response.json())

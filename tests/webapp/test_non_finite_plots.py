@@ -145,9 +145,7 @@ def test_a_lone_point_between_gaps_is_drawn_as_a_dot():
     (segment,) = spark["segments"]
     first, second = segment.split()
     assert first == second  # a zero-length line, which round caps draw as a dot
-    assert lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [
-        True, False, False, False, False, True
-    ]  # fmt: skip
+    assert lone_points([1.0, None, 2.0, 3.0, None, 4.0]) == [True, False, False, False, False, True]
     assert figures.lone_dots([1.0, 2.0]) == {}
     assert figures.lone_dots([None, 1.0, None], 4)["marker"] == {"size": [0, 4, 0]}
 

@@ -95,9 +95,12 @@ def test_every_block_of_the_live_page_follows_the_run(client, trained, alice, tm
     evaluate_radar(trained.id)  # the radar worker's task, as the write queued it
     give_checkpoints(trained, tmp_path / "out", best=2, steps=(14,))
     Run.objects.filter(id=trained.id).update(
-        status=Run.RUNNING, step=16, attempts=2, checkpoint_step=14,
+        status=Run.RUNNING,
+        step=16,
+        attempts=2,
+        checkpoint_step=14,
         heartbeat=timezone.now().replace(hour=12, minute=34, second=56),
-    )  # fmt: skip
+    )
     after = client.get(f"/runs/{trained.id}/live.json").json()["blocks"]
 
     final = re.search(r"<dt>final</dt><dd>([0-9.]+)</dd>", after["results"]).group(1)
@@ -166,9 +169,11 @@ def test_the_teammate_may_not_resume(client, run, bob):
 
 def test_the_owner_sees_resume_after_a_failure(client, run, alice):
     Run.objects.filter(id=run.id).update(
-        status=Run.FAILED, error_type="RuntimeError", error_message="out of memory",
+        status=Run.FAILED,
+        error_type="RuntimeError",
+        error_message="out of memory",
         error_traceback="Traceback (most recent call last): …",
-    )  # fmt: skip
+    )
     client.force_login(alice)
 
     html = client.get(f"/runs/{run.id}/").content.decode()

@@ -27,8 +27,11 @@ def test_the_panel_counts_and_links_into_the_episode_pages(client, run, bob):
     html = page(client, bob, run).partition('id="episodes"')[2]
     assert "8 training and 4 evaluation episodes recorded" in html
     assert '<option value="train:1">' in html and '<option value="eval:2" selected>' in html
-    for link in (f"/runs/{run.id}/episodes/", f"/runs/{run.id}/episodes/time/",
-                 f"/episodes/compare/?runs={run.id}"):  # fmt: skip
+    for link in (
+        f"/runs/{run.id}/episodes/",
+        f"/runs/{run.id}/episodes/time/",
+        f"/episodes/compare/?runs={run.id}",
+    ):
         assert f'href="{link}"' in html
     assert "episode_links.js" in html
 

@@ -131,11 +131,18 @@ def test_no_effect_leaves_the_cell_undecided_with_the_seeds_it_needs(client, no_
         assert (effect["n_needed"], effect["more_needed"]) == (20, 16)
     assert cell["cliff"]["mean"] == 0 and cell["cliff"]["more_needed"] is None
     assert cell["undecided"] and cell["plan"] == {
-        "wanted": 16, "pending": 0, "to_queue": 16, "reason": "undecided"
-    }  # fmt: skip
+        "wanted": 16,
+        "pending": 0,
+        "to_queue": 16,
+        "reason": "undecided",
+    }
     assert stats["plan"] == {
-        "undecided_cells": 1, "insufficient_cells": 0, "seeds": 16, "runs": 32, "max_runs": 50
-    }  # fmt: skip
+        "undecided_cells": 1,
+        "insufficient_cells": 0,
+        "seeds": 16,
+        "runs": 32,
+        "max_runs": 50,
+    }
     assert stats["state"] == "ok" and stats["runs"]["counted"] == 8
 
     html = page(client, no_effect)
@@ -255,8 +262,7 @@ def test_amplification_before_every_cliff_is_more_than_chance(client, clear_effe
 def test_amplification_after_the_cliff_is_not_distinguishable_from_chance(client, alice):
     experiment = experiment_of(alice, "Late amplification")
     for seed in range(3):
-        stored_run(experiment, seed=seed, sharing="shared", accuracy=cliff(),
-                   extra=amplified(60))  # fmt: skip
+        stored_run(experiment, seed=seed, sharing="shared", accuracy=cliff(), extra=amplified(60))
     stored_run(experiment, seed=3, sharing="shared", accuracy=cliff())  # no amplification
     client.force_login(alice)
 
@@ -316,8 +322,11 @@ def test_failed_cancelled_and_branch_runs_are_left_out(client, no_effect, alice)
 
     assert stats["runs"]["counted"] == 8 and stats["runs"]["total"] == 11
     assert stats["runs"]["left_out"] == {
-        "failed": 1, "cancelled": 1, "branches": 1, "duplicates": []
-    }  # fmt: skip
+        "failed": 1,
+        "cancelled": 1,
+        "branches": 1,
+        "duplicates": [],
+    }
     assert stats["sharing"]["cells"][0]["peak"]["mean"] == pytest.approx(0.03)
     # Seeds the failed runs used are taken: the next press starts above them.
     client.post(f"/experiments/{no_effect.id}/stats/queue/")
@@ -328,8 +337,13 @@ def test_main_effects_compare_the_levels_of_each_axis(client, alice):
     experiment = experiment_of(alice, "Two workflows")
     for seed in range(3):
         stored_run(experiment, seed=seed, sharing="shared", accuracy=flat(0.3 + seed / 100))
-        stored_run(experiment, seed=seed, sharing="shared", accuracy=flat(0.7 + seed / 100),
-                   workflow="single")  # fmt: skip
+        stored_run(
+            experiment,
+            seed=seed,
+            sharing="shared",
+            accuracy=flat(0.7 + seed / 100),
+            workflow="single",
+        )
     client.force_login(alice)
 
     stats = client.get(f"/api/v1/experiments/{experiment.id}/stats").json()

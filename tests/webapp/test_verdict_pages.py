@@ -54,8 +54,13 @@ def test_a_run_too_short_for_a_verdict_shows_no_threshold(client, alice):
     """Two evaluations give no verdict, and their threshold can be negative (noise larger
     than the peak): the pages say "too few evaluations" and show no "below -0.032"."""
     experiment = Experiment.objects.create(owner=alice, name="Short", preset="cpu-demo")
-    run = stored_run(experiment, seed=0, sharing="shared", accuracy=None,
-                     extra=[("eval/accuracy", 0, 0.125), ("eval/accuracy", 10, 0.25)])  # fmt: skip
+    run = stored_run(
+        experiment,
+        seed=0,
+        sharing="shared",
+        accuracy=None,
+        extra=[("eval/accuracy", 0, 0.125), ("eval/accuracy", 10, 0.25)],
+    )
     client.force_login(alice)
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert "too few evaluations" in page and "below " not in page

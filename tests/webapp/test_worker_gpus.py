@@ -22,9 +22,11 @@ REFUSAL = "the run needs 4 GPUs (world_size 4) but the largest worker has 2 (TRO
 def post(client, user, world_size: int):
     body = {"name": "wide", "preset": "cpu-demo", "config": {"world_size": world_size}}
     return client.post(
-        "/api/v1/experiments", json.dumps(body), content_type="application/json",
+        "/api/v1/experiments",
+        json.dumps(body),
+        content_type="application/json",
         headers=bearer(user),
-    )  # fmt: skip
+    )
 
 
 def test_only_workers_seen_lately_count():

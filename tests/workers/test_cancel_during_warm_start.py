@@ -17,8 +17,15 @@ from workers.execute import claim, train_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-QUICK = dict(steps=1, prompts_per_step=1, group_size=2, eval_problems=2, eval_every=1,
-             checkpoint_every=1, max_new_tokens=4)  # fmt: skip
+QUICK = dict(
+    steps=1,
+    prompts_per_step=1,
+    group_size=2,
+    eval_problems=2,
+    eval_every=1,
+    checkpoint_every=1,
+    max_new_tokens=4,
+)
 
 
 def _cancel_once_warm_starting(run_id: int, pressed: list[float]) -> None:

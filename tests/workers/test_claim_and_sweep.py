@@ -23,8 +23,11 @@ def test_the_first_claim_wins_and_a_second_one_gets_nothing(run):
     assert first is not None and second is None
     run.refresh_from_db()
     assert (run.status, run.worker, run.celery_task_id, run.attempts) == (
-        "running", "cpu@a", "t1", 1,
-    )  # fmt: skip
+        "running",
+        "cpu@a",
+        "t1",
+        1,
+    )
     assert run.started and run.heartbeat
 
 
@@ -52,9 +55,12 @@ def test_a_deleted_run_is_not_claimed(run):
 
 def stale(run, seconds=600, **fields):
     Run.objects.filter(id=run.id).update(
-        status=Run.RUNNING, heartbeat=timezone.now() - timedelta(seconds=seconds), attempts=1,
-        worker="cpu@dead", **fields,
-    )  # fmt: skip
+        status=Run.RUNNING,
+        heartbeat=timezone.now() - timedelta(seconds=seconds),
+        attempts=1,
+        worker="cpu@dead",
+        **fields,
+    )
 
 
 def test_a_run_whose_worker_stopped_beating_is_queued_again_and_sent(

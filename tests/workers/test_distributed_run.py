@@ -76,8 +76,11 @@ def test_a_two_rank_run_trains_through_the_worker_and_reports_once(alice):
 def test_a_killed_worker_leaves_no_rank_behind_and_its_run_resumes(alice):
     run = queue(alice, **{**TWO, "steps": 6, "checkpoint_every": 2})
     with start_worker(env_with(gpus=2)) as first:
-        wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
-                 timeout=600, what="a checkpoint")  # fmt: skip
+        wait_for(
+            lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
+            timeout=600,
+            what="a checkpoint",
+        )
         children = rank_processes(run.id)
         assert children, "rank 1 should be running"
         first.kill()  # SIGKILL: nothing cleans up; the kernel kills rank 1 (PDEATHSIG)
@@ -100,8 +103,11 @@ def test_a_killed_worker_leaves_no_rank_behind_and_its_run_resumes(alice):
 def test_a_killed_rank_1_sends_the_run_back_to_the_queue_and_it_resumes(alice, finetune):
     run = queue(alice, **{**TWO, "steps": 6, "checkpoint_every": 2, "finetune": finetune})
     with start_worker(env_with(gpus=2)):
-        wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
-                 timeout=600, what="a checkpoint")  # fmt: skip
+        wait_for(
+            lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
+            timeout=600,
+            what="a checkpoint",
+        )
         (child,) = rank_processes(run.id)
         os.kill(child, signal.SIGKILL)
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), timeout=600, what="the resume")

@@ -103,8 +103,10 @@ def test_cancel_takes_effect_within_a_step_and_resume_finishes_the_run(client, a
     client.force_login(alice)
 
     with start_worker(worker_env):
-        wait_for(lambda: run_in(run.id, Run.RUNNING) and Run.objects.get(id=run.id).step >= 1,
-                 what="the first step")  # fmt: skip
+        wait_for(
+            lambda: run_in(run.id, Run.RUNNING) and Run.objects.get(id=run.id).step >= 1,
+            what="the first step",
+        )
         client.post(f"/runs/{run.id}/cancel/")
         asked_at = Run.objects.get(id=run.id).step
         cancelled = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the cancel")
@@ -126,8 +128,9 @@ def test_a_killed_workers_run_resumes_from_its_checkpoint_on_another_worker(alic
     run = queue(alice, **{**SMALL, "steps": 8, "checkpoint_every": 2})
 
     with start_worker(worker_env) as first:
-        wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2,
-                 what="a checkpoint")  # fmt: skip
+        wait_for(
+            lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 2, what="a checkpoint"
+        )
         first.kill()  # SIGKILL, as the OOM killer would: nothing gets to clean up
     killed = Run.objects.get(id=run.id)
     assert killed.status == Run.RUNNING and killed.step < 8
@@ -152,8 +155,10 @@ def test_postgres_restarting_during_a_run_loses_nothing(alice, worker_env):
         version = next(Path("/etc/postgresql").iterdir()).name
         subprocess.run(
             ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         connection.close()
         done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the run to finish")
         log = worker.log.read_text()

@@ -39,8 +39,11 @@ def test_points_are_buffered_and_written_in_one_batch(held):
     assert stored(held) == []  # not yet: the batch is not due
 
     assert reporter.flush()
-    assert stored(held) == [("eval/accuracy", 0, 0.25), ("train/loss", 1, None),
-                            ("train/reward", 1, 0.5)]  # fmt: skip
+    assert stored(held) == [
+        ("eval/accuracy", 0, 0.25),
+        ("train/loss", 1, None),
+        ("train/reward", 1, 0.5),
+    ]
 
 
 def test_logging_again_overwrites_instead_of_duplicating(held):

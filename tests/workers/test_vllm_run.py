@@ -75,8 +75,11 @@ def _none_left(run: Run, seconds: float = 20) -> list[int]:
 def test_a_killed_worker_takes_its_engine_along_and_the_run_resumes(alice):
     run = _queue(alice)
     with start_worker(_env()) as first:
-        wait_for(lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 1,
-                 timeout=600, what="a checkpoint")  # fmt: skip
+        wait_for(
+            lambda: (Run.objects.get(id=run.id).checkpoint_step or 0) >= 1,
+            timeout=600,
+            what="a checkpoint",
+        )
         assert _engines(run), "the run's vLLM engine should be running"
         first.kill()  # SIGKILL: nothing cleans up; the kernel kills the engine (PDEATHSIG)
         assert not _none_left(run), "an orphan vLLM engine"

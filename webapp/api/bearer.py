@@ -1,8 +1,8 @@
 """The one bearer-token authenticator, shared by the JSON API and the MLflow endpoint.
 
 Both read `Authorization: Bearer <token>`, find the token by its SHA-256 and its user in one
-raw query (`webapp/tracking/rows.py`: every MLflow request makes it, and the ORM's query
-compilation would cost as much as the round trip), and note when the token was last used at
+query (`webapp.metrics.lookups.token_and_user`: every MLflow request makes it, and the ORM's
+query compilation would cost as much as the round trip), and note when the token was last used at
 most once a minute, since ingestion sends many requests a second. Each caller words the
 errors in its own protocol's shape.
 """
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 
 from webapp.experiments.models import ApiToken, hash_token
-from webapp.tracking import rows
+from webapp.metrics.lookups import token_and_user
 
 LAST_USED_EVERY = timedelta(minutes=1)
 
@@ -36,20 +34,10 @@ def bearer_user(header: str | None):
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise MalformedHeader("The Authorization header must be 'Bearer <token>'.")
-    user_model = get_user_model()
-    sql = (
-        f"SELECT {rows.columns(ApiToken, 't')}, {rows.columns(user_model, 'u')} "
-        f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
-        "ON u.id = t.user_id WHERE t.digest = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [hash_token(raw.strip())])
-        row = cursor.fetchone()
-    if row is None:
+    found = token_and_user(hash_token(raw.strip()))
+    if found is None:
         raise InvalidToken("This API token is not valid (revoked, mistyped, or its user is off).")
-    n_token = rows.width(ApiToken)
-    token = rows.instance(ApiToken, row[:n_token])
-    user = rows.instance(user_model, row[n_token:])
+    token, user = found
     if not user.is_active:
         raise InvalidToken("This API token is not valid (revoked, mistyped, or its user is off).")
     now = timezone.now()

@@ -249,9 +249,10 @@ def check_tree(data: Any, *, strings: bool) -> None:
         path, value, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ApiError(
-                400, f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects "
-                f"and arrays.", {path or "body": f"nested more than {MAX_DEPTH} levels deep"}
-            )  # fmt: skip
+                400,
+                f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects and arrays.",
+                {path or "body": f"nested more than {MAX_DEPTH} levels deep"},
+            )
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
             if strings and isinstance(key, str) and (problem := _string_problem(key)):
@@ -299,9 +300,8 @@ def read_json(request: HttpRequest) -> dict[str, Any]:
         data = json.loads(body or b"null")
     except RecursionError:
         raise ApiError(
-            400, f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects and "
-            "arrays."
-        ) from None  # fmt: skip
+            400, f"The body is nested too deeply: at most {MAX_DEPTH} levels of objects and arrays."
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from None
     if not isinstance(data, dict):

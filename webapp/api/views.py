@@ -365,8 +365,9 @@ def _run_ids(raw: str) -> list[int]:
     known = set(Run.objects.filter(id__in=run_ids).values_list("id", flat=True))
     if missing := [run_id for run_id in run_ids if run_id not in known]:
         named = ", ".join(map(str, missing))
-        raise ApiError(404, f"There is no run {named}." if len(missing) == 1 else
-                       f"There are no runs {named}.")  # fmt: skip
+        raise ApiError(
+            404, f"There is no run {named}." if len(missing) == 1 else f"There are no runs {named}."
+        )
     return run_ids
 
 

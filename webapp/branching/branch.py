@@ -80,8 +80,13 @@ class Kept:
         return self.ref.kind == "best"
 
     def json(self) -> dict[str, Any]:
-        return {"name": self.name, "step": self.step, "kind": self.ref.kind,
-                "peak": self.peak, "accuracy": self.accuracy}  # fmt: skip
+        return {
+            "name": self.name,
+            "step": self.step,
+            "kind": self.ref.kind,
+            "peak": self.peak,
+            "accuracy": self.accuracy,
+        }
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,7 @@ def intervention_for(config: dict[str, Any], request: Any) -> dict[str, Any]:
         raise ValueError(
             "give exactly one change, one of: " + ", ".join(CHANGES) + ' (e.g. {"lr_factor": 0.1})'
         )
-    (name, value), = request.items()  # fmt: skip
+    ((name, value),) = request.items()
     if name == "lr_factor":
         factor = _number(value)
         if not 0 < factor < 1:
@@ -177,7 +182,7 @@ def intervention_for(config: dict[str, Any], request: Any) -> dict[str, Any]:
     if name == "kl_beta_per_role":
         if not isinstance(value, dict) or len(value) != 1:
             raise ValueError('give one role and its coefficient, e.g. {"generator": 0.05}')
-        (role, beta), = value.items()  # fmt: skip
+        ((role, beta),) = value.items()
         roles = WORKFLOW_ROLES.get(config.get("workflow"), ())
         if role not in roles:
             raise ValueError(f"{role!r} is not a role of this run; its roles: {', '.join(roles)}")
@@ -269,8 +274,9 @@ def freeze_checkpoint(parent: Run, kept: Kept) -> Path:
     staging = home.with_name(f".tmp-{home.name}")
     (staging / "checkpoints").mkdir(parents=True)
     try:
-        shutil.copytree(kept.ref.path, staging / "checkpoints" / kept.name,
-                        copy_function=_link_or_copy)  # fmt: skip
+        shutil.copytree(
+            kept.ref.path, staging / "checkpoints" / kept.name, copy_function=_link_or_copy
+        )
         config_json = Path(parent.checkpoint_dir) / "config.json"
         if config_json.exists():
             _link_or_copy(str(config_json), str(staging / "config.json"))

@@ -41,7 +41,8 @@ def behaviour_matrix_figure(cells: Sequence[dict], key: str, at: str) -> go.Figu
         return empty(f"No run of this experiment logged {behaviour_name(key)} yet.")
     top = max(max(values), 1.0) if key in BEHAVIOUR_COUNTS else 1.0
     return cell_grid(
-        cells,
+        {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells},
+        run_ids=lambda c: c["runs"],
         value=lambda c: c["mean"],
         text=_text,
         hover=lambda c, _sharing: _hover(c, key, at),

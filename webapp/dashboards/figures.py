@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import textwrap
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from dash import Patch
 from plotly.subplots import make_subplots
 
+from analysis.cells import CellSummary
 from analysis.gaps import gap_marks, gap_title, lone_points
 from analysis.runs import RunSummary
 from analysis.smoothing import centred_mean
@@ -146,21 +147,22 @@ def role_colour(role: str) -> str:
 # --- the matrix ----------------------------------------------------------------------------------
 
 
-def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
+def matrix_figure(cells: Sequence[CellSummary], colour_by: str = "gain") -> go.Figure:
     """One heatmap per sharing mode, side by side: rows workflow × task, columns model; each
     cell coloured by the mean `gain` (or `final_gain`) over its seeds and annotated with
     base → peak → final and its cliffs. `customdata` carries the cell's run ids for clicks."""
     if not cells:
         return empty("This experiment has no runs yet.")
     field = "final_gain" if colour_by == "final_gain" else "gain"
-    values = [c[f"{field}_mean"] for c in cells if c[f"{field}_mean"] is not None]
+    values = [getattr(c, field).mean for c in cells if getattr(c, field).mean is not None]
     if not values:  # a heatmap of nothing but gaps draws NaN paths in the browser
         return empty("No evaluations yet: each cell fills in once its runs have evaluated.")
     span = max([abs(v) for v in values] + [0.05])  # symmetric, so white means "no change"
     title = "final gain (final − base)" if field == "final_gain" else "gain (peak − base)"
     return cell_grid(
-        cells,
-        value=lambda c: c[f"{field}_mean"],
+        {(c.workflow, c.task, c.model, c.sharing): c for c in cells},
+        run_ids=lambda c: c.runs,
+        value=lambda c: getattr(c, field).mean,
         text=lambda c: _cell_text(c, field),
         hover=_cell_hover,
         scale={"colorscale": DIVERGING, "cmin": -span, "cmax": span},
@@ -169,27 +171,28 @@ def matrix_figure(cells: Sequence[dict], colour_by: str = "gain") -> go.Figure:
 
 
 def cell_grid(
-    cells: Sequence[dict],
+    cells: Mapping[tuple[str, str, str, str], Any],
     *,
-    value: Callable[[dict], float | None],
-    text: Callable[[dict | None], str],
-    hover: Callable[[dict | None, str], str],
+    run_ids: Callable[[Any], Sequence[int]],
+    value: Callable[[Any], float | None],
+    text: Callable[[Any | None], str],
+    hover: Callable[[Any | None, str], str],
     scale: dict,
     title: str,
 ) -> go.Figure:
     """The experiment's matrix grid: one heatmap per sharing mode, rows workflow × task,
-    columns model. `value`, `text` and `hover(cell, sharing)` read a cell (None where the grid
-    has no runs); `scale` is the colour axis (colorscale, cmin, cmax); `customdata` carries
-    each cell's run ids, so a click opens them."""
-    sharings = labels.sharing_order({c["sharing"] for c in cells})
+    columns model. `cells` maps each (workflow, task, model, sharing) to its cell; `run_ids`,
+    `value`, `text` and `hover(cell, sharing)` read a cell (None where the grid has no runs);
+    `scale` is the colour axis (colorscale, cmin, cmax); `customdata` carries each cell's run
+    ids, so a click opens them."""
+    sharings = labels.sharing_order({sharing for _, _, _, sharing in cells})
     row_keys = [
         (w, t)
-        for w in labels.workflow_order({c["workflow"] for c in cells})
-        for t in labels.task_order({c["task"] for c in cells})
-        if any(c["workflow"] == w and c["task"] == t for c in cells)
+        for w in labels.workflow_order({w for w, _, _, _ in cells})
+        for t in labels.task_order({t for _, t, _, _ in cells})
+        if any(cw == w and ct == t for cw, ct, _, _ in cells)
     ]
-    models = labels.model_order({c["model"] for c in cells})
-    by_cell = {(c["workflow"], c["task"], c["model"], c["sharing"]): c for c in cells}
+    models = labels.model_order({m for _, _, m, _ in cells})
     fig = make_subplots(
         rows=1,
         cols=len(sharings),
@@ -201,11 +204,11 @@ def cell_grid(
     for col, sharing in enumerate(sharings, start=1):
         z, texts, hovers, runs = [], [], [], []
         for w, t in row_keys:
-            row = [by_cell.get((w, t, m, sharing)) for m in models]
+            row = [cells.get((w, t, m, sharing)) for m in models]
             z.append([c and value(c) for c in row])
             texts.append([text(c) for c in row])
             hovers.append([hover(c, sharing) for c in row])
-            runs.append([",".join(map(str, c["runs"])) if c else "" for c in row])
+            runs.append([",".join(map(str, run_ids(c))) if c else "" for c in row])
         fig.add_trace(
             go.Heatmap(
                 z=z,
@@ -252,43 +255,43 @@ def colour_bar_lines(title: str, height: float, char_px: float = 7.0) -> list[st
     return textwrap.wrap(title, width) or [title]
 
 
-def _cell_text(cell: dict | None, field: str) -> str:
+def _cell_text(cell: CellSummary | None, field: str) -> str:
     if cell is None:
         return ""
-    if cell["base_mean"] is None:
+    if cell.base is None:
         return "no evaluations yet"
-    value = labels.signed(cell[f"{field}_mean"])
-    arrow = " → ".join(labels.num(cell[f"{k}_mean"]) for k in ("base", "peak", "final"))
-    if not cell["n_judged"]:
+    value = labels.signed(getattr(cell, field).mean)
+    arrow = " → ".join(labels.num(x) for x in (cell.base, cell.peak, cell.final))
+    if not cell.n_judged:
         cliffs = "cliffs —"
-    elif cell["n_cliffs"]:
-        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell['n_cliffs']}/{cell['n_judged']}</span>"
+    elif cell.n_cliffs:
+        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell.n_cliffs}/{cell.n_judged}</span>"
     else:
-        cliffs = f"cliffs 0/{cell['n_judged']}"
+        cliffs = f"cliffs 0/{cell.n_judged}"
     return f"<b>{value}</b><br>{arrow}<br>{cliffs}"
 
 
-def _cell_hover(cell: dict | None, sharing: str) -> str:
+def _cell_hover(cell: CellSummary | None, sharing: str) -> str:
     if cell is None:
         return "no runs in this cell"
-    cell_name = labels.cell_label(cell["workflow"], cell["task"], cell["model"])
+    cell_name = labels.cell_label(cell.workflow, cell.task, cell.model)
     lines = [
         f"<b>{labels.plot_text(cell_name)}</b>",
         labels.plot_text(labels.sharing_name(sharing)),
-        f"{cell['n_seeds']} seed(s): {', '.join(map(str, cell['seeds']))}",
+        f"{cell.n_seeds} seed(s): {', '.join(map(str, cell.seeds))}",
     ]
-    for field, name in (("gain", "gain"), ("final_gain", "final gain")):
+    for estimate, name in ((cell.gain, "gain"), (cell.final_gain, "final gain")):
         ci = ""
-        if cell[f"{field}_low"] is not None:
-            low, high = labels.signed(cell[f"{field}_low"]), labels.signed(cell[f"{field}_high"])
+        if estimate.low is not None:
+            low, high = labels.signed(estimate.low), labels.signed(estimate.high)
             ci = f" (95% CI {low} … {high})"
-        lines.append(f"{name} {labels.signed(cell[f'{field}_mean'])}{ci}")
+        lines.append(f"{name} {labels.signed(estimate.mean)}{ci}")
     lines.append(
         "base → peak → final: "
-        + " → ".join(labels.num(cell[f"{k}_mean"], 3) for k in ("base", "peak", "final"))
+        + " → ".join(labels.num(x, 3) for x in (cell.base, cell.peak, cell.final))
     )
-    if cell["n_judged"]:
-        lines.append(f"terminal cliff in {cell['n_cliffs']} of {cell['n_judged']} seed(s)")
+    if cell.n_judged:
+        lines.append(f"terminal cliff in {cell.n_cliffs} of {cell.n_judged} seed(s)")
     lines.append("<i>click to compare these runs</i>")
     return "<br>".join(lines)
 
@@ -332,83 +335,13 @@ def curves_figure(
     is_accuracy = key == ACCURACY_KEY
     has_gaps = False
     for run in drawn:
-        points = series[run.id][key]
-        steps, raw = points["steps"], points["values"]
-        line_colour, dash = styles[run.id]
-        label = labels.plot_text(labels.run_label(run))
-        group = str(run.id)
-        values = centred_mean(raw, smooth_window)
-        if smooth_window > 1:
-            fig.add_trace(
-                go.Scatter(
-                    x=steps,
-                    y=raw,
-                    mode="lines",
-                    line={"color": line_colour, "width": 1},
-                    opacity=0.3,
-                    legendgroup=group,
-                    showlegend=False,
-                    hoverinfo="skip",
-                )
-            )
-        mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
-        if mode == "lines" and (dots := lone_dots(values)):
-            mode, marker = dots["mode"], dots["marker"]
-        fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=values,
-                name=label,
-                legendgroup=group,
-                mode=mode,
-                line={"color": line_colour, "dash": dash, "width": 2.2},
-                marker=marker,
-                customdata=[run.id] * len(steps),  # a click opens that step's episodes
-                hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
-            )
-        )
-        has_gaps = _add_gaps(fig, steps, raw, group, label) or has_gaps
+        points, style = series[run.id][key], styles[run.id]
+        has_gaps = _run_curve(fig, run, points, style, is_accuracy, smooth_window) or has_gaps
         accuracy = RunSummary.of(summaries.get(run.id)).accuracy
         if is_accuracy and accuracy.peak_step is not None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[accuracy.peak_step],
-                    y=[accuracy.peak],
-                    mode="markers",
-                    marker={
-                        "symbol": "star",
-                        "size": 15,
-                        "color": line_colour,
-                        "line": {"color": "white", "width": 1},
-                    },
-                    legendgroup=group,
-                    showlegend=False,
-                    hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
-                    f"{accuracy.peak_step}<extra></extra>",
-                )
-            )
-        onset = accuracy.cliff_onset
-        if onset is not None:
-            fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
-            y_at = _value_at(steps, raw, onset) if is_accuracy else None
-            if y_at is not None:
-                verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
-                fig.add_trace(
-                    go.Scatter(
-                        x=[onset],
-                        y=[y_at],
-                        mode="markers",
-                        marker={
-                            "symbol": "x-thin",
-                            "size": 16,
-                            "color": CLIFF,
-                            "line": {"color": CLIFF, "width": 3},
-                        },
-                        legendgroup=group,
-                        showlegend=False,
-                        hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
-                    )
-                )
+            _peak_marker(fig, run, accuracy, style[0])
+        if accuracy.cliff_onset is not None:
+            _cliff_onset(fig, run, accuracy, points, style[0], is_accuracy)
     if is_accuracy:
         _legend_marker(fig, "peak", {"symbol": "star", "size": 13, "color": MUTED})
     if has_gaps:
@@ -420,6 +353,97 @@ def curves_figure(
             {"symbol": "x-thin", "size": 13, "color": CLIFF, "line": {"color": CLIFF, "width": 3}},
         )
     return curve_layout(fig, key)
+
+
+def _run_curve(
+    fig: go.Figure, run, points: dict, style: tuple[str, str], is_accuracy: bool, smooth_window: int
+) -> bool:
+    """One run's line (over its faint raw line when smoothed) and the × of its gaps; True if
+    it has a gap."""
+    steps, raw = points["steps"], points["values"]
+    line_colour, dash = style
+    label = labels.plot_text(labels.run_label(run))
+    group = str(run.id)
+    values = centred_mean(raw, smooth_window)
+    if smooth_window > 1:
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=raw,
+                mode="lines",
+                line={"color": line_colour, "width": 1},
+                opacity=0.3,
+                legendgroup=group,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    mode, marker = "lines+markers" if is_accuracy and len(steps) <= 60 else "lines", {"size": 5}
+    if mode == "lines" and (dots := lone_dots(values)):
+        mode, marker = dots["mode"], dots["marker"]
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=values,
+            name=label,
+            legendgroup=group,
+            mode=mode,
+            line={"color": line_colour, "dash": dash, "width": 2.2},
+            marker=marker,
+            customdata=[run.id] * len(steps),  # a click opens that step's episodes
+            hovertemplate=f"{label}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
+        )
+    )
+    return _add_gaps(fig, steps, raw, group, label)
+
+
+def _peak_marker(fig: go.Figure, run, accuracy, line_colour: str) -> None:
+    """A ★ at the run's accuracy peak."""
+    fig.add_trace(
+        go.Scatter(
+            x=[accuracy.peak_step],
+            y=[accuracy.peak],
+            mode="markers",
+            marker={
+                "symbol": "star",
+                "size": 15,
+                "color": line_colour,
+                "line": {"color": "white", "width": 1},
+            },
+            legendgroup=str(run.id),
+            showlegend=False,
+            hovertemplate=f"run {run.id}: peak {accuracy.peak:.3f} at step "
+            f"{accuracy.peak_step}<extra></extra>",
+        )
+    )
+
+
+def _cliff_onset(
+    fig: go.Figure, run, accuracy, points: dict, line_colour: str, is_accuracy: bool
+) -> None:
+    """A dotted line at the run's cliff onset and, on the accuracy curve, a red ✕ on it."""
+    onset = accuracy.cliff_onset
+    fig.add_vline(x=onset, line={"color": line_colour, "dash": "dot", "width": 1.5})
+    y_at = _value_at(points["steps"], points["values"], onset) if is_accuracy else None
+    if y_at is None:
+        return
+    verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
+    fig.add_trace(
+        go.Scatter(
+            x=[onset],
+            y=[y_at],
+            mode="markers",
+            marker={
+                "symbol": "x-thin",
+                "size": 16,
+                "color": CLIFF,
+                "line": {"color": CLIFF, "width": 3},
+            },
+            legendgroup=str(run.id),
+            showlegend=False,
+            hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
+        )
+    )
 
 
 def curve_layout(fig: go.Figure, key: str) -> go.Figure:
@@ -462,8 +486,9 @@ def lone_dots(values: Sequence, size: int = 5) -> dict[str, Any]:
     return {"mode": "lines+markers", "marker": {"size": [size if one else 0 for one in lone]}}
 
 
-def _add_gaps(fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str,
-              **where: int) -> bool:  # fmt: skip
+def _add_gaps(
+    fig: go.Figure, steps: Sequence, values: Sequence, group: str, label: str, **where: int
+) -> bool:
     """A red × at each gap of one drawn series (`where`: its subplot's row and col); True if
     the series has a gap. The line itself breaks there already: plotly never joins over None."""
     marks = [(step, level) for step, level in gap_marks(steps, values) if level is not None]
@@ -528,76 +553,16 @@ def gradients_figure(
         _row_title(fig, r, run, summary)
         roles = roles_in(points)
         for role in roles:
-            shown_role = labels.plot_text(role)
-            role_line = {"color": role_colour(role), "width": 1.8}
-            norm = points.get(role_key(role, GRAD_NORM))
-            if norm:
-                fig.add_trace(
-                    go.Scatter(
-                        x=norm["steps"],
-                        y=norm["values"],
-                        name=shown_role,
-                        legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"),
-                        line=role_line,
-                        customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
-                        hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
-                        **lone_dots(norm["values"], 4),
-                    ),
-                    row=r,
-                    col=1,
-                )
-                gaps = _add_gaps(fig, norm["steps"], norm["values"], f"role:{role}",
-                                 f"{shown_role} ‖g‖", row=r, col=1) or gaps  # fmt: skip
-            share = points.get(role_key(role, GRAD_SHARE))
-            if share:
-                stacked = run.sharing == "shared"
-                fig.add_trace(
-                    go.Scatter(
-                        x=share["steps"],
-                        y=share["values"],
-                        name=shown_role,
-                        legendgroup=f"role:{role}",
-                        showlegend=_first(shown, f"role:{role}"),
-                        line=role_line,
-                        stackgroup=f"share{r}" if stacked else None,
-                        customdata=[run.id] * len(share["steps"]),
-                        hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
-                    ),
-                    row=r,
-                    col=2,
-                )
-                gaps = _add_gaps(fig, share["steps"], share["values"], f"role:{role}",
-                                 f"{shown_role} share", row=r, col=2) or gaps  # fmt: skip
+            gaps = _role_gradients(fig, r, run, role, points, shown) or gaps
         pairs = [k for k in pair_names if k in points]
         for key in pairs:
-            pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
-            fig.add_trace(
-                go.Scatter(
-                    x=points[key]["steps"],
-                    y=points[key]["values"],
-                    name=f"cos {pair.replace('|', ' · ')}",
-                    legendgroup=key,
-                    showlegend=_first(shown, key),
-                    line={"color": pair_colours[key], "width": 1.4},
-                    customdata=[run.id] * len(points[key]["steps"]),
-                    hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
-                    **lone_dots(points[key]["values"], 4),
-                ),
-                row=r,
-                col=3,
-            )
-            gaps = _add_gaps(fig, points[key]["steps"], points[key]["values"], key,
-                             f"cos({pair})", row=r, col=3) or gaps  # fmt: skip
+            gaps = _pair_cosine(fig, r, run, key, points[key], pair_colours[key], shown) or gaps
         if not pairs:
             _note(fig, r, 3, "no two gradients share a policy in this run")
         if run.sharing != "shared" and any(role_key(role, GRAD_SHARE) in points for role in roles):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
-        norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
-        fig.update_yaxes(type="log", row=r, col=1, **_log_ticks(norms))
-        fig.update_yaxes(range=[0, 1.05], row=r, col=2)
-        fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
+        _gradient_axes(fig, r, points)
     _legend_line(fig, "amplification onset (dotted, role colour)", MUTED, "dot")
     _legend_line(fig, "cliff onset", CLIFF, "dash")
     if gaps:
@@ -610,6 +575,106 @@ def gradients_figure(
     )
     fig.update_xaxes(title_text="training step", row=len(runs))
     return fig
+
+
+def _role_gradients(fig: go.Figure, r: int, run, role: str, points: dict, shown: set[str]) -> bool:
+    """One role's gradient norm (column 1) and share (column 2) in row `r`, with the × of
+    their gaps; True if either has a gap."""
+    gaps = False
+    shown_role = labels.plot_text(role)
+    role_line = {"color": role_colour(role), "width": 1.8}
+    norm = points.get(role_key(role, GRAD_NORM))
+    if norm:
+        fig.add_trace(
+            go.Scatter(
+                x=norm["steps"],
+                y=norm["values"],
+                name=shown_role,
+                legendgroup=f"role:{role}",
+                showlegend=_first(shown, f"role:{role}"),
+                line=role_line,
+                customdata=[run.id] * len(norm["steps"]),  # a click: the episodes
+                hovertemplate=_hover(f"{shown_role} ‖g‖", ".3g", run.id),
+                **lone_dots(norm["values"], 4),
+            ),
+            row=r,
+            col=1,
+        )
+        gaps = (
+            _add_gaps(
+                fig,
+                norm["steps"],
+                norm["values"],
+                f"role:{role}",
+                f"{shown_role} ‖g‖",
+                row=r,
+                col=1,
+            )
+            or gaps
+        )
+    share = points.get(role_key(role, GRAD_SHARE))
+    if share:
+        stacked = run.sharing == "shared"
+        fig.add_trace(
+            go.Scatter(
+                x=share["steps"],
+                y=share["values"],
+                name=shown_role,
+                legendgroup=f"role:{role}",
+                showlegend=_first(shown, f"role:{role}"),
+                line=role_line,
+                stackgroup=f"share{r}" if stacked else None,
+                customdata=[run.id] * len(share["steps"]),
+                hovertemplate=_hover(f"{shown_role} share", ".2f", run.id),
+            ),
+            row=r,
+            col=2,
+        )
+        gaps = (
+            _add_gaps(
+                fig,
+                share["steps"],
+                share["values"],
+                f"role:{role}",
+                f"{shown_role} share",
+                row=r,
+                col=2,
+            )
+            or gaps
+        )
+    return gaps
+
+
+def _pair_cosine(
+    fig: go.Figure, r: int, run, key: str, points: dict, line_colour: str, shown: set[str]
+) -> bool:
+    """The cosine between two gradients on one policy (column 3 of row `r`), with the × of
+    its gaps; True if it has a gap."""
+    pair = labels.plot_text(key[len(GRAD_COS_PREFIX) :])
+    fig.add_trace(
+        go.Scatter(
+            x=points["steps"],
+            y=points["values"],
+            name=f"cos {pair.replace('|', ' · ')}",
+            legendgroup=key,
+            showlegend=_first(shown, key),
+            line={"color": line_colour, "width": 1.4},
+            customdata=[run.id] * len(points["steps"]),
+            hovertemplate=_hover(f"cos({pair})", ".2f", run.id),
+            **lone_dots(points["values"], 4),
+        ),
+        row=r,
+        col=3,
+    )
+    return _add_gaps(fig, points["steps"], points["values"], key, f"cos({pair})", row=r, col=3)
+
+
+def _gradient_axes(fig: go.Figure, r: int, points: dict) -> None:
+    """Row `r`'s y axes: log-scaled norms, shares in [0, 1], cosines in [-1, 1]."""
+    norms = [v for k, p in points.items() if k.endswith("/grad_norm") for v in p["values"]]
+    fig.update_yaxes(type="log", row=r, col=1, **_log_ticks(norms))
+    fig.update_yaxes(range=[0, 1.05], row=r, col=2)
+    fig.update_yaxes(range=[-1.05, 1.05], row=r, col=3)
 
 
 def _log_ticks(values: Sequence) -> dict[str, Any]:

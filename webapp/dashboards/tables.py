@@ -13,6 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from analysis.cells import CellSummary
 from analysis.runs import RunSummary
 from vocabulary.names import CELL_AXES, MATRIX_AXES
 from webapp.dashboards import labels, state
@@ -90,16 +91,17 @@ CELL_CSV = [
 ]
 
 
-def cell_rows(cells: Sequence[dict]) -> list[dict[str, Any]]:
-    """One row per matrix cell (a `cell_summaries` row), with a link to compare its runs."""
+def cell_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+    """One row per matrix cell (a `cell_summaries` cell), with a link to compare its runs."""
     rows = []
     for cell in cells:
-        row = {k: cell.get(k) for k in CELL_CSV}
-        row["seeds"] = " ".join(map(str, cell["seeds"]))
-        row["runs"] = " ".join(map(str, cell["runs"]))
-        row["gain_ci"] = _interval(cell["gain_low"], cell["gain_high"])
-        row["cliffs"] = f"{cell['n_cliffs']} of {cell['n_judged']}" if cell["n_judged"] else "—"
-        row["compare"] = (f"compare {len(cell['runs'])} →", state.compare_url(cell["runs"]))
+        fields = cell.as_dict()  # the CSV's columns are the cell's plain-dict keys
+        row = {k: fields.get(k) for k in CELL_CSV}
+        row["seeds"] = " ".join(map(str, cell.seeds))
+        row["runs"] = " ".join(map(str, cell.runs))
+        row["gain_ci"] = _interval(cell.gain.low, cell.gain.high)
+        row["cliffs"] = f"{cell.n_cliffs} of {cell.n_judged}" if cell.n_judged else "—"
+        row["compare"] = (f"compare {len(cell.runs)} →", state.compare_url(cell.runs))
         rows.append(row)
     return rows
 

@@ -251,12 +251,45 @@ def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
 
 
 def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
-    """Yield (key, step, value) for every metric of one run."""
+    """Yield (key, step, value) for every metric of one run. One generator draws every
+    number in a fixed order (accuracy, training signals, gradient norms, cosines), so a
+    run's curves are the same in every process."""
     rng = _rng(run, "series")
-    roles = WORKFLOW_TABLE[run.workflow].roles
     train = np.arange(1, steps + 1)
+    base, accuracy_at = _accuracy_curve(run, plan, rng, steps)
+    evals = np.arange(0, steps + 1, eval_every)
+    acc = np.clip(accuracy_at(evals) + rng.normal(0, 0.012, len(evals)), 0, 1)
+    acc[0] = base  # step 0 is the base model itself
+    for step, value in zip(evals, acc):
+        yield ACCURACY_KEY, int(step), round(float(value), 4)
+        # Its standard error, as a Troupe run logs it: the noise the curves were drawn with,
+        # which the cliff's noise test reads (docs/analysis.md).
+        yield ACCURACY_SE_KEY, int(step), 0.012
+    signals = _training_signals(plan, accuracy_at(train), rng, train)
+    for key, values in signals.items():
+        yield from _points(key, train, values, 5)
+    roles = WORKFLOW_TABLE[run.workflow].roles
+    norms = {role: _role_norm(run, plan, role, rng, train) for role in roles}
+    shares = _shares(norms, run.sharing)
+    for role in roles:
+        yield from _points(role_key(role, GRAD_NORM), train, norms[role], 5)
+        yield from _points(role_key(role, GRAD_SHARE), train, shares[role], 5)
+        role_entropy = signals[ENTROPY_KEY] * (0.8 + 0.1 * roles.index(role))
+        yield from _points(role_key(role, ENTROPY), train, role_entropy, 5)
+    # Cosines between gradients on the same policy: roles under a shared policy, parallel
+    # agents of one role under isolated policies (they align as that role amplifies).
+    for pair, cos in _cosines(run, plan, train, rng).items():
+        yield from _points(f"{GRAD_COS_PREFIX}{pair}", train, cos, 4)
 
-    # Accuracy: a saturating rise, then (for a cliff) a collapse below the base model.
+
+def _points(key: str, steps: np.ndarray, values: np.ndarray, digits: int):
+    """(key, step, value) for each point of one series, the value rounded to `digits`."""
+    return ((key, int(s), round(float(v), digits)) for s, v in zip(steps, values))
+
+
+def _accuracy_curve(run: Run, plan: _Plan, rng: np.random.Generator, steps: int):
+    """(the base model's accuracy, the run's accuracy as a function of the step): a
+    saturating rise, then (for a cliff) a collapse below the base model."""
     base = _BASE[(run.task, run.model)] + rng.normal(0, 0.01)
     gain = _GAIN[(run.workflow, run.task)] * _MODEL_SCALE[run.model] + rng.normal(0, 0.015)
     if run.sharing != "shared":
@@ -270,17 +303,16 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
             a = np.where(s >= plan.cliff_at, floor + 0.04 * np.exp(-(s - plan.cliff_at) / 30), a)
         return a
 
-    evals = np.arange(0, steps + 1, eval_every)
-    acc = np.clip(accuracy_at(evals) + rng.normal(0, 0.012, len(evals)), 0, 1)
-    acc[0] = base  # step 0 is the base model itself
-    for step, value in zip(evals, acc):
-        yield ACCURACY_KEY, int(step), round(float(value), 4)
-        # Its standard error, as a Troupe run logs it: the noise the curves were drawn with,
-        # which the cliff's noise test reads (docs/analysis.md).
-        yield ACCURACY_SE_KEY, int(step), 0.012
+    return base, accuracy_at
 
-    # Training signals follow the policy's accuracy; entropy collapses with it.
-    reward = np.clip(accuracy_at(train) + 0.04 + rng.normal(0, 0.03, steps), 0, 1)
+
+def _training_signals(
+    plan: _Plan, accuracy: np.ndarray, rng: np.random.Generator, train: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Reward, entropy, KL and response length at each training step: they follow the
+    policy's accuracy; entropy collapses with it."""
+    steps = len(train)
+    reward = np.clip(accuracy + 0.04 + rng.normal(0, 0.03, steps), 0, 1)
     entropy = 1.2 * np.exp(-train / (1.5 * steps)) + rng.normal(0, 0.02, steps)
     kl = 0.002 * train / steps * 10 + np.abs(rng.normal(0, 0.002, steps))
     if plan.cliff_at is not None:
@@ -288,58 +320,40 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
         entropy = np.where(after, entropy * 0.35, entropy)
         kl = np.where(after, kl * 4, kl)
     resp_len = 18 + 4 * np.exp(-train / steps) + rng.normal(0, 0.6, steps)
-    for key, values in (
-        (REWARD_KEY, reward),
-        (ENTROPY_KEY, entropy),
-        (KL_KEY, kl),
-        (RESP_LEN_KEY, resp_len),
-    ):
-        yield from ((key, int(s), round(float(v), 5)) for s, v in zip(train, values))
+    return {
+        REWARD_KEY: reward,
+        ENTROPY_KEY: entropy,
+        KL_KEY: kl,
+        RESP_LEN_KEY: resp_len,
+    }
 
-    # Per-role gradient norms: a role level, slow decay, multiplicative noise.
-    norms = {}
-    for role in roles:
-        level = _ROLE_LEVEL.get(role, 0.6)
-        if role == _PARALLEL_ROLE.get(run.workflow):
-            level *= 1.5  # three agents' turns land on this role
-        for _attempt in range(50):
-            g = level * (1 - 0.15 * train / steps) * np.exp(rng.normal(0, 0.06, steps))
-            if role == plan.amplified and plan.amplify_at is not None:
-                growth = np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at))
-                g = g * np.where(train >= plan.amplify_at, growth, 1)
-            elif plan.cliff_at is not None:
-                g = g * np.where(train >= plan.cliff_at + 10, 1.6, 1)  # the collapse spreads
-            if role == plan.capture:
-                ramp = np.clip((train - 0.3 * steps) / (0.2 * steps), 0, 1)
-                g = g * (1 + 1.5 * ramp)
-            # Noise alone can pass the onset rule (3 points above median + 3 MAD) early; the
-            # run whose answer tests rely on draws again until its onset is the planned one.
-            if not (plan.known and role == plan.amplified):
-                break
-            if amplification_onset(train, g) == plan.amplify_at:
-                break
-        norms[role] = g
-    shares = _shares(norms, run.sharing)
-    for role in roles:
-        yield from (
-            (role_key(role, GRAD_NORM), int(s), round(float(v), 5))
-            for s, v in zip(train, norms[role])
-        )
-        yield from (
-            (role_key(role, GRAD_SHARE), int(s), round(float(v), 5))
-            for s, v in zip(train, shares[role])
-        )
-        role_entropy = entropy * (0.8 + 0.1 * roles.index(role))
-        yield from (
-            (role_key(role, ENTROPY), int(s), round(float(v), 5))
-            for s, v in zip(train, role_entropy)
-        )
 
-    # Cosines between gradients on the same policy: roles under a shared policy, parallel
-    # agents of one role under isolated policies (they align as that role amplifies).
-    for pair, cos in _cosines(run, plan, train, rng).items():
-        key = f"{GRAD_COS_PREFIX}{pair}"
-        yield from ((key, int(s), round(float(v), 4)) for s, v in zip(train, cos))
+def _role_norm(
+    run: Run, plan: _Plan, role: str, rng: np.random.Generator, train: np.ndarray
+) -> np.ndarray:
+    """One role's gradient norm at each step: a role level, slow decay, multiplicative
+    noise; growth from the planned amplification onset, a ramp for a capturing role."""
+    steps = len(train)
+    level = _ROLE_LEVEL.get(role, 0.6)
+    if role == _PARALLEL_ROLE.get(run.workflow):
+        level *= 1.5  # three agents' turns land on this role
+    for _attempt in range(50):
+        g = level * (1 - 0.15 * train / steps) * np.exp(rng.normal(0, 0.06, steps))
+        if role == plan.amplified and plan.amplify_at is not None:
+            growth = np.minimum(12, 1.8 + 0.25 * (train - plan.amplify_at))
+            g = g * np.where(train >= plan.amplify_at, growth, 1)
+        elif plan.cliff_at is not None:
+            g = g * np.where(train >= plan.cliff_at + 10, 1.6, 1)  # the collapse spreads
+        if role == plan.capture:
+            ramp = np.clip((train - 0.3 * steps) / (0.2 * steps), 0, 1)
+            g = g * (1 + 1.5 * ramp)
+        # Noise alone can pass the onset rule (3 points above median + 3 MAD) early; the
+        # run whose answer tests rely on draws again until its onset is the planned one.
+        if not (plan.known and role == plan.amplified):
+            break
+        if amplification_onset(train, g) == plan.amplify_at:
+            break
+    return g
 
 
 def _shares(norms: dict[str, np.ndarray], sharing: str) -> dict[str, np.ndarray]:

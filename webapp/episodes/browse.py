@@ -278,8 +278,11 @@ def step_cards(run_id: int, kind: str, step: int) -> list[Card]:
 
 def sort_cards(shown: list[Card], sort: str) -> list[Card]:
     if sort in ("reward", "-reward"):
-        return sorted(shown, key=lambda c: c.reward if c.reward is not None else -1e9,
-                      reverse=sort == "reward")  # fmt: skip
+        return sorted(
+            shown,
+            key=lambda c: c.reward if c.reward is not None else -1e9,
+            reverse=sort == "reward",
+        )
     if sort.startswith("share:"):
         role = sort[len("share:") :]
         return sorted(shown, key=lambda c: -c.shares.get(role, -1.0))

@@ -192,8 +192,9 @@ def runs_page(request: HttpRequest) -> HttpResponse:
         )
         for run in runs
     ]
-    _link_samples(request.path, columns, runs=",".join(map(str, run_ids)), problem=problem,
-                  step=step)  # fmt: skip
+    _link_samples(
+        request.path, columns, runs=",".join(map(str, run_ids)), problem=problem, step=step
+    )
     context = {
         "runs": runs,
         "runs_value": ",".join(str(r.id) for r in runs),

@@ -1,4 +1,6 @@
-"""One store for metric points, their step times and the keys of a run (`store.py`).
+"""One store for metric points, their step times and the keys of a run (`store.py`), and
+the hand-written look-ups every API and MLflow request makes (`lookups.py`: a token with its
+user, a run with its experiment and MLflow row).
 
 Every module that reads or writes the metric table goes through these functions; the
 SQL is in `webapp/metrics/` alone, and the only split by database is `dialect.py`.

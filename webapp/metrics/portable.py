@@ -109,8 +109,9 @@ def latest_with_times(run_ids: list[int]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def history_json(run_id: int, key: str, start_step: int, limit: int | None
-                 ) -> tuple[str, int | None]:  # fmt: skip
+def history_json(
+    run_id: int, key: str, start_step: int, limit: int | None
+) -> tuple[str, int | None]:
     sql = f"""
         SELECT p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
         FROM {POINTS} p {TIME_JOIN} {SIGN_JOIN}

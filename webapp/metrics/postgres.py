@@ -191,8 +191,9 @@ _HISTORY_OWN_TIMES = f"""
 """
 
 
-def history_json(run_id: int, key: str, start_step: int, limit: int | None
-                 ) -> tuple[str, int | None]:  # fmt: skip
+def history_json(
+    run_id: int, key: str, start_step: int, limit: int | None
+) -> tuple[str, int | None]:
     """One series from `start_step` on, at most `limit` points, as the JSON text of MLflow's
     list of points, and the first step after them, if any. Two index range scans, each one
     row of arrays in binary (the series, its values printed by PostgreSQL: shortest-exact,

@@ -266,8 +266,9 @@ def write_step_times(run_id: int, times: dict[int, int], last: int | None) -> di
     return sql().write_step_times(run_id, sorted(times.items()), last)
 
 
-def write_point_times(run_id: int, own: dict[tuple[str, int], int],
-                      again: set[tuple[str, int]]) -> None:  # fmt: skip
+def write_point_times(
+    run_id: int, own: dict[tuple[str, int], int], again: set[tuple[str, int]]
+) -> None:
     """Own time rows for the (key, step) points in `own` (their time is not their step's),
     and none any more for those in `again` (logged again at their step's time)."""
     if own:
@@ -314,14 +315,19 @@ def latest_with_times(run_ids: Sequence[int]) -> dict[int, list[dict]]:
         return out
     for run_id, key, step, value, timestamp, sign in sql().latest_with_times(list(run_ids)):
         out[run_id].append(
-            {"key": key, "value": json_value(value, sign), "timestamp": timestamp or 0,
-             "step": step}
-        )  # fmt: skip
+            {
+                "key": key,
+                "value": json_value(value, sign),
+                "timestamp": timestamp or 0,
+                "step": step,
+            }
+        )
     return out
 
 
-def history_json(run_id: int, key: str, start_step: int, limit: int | None
-                 ) -> tuple[str, int | None]:  # fmt: skip
+def history_json(
+    run_id: int, key: str, start_step: int, limit: int | None
+) -> tuple[str, int | None]:
     """MLflow's metrics/get-history: the points of one series from `start_step` on, in step
     order, at most `limit` (None: all), as the JSON text of its list of points, and the
     first step after them (None: there is none)."""

@@ -25,8 +25,9 @@ def number(value: Any) -> str:
     """0.0001 → '0.0001', 2e-05 → '2e-5', 0.1 → '0.1': short, and never float noise."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).replace("+", "") + m.group(2),
-                  f"{value:.4g}")  # fmt: skip
+    return re.sub(
+        r"e([+-])0*(\d)", lambda m: "e" + m.group(1).replace("+", "") + m.group(2), f"{value:.4g}"
+    )
 
 
 def change_text(intervention: dict[str, Any] | None, parent_config: dict[str, Any]) -> str:

@@ -39,8 +39,8 @@ from django.utils import timezone
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from trainer.offline import offline_reason
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.runs.worker_gpus import check_gpus
 from webapp.runs.name_claims import claim_name
+from webapp.runs.worker_gpus import check_gpus
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from webapp.runs.lineage import lineage_json
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.runs.lineage import lineage_json
 
 
 def _time(value) -> str | None:

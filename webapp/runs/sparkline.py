@@ -25,10 +25,21 @@ def sparkline(key: str, series: dict | None) -> dict:
     steps = list((series or {}).get("steps", []))
     values = list((series or {}).get("values", []))
     pairs = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
-    out = {"key": key, "segments": [], "gaps": [], "last": None, "low": None, "high": None,
-           "last_gap": bool(values) and values[-1] is None,
-           "steps": steps, "values": values, "width": WIDTH, "height": HEIGHT,
-           "first_step": None, "last_step": None}  # fmt: skip
+    out = {
+        "key": key,
+        "segments": [],
+        "gaps": [],
+        "last": None,
+        "low": None,
+        "high": None,
+        "last_gap": bool(values) and values[-1] is None,
+        "steps": steps,
+        "values": values,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "first_step": None,
+        "last_step": None,
+    }
     if not steps:
         return out
     s0, s1 = steps[0], steps[-1]  # the whole run's steps, gaps included

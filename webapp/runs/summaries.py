@@ -8,8 +8,8 @@ process feeds it from the database, so a gain, a peak or a cliff reads the same 
   series (downsampling would move peaks and onsets): `eval/accuracy`, `role/<r>/grad_norm`,
   `role/<r>/grad_share` and `policy/<p>/grad_norm`. `gradients=False` reads `eval/accuracy`
   alone — all the matrix needs, and a fraction of the rows.
-- `cell_summaries(experiment)` → `summarize_cells` rows (one per workflow × task × model ×
-  sharing cell, across seeds), each with the ids of its runs under `runs`.
+- `cell_summaries(experiment)` → `summarize_cells`' `CellSummary`s (one per workflow × task ×
+  model × sharing cell, across seeds), each with the ids of its runs in `runs`.
 
 Reads are batched — one aggregate query and one data query for all the runs, however many —
 and summaries are cached in the process per (run, what was read): a run is summarised again
@@ -19,12 +19,13 @@ So a page that refreshes every few seconds while one run of a thousand trains re
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from analysis.cells import summarize_cells
+from analysis.cells import CellSummary, summarize_cells
 from analysis.runs import summarize_run
 from vocabulary.names import (
     ACCURACY_KEY,
@@ -101,9 +102,9 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
     return {run.id: out[run.id] for run in runs}
 
 
-def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[dict[str, Any]]:
-    """`analysis.cells.summarize_cells` rows for the experiment's root runs, each with
-    `runs`: the ids of the cell's runs in seed order (for links to the panel's compare view).
+def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[CellSummary]:
+    """`analysis.cells.summarize_cells` for the experiment's root runs, each cell with
+    `runs`: the ids of its runs in seed order (for links to the panel's compare view).
     Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(
         experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
@@ -121,7 +122,7 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
 
 def summarize_experiment_cells(
     runs: Sequence[Run], summaries: dict[int, dict[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[CellSummary]:
     """`summarize_cells` over runs whose summaries are already known, plus `runs` per row."""
     rows = summarize_cells(
         {
@@ -134,9 +135,10 @@ def summarize_experiment_cells(
     ids: dict[tuple, list[int]] = {}
     for run in runs:
         ids.setdefault((run.workflow, run.task, run.model, run.sharing), []).append(run.id)
-    for row in rows:
-        row["runs"] = ids[(row["workflow"], row["task"], row["model"], row["sharing"])]
-    return rows
+    return [
+        dataclasses.replace(row, runs=ids[(row.workflow, row.task, row.model, row.sharing)])
+        for row in rows
+    ]
 
 
 def clear_cache() -> None:

@@ -19,16 +19,16 @@ from django.views.decorators.http import require_POST
 from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
 from vocabulary.names import ACCURACY_KEY, REWARD_KEY
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics import latest_points, read_series
 from webapp.runs import queueing
 from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.runs.forms import GROUPS, ExperimentForm, as_text, initial_for
-from webapp.experiments.models import Experiment, Run
 from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import log_tail, run_json, run_label
 from webapp.runs.sparkline import sparkline
 from webapp.runs.summaries import cell_summaries, run_summaries
 from webapp.runs.templatetags import verdicts
-from webapp.metrics import latest_points, read_series
 
 SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)
 SPARKLINE_POINTS = 120
@@ -53,7 +53,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
                     When(runs__status=Run.SUCCEEDED, then=F("runs__total_steps")),
                     default=F("runs__step"),
                 )
-            ),  # fmt: skip
+            ),
         )
         .order_by("-created", "-id")
     )
@@ -129,12 +129,13 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     for run in runs:
         run.branches = branches.get(run.id, [])
     seeds = sorted({run.seed for run in runs if run.branch_step is None})
-    cells = cell_summaries(experiment, gradients=False)
     by_id = {run.id: run for run in runs}
-    for cell in cells:
-        members = [by_id[i] for i in cell["runs"] if i in by_id]
-        cell["by_seed"] = [next((r for r in members if r.seed == s), None) for s in seeds]
-        cell["run_ids"] = ",".join(str(i) for i in cell["runs"])
+    cells = []  # the matrix table's rows: a cell's summary, its runs by seed, their ids
+    for summary in cell_summaries(experiment, gradients=False):
+        members = [by_id[i] for i in summary.runs if i in by_id]
+        by_seed = [next((r for r in members if r.seed == s), None) for s in seeds]
+        run_ids = ",".join(str(i) for i in summary.runs)
+        cells.append({"summary": summary, "by_seed": by_seed, "run_ids": run_ids})
     counts = {status: 0 for status, _ in Run.STATUSES}
     for run in runs:
         counts[run.status] += 1
@@ -180,7 +181,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
                     "percent": r.percent,
                     "phase": r.current_phase,
                     **({"results": live_results(summaries[r.id])} if r.id in summaries else {}),
-                }  # fmt: skip
+                }
                 for r in runs
             ]
         }

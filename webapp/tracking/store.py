@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from trainer.config import INT_MAX
 from vocabulary.names import MATRIX_AXES
@@ -35,6 +35,7 @@ from webapp.alerts.radar import after_points, settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.metrics import (
     delete_series,
+    lookups,
     stored_keys,
     write_point_times,
     write_points,
@@ -44,7 +45,7 @@ from webapp.metrics import (
 from webapp.runs.access import can_manage
 from webapp.runs.cells import run_columns
 from webapp.runs.run_files import delete_runs
-from webapp.tracking import artifacts, keymap, rows
+from webapp.tracking import artifacts, keymap
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 from webapp.tracking.repeats import standing_points
@@ -198,9 +199,9 @@ def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
     """The run with MLflow id `raw_id` (32 hex) or Troupe number ("12"), its `tracked` row
     loaded when it has one. With `manage`: an external run the user may change."""
     if raw_id.isdigit() and int(raw_id) <= INT_MAX:
-        run = _load_run("r.id = %s", int(raw_id))
+        run = lookups.run_by_id(int(raw_id))
     else:
-        run = _load_run("t.uuid = %s", raw_id)
+        run = lookups.run_by_uuid(raw_id)
     if run is None:
         raise MlflowError(MISSING, f"Run '{raw_id}' not found.")
     if manage:
@@ -214,30 +215,6 @@ def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
                 "INVALID_STATE", f"Run '{raw_id}' is trained by a Troupe worker, which logs its "
                 "metrics itself; log into a run made by runs/create."
             )  # fmt: skip
-    return run
-
-
-def _load_run(where: str, value: int | str) -> Run | None:
-    """The run, its experiment and its MLflow row (when it has one) in one raw query: what
-    `Run.objects.select_related("experiment", "tracked")` returns, without its compile cost
-    on every request (`webapp/tracking/rows.py`)."""
-    sql = (
-        f"SELECT {rows.columns(Run, 'r')}, {rows.columns(Experiment, 'e')}, "
-        f"{rows.columns(TrackedRun, 't')} FROM {Run._meta.db_table} r "
-        f"JOIN {Experiment._meta.db_table} e ON e.id = r.experiment_id "
-        f"LEFT JOIN {TrackedRun._meta.db_table} t ON t.run_id = r.id WHERE {where}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    n_run, n_experiment = rows.width(Run), rows.width(Experiment)
-    run = rows.instance(Run, row[:n_run])
-    run.experiment = rows.instance(Experiment, row[n_run : n_run + n_experiment])
-    tracked = row[n_run + n_experiment :]
-    if tracked[0] is not None:  # its primary key: NULL when the run has no MLflow row
-        run.tracked = rows.instance(TrackedRun, tracked)
     return run
 
 

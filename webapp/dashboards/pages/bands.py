@@ -21,9 +21,16 @@ SORT_ID = "bands-sort"
 
 
 def layout(
-    runs=None, experiment=None, key=None, by=None, smooth=None, band=None, scale=None, sort=None,
+    runs=None,
+    experiment=None,
+    key=None,
+    by=None,
+    smooth=None,
+    band=None,
+    scale=None,
+    sort=None,
     **_ignored,
-) -> html.Div:  # fmt: skip
+) -> html.Div:
     run_ids = state.parse_ids(runs) or data.experiment_run_ids(
         data.viewer(), state.parse_int(experiment)
     )
@@ -42,57 +49,8 @@ def layout(
                 "setting make a band; settings whose bands do not overlap differ.",
                 html.Span(id="bands-links", className="panel-links"),
             ),
-            html.Div(
-                className="controls",
-                children=[
-                    components.runs_control("bands-runs", run_ids, width="34rem"),
-                    components.control(
-                        "Metric",
-                        dcc.Dropdown(id="bands-key", value=key, options=[key], clearable=False),
-                        width="16rem",
-                    ),
-                    components.control(
-                        "Group by",
-                        dcc.Dropdown(
-                            id="bands-by",
-                            value=by,
-                            options=components.placeholder_options([by], "{}"),
-                            clearable=False,
-                        ),
-                        width="14rem",
-                    ),
-                ],
-            ),
-            html.Div(
-                className="controls",
-                children=[
-                    components.control(
-                        "Band",
-                        components.radio(
-                            "bands-band",
-                            seed_bands.BANDS,
-                            state.parse_choice(band, seed_bands.BANDS, "ci"),
-                        ),
-                    ),
-                    components.control(
-                        "Smoothing",
-                        components.radio(
-                            "bands-smooth",
-                            seed_bands.SMOOTHING,
-                            state.parse_choice(smooth, seed_bands.SMOOTHING, "0"),
-                        ),
-                    ),
-                    components.control(
-                        "Y axis",
-                        components.radio(
-                            "bands-scale",
-                            seed_bands.SCALES,
-                            state.parse_choice(scale, seed_bands.SCALES, "linear"),
-                        ),
-                    ),
-                    components.control("Image format", components.format_switch("bands-format")),
-                ],
-            ),
+            _what_controls(run_ids, key, by),
+            _how_controls(band, smooth, scale),
             html.Div(id="bands-status", className="status-line"),
             components.graph_card("bands-graph", "troupe-seed-bands"),
             components.section(
@@ -102,6 +60,66 @@ def layout(
                 "the last three evaluations) and cliff are of held-out accuracy, whatever "
                 "metric the figure shows.",
             ),
+        ],
+    )
+
+
+def _what_controls(run_ids, key: str, by: str) -> html.Div:
+    """The first row of controls: which runs, which metric, grouped by which field."""
+    return html.Div(
+        className="controls",
+        children=[
+            components.runs_control("bands-runs", run_ids, width="34rem"),
+            components.control(
+                "Metric",
+                dcc.Dropdown(id="bands-key", value=key, options=[key], clearable=False),
+                width="16rem",
+            ),
+            components.control(
+                "Group by",
+                dcc.Dropdown(
+                    id="bands-by",
+                    value=by,
+                    options=components.placeholder_options([by], "{}"),
+                    clearable=False,
+                ),
+                width="14rem",
+            ),
+        ],
+    )
+
+
+def _how_controls(band, smooth, scale) -> html.Div:
+    """The second row: how to draw it (band, smoothing, y axis, image format), each choice
+    read from the URL."""
+    return html.Div(
+        className="controls",
+        children=[
+            components.control(
+                "Band",
+                components.radio(
+                    "bands-band",
+                    seed_bands.BANDS,
+                    state.parse_choice(band, seed_bands.BANDS, "ci"),
+                ),
+            ),
+            components.control(
+                "Smoothing",
+                components.radio(
+                    "bands-smooth",
+                    seed_bands.SMOOTHING,
+                    state.parse_choice(smooth, seed_bands.SMOOTHING, "0"),
+                ),
+            ),
+            components.control(
+                "Y axis",
+                components.radio(
+                    "bands-scale",
+                    seed_bands.SCALES,
+                    state.parse_choice(scale, seed_bands.SCALES, "linear"),
+                ),
+            ),
+            components.control("Image format", components.format_switch("bands-format")),
         ],
     )
 
