@@ -36,6 +36,7 @@ from trainer.names import (
 )
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import matching_series, signatures
+from webapp.tracking.lifecycle import live_runs
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
@@ -104,7 +105,7 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[di
     `runs`: the ids of the cell's runs in seed order (for links to the panel's compare view).
     Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(
-        experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
+        live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
         .only(
             "id",
             *MATRIX_AXES,
