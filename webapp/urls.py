@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from webapp.experiments import alert_views
+from webapp.tracking import bulk_history
 from webapp.tracking import views as tracking_views
 
 urlpatterns = [
@@ -19,6 +20,8 @@ urlpatterns = [
     # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
     path("api/2.0/mlflow/", include("webapp.tracking.urls")),
     path("api/2.0/mlflow-artifacts/", include("webapp.tracking.artifact_urls")),
+    # the MLflow UI's path of it (its charts)
+    path("ajax-api/2.0/mlflow/metrics/get-history-bulk-interval", bulk_history.bulk_interval),
     # MLflow's other API versions and the UI's (`/api/3.0/mlflow/server-info`, …): its JSON 404
     re_path(r"^(ajax-)?api/\d+\.\d+/", tracking_views.not_found),
     path("", include("webapp.tracking.page_urls")),  # artifact downloads from the run page

@@ -5,9 +5,10 @@
   client sends `MLFLOW_TRACKING_TOKEN` so); none or a bad one is 401 `UNAUTHENTICATED`;
 - GET endpoints read their fields from the query string (where the client puts them), POST
   endpoints from a JSON body (read by the JSON API's own reader: size, nesting, NUL checks);
-- every failure is `{"error_code": …, "message": …}` with the status MLflow's server gives
-  that code, never an HTML page. The client retries 429 and 5xx for minutes, so input errors
-  must never be answered with those.
+- every failure is `{"error_code": …, "message": …, "sqlstate": …, "error_class": …}` as
+  MLflow 3.17's server sends it, with the status it gives that code, never an HTML page.
+  The client retries 429 and 5xx for minutes, so input errors must never be answered with
+  those.
 """
 
 from __future__ import annotations
@@ -58,8 +59,27 @@ class MlflowError(Exception):
         self.message = message
 
 
+# What MLflow's server (3.17) adds to an error beside its code: the class and SQLSTATE its
+# `MlflowException` derives from the code (`mlflow/error_classification.py`). An error code
+# it has no class for (UNAUTHENTICATED) goes without either, as there.
+CLASSES = {
+    INVALID: ("INVALID_PARAMETER_VALUE", "KAM00"),
+    EXISTS: ("RESOURCE_ALREADY_EXISTS", "KAM00"),
+    "BAD_REQUEST": ("INVALID_PARAMETER_VALUE", "KAM00"),
+    "INVALID_STATE": ("CLIENT_INTERNAL_ERROR", "XXM00"),
+    DENIED: ("PERMISSION_DENIED", "KAM00"),
+    MISSING: ("RESOURCE_NOT_FOUND", "KAM00"),
+    "ENDPOINT_NOT_FOUND": ("RESOURCE_NOT_FOUND", "KAM00"),
+    "INTERNAL_ERROR": ("CLIENT_INTERNAL_ERROR", "XXM00"),
+    BUSY: ("CLIENT_INTERNAL_ERROR", "XXM00"),
+}
+
+
 def error_response(code: str, message: str) -> JsonResponse:
-    response = JsonResponse({"error_code": code, "message": message}, status=STATUS[code])
+    body = {"error_code": code, "message": message}
+    if code in CLASSES:  # MLflow's order: sqlstate, then error_class
+        body["sqlstate"], body["error_class"] = CLASSES[code][1], CLASSES[code][0]
+    response = JsonResponse(body, status=STATUS[code])
     if code == "UNAUTHENTICATED":
         response["WWW-Authenticate"] = 'Bearer realm="troupe"'
     return response

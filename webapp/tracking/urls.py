@@ -4,7 +4,7 @@ MLflow's ENDPOINT_NOT_FOUND as JSON."""
 
 from django.urls import path, re_path
 
-from webapp.tracking import artifact_views, model_views, views
+from webapp.tracking import artifact_views, bulk_history, model_views, views
 
 urlpatterns = [
     path("experiments/get-by-name", views.experiment_by_name),
@@ -28,6 +28,7 @@ urlpatterns = [
     path("runs/log-inputs", views.log_inputs),
     path("runs/search", views.run_search),
     path("metrics/get-history", views.metric_history),
+    path("metrics/get-history-bulk-interval", bulk_history.bulk_interval),
     path("artifacts/list", artifact_views.run_artifact_list),
     path("runs/outputs", model_views.run_outputs),
     path("runs/log-model", model_views.log_model),
