@@ -3,8 +3,10 @@
 Both read `Authorization: Bearer <token>`, find the token by its SHA-256 and its user in one
 raw query (`webapp/tracking/rows.py`: every MLflow request makes it, and the ORM's query
 compilation would cost as much as the round trip), and note when the token was last used at
-most once a minute, since ingestion sends many requests a second. Each caller words the
-errors in its own protocol's shape.
+most once a minute, since ingestion sends many requests a second. That query is the request's
+first, so it also stands in for Django's per-request connection health check
+(`CONN_HEALTH_CHECKS`, a `SELECT 1` round trip of its own): see `_first_query`. Each caller
+words the errors in its own protocol's shape.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from webapp.experiments.models import ApiToken, hash_token
@@ -42,9 +44,7 @@ def bearer_user(header: str | None):
         f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
         "ON u.id = t.user_id WHERE t.digest = %s"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [hash_token(raw.strip())])
-        row = cursor.fetchone()
+    row = _first_query(sql, [hash_token(raw.strip())])
     if row is None:
         raise InvalidToken("This API token is not valid (revoked, mistyped, or its user is off).")
     n_token = rows.width(ApiToken)
@@ -56,3 +56,31 @@ def bearer_user(header: str | None):
     if token.last_used is None or now - token.last_used > LAST_USED_EVERY:
         ApiToken.objects.filter(id=token.id).update(last_used=now)
     return user
+
+
+def _first_query(sql: str, params: list):
+    """One row of a read-only query that opens the request's use of the database. Where
+    Django would first check a reused connection with a `SELECT 1` (`CONN_HEALTH_CHECKS`),
+    this query is the check: on a connection the server dropped (a restart, an idle
+    timeout) it fails before anything is read or written, and is sent once more on a new
+    connection, as Django's check would have reconnected. A request then costs one round
+    trip less (an MLflow upload makes three)."""
+    checking = (
+        connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+        and not connection.in_atomic_block
+    )
+    if checking:
+        connection.health_check_done = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    except (OperationalError, InterfaceError):
+        if not checking or connection.is_usable():
+            raise  # not a dropped connection: a real error
+        connection.close()
+    with connection.cursor() as cursor:  # a new connection, healthy by definition
+        cursor.execute(sql, params)
+        return cursor.fetchone()
