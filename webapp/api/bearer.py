@@ -11,7 +11,9 @@ words the errors in its own protocol's shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError, connection
@@ -31,8 +33,24 @@ class InvalidToken(Exception):
     """No such token (revoked or mistyped), or its user is off."""
 
 
-def bearer_user(header: str | None):
-    """The active user of the token in `header`; None when there is no header at all."""
+class Rider:
+    """A look-up sent in the token's own query, joined to its row, so that a request needing
+    it (an MLflow artifact upload: its run) makes one round trip for both: `columns` to
+    select, `joins` (LEFT JOINs, whose `params` come before the token's), and `parse`, which
+    makes `result` of the row's tail. `key` says what it looked up."""
+
+    def __init__(self, key: str, columns: str, joins: str, params: list,
+                 parse: Callable[[Sequence[Any]], Any]):  # fmt: skip
+        self.key, self.columns, self.joins, self.params, self.parse = (
+            key, columns, joins, params, parse
+        )  # fmt: skip
+        self.done = False
+        self.result: Any = None
+
+
+def bearer_user(header: str | None, rider: Rider | None = None):
+    """The active user of the token in `header`; None when there is no header at all. With a
+    `rider`, its look-up rides along in the same query (its `result`, once `done`)."""
     if header is None:
         return None
     scheme, _, raw = header.partition(" ")
@@ -40,21 +58,25 @@ def bearer_user(header: str | None):
         raise MalformedHeader("The Authorization header must be 'Bearer <token>'.")
     user_model = get_user_model()
     sql = (
-        f"SELECT {rows.columns(ApiToken, 't')}, {rows.columns(user_model, 'u')} "
+        f"SELECT {rows.columns(ApiToken, 't')}, {rows.columns(user_model, 'u')}"
+        f"{', ' + rider.columns if rider else ''} "
         f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
-        "ON u.id = t.user_id WHERE t.digest = %s"
+        f"ON u.id = t.user_id {rider.joins if rider else ''} WHERE t.digest = %s"
     )
-    row = _first_query(sql, [hash_token(raw.strip())])
+    row = _first_query(sql, [*(rider.params if rider else ()), hash_token(raw.strip())])
     if row is None:
         raise InvalidToken("This API token is not valid (revoked, mistyped, or its user is off).")
     n_token = rows.width(ApiToken)
+    n_user = rows.width(user_model)
     token = rows.instance(ApiToken, row[:n_token])
-    user = rows.instance(user_model, row[n_token:])
+    user = rows.instance(user_model, row[n_token : n_token + n_user])
     if not user.is_active:
         raise InvalidToken("This API token is not valid (revoked, mistyped, or its user is off).")
     now = timezone.now()
     if token.last_used is None or now - token.last_used > LAST_USED_EVERY:
         ApiToken.objects.filter(id=token.id).update(last_used=now)
+    if rider is not None:
+        rider.result, rider.done = rider.parse(row[n_token + n_user :]), True
     return user
 
 

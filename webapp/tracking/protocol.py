@@ -25,7 +25,7 @@ from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
+from webapp.api.bearer import InvalidToken, MalformedHeader, Rider, bearer_user
 from webapp.api.http import BUSY_MESSAGE, BUSY_RETRY_AFTER, ApiError, database_busy, read_json
 
 log = logging.getLogger(__name__)
@@ -85,9 +85,9 @@ def error_response(code: str, message: str) -> JsonResponse:
     return response
 
 
-def _token_user(request: HttpRequest):
+def _token_user(request: HttpRequest, rider: Rider | None = None):
     try:
-        user = bearer_user(request.headers.get("Authorization"))
+        user = bearer_user(request.headers.get("Authorization"), rider)
     except MalformedHeader:
         user = None
     except InvalidToken as exc:
@@ -126,7 +126,10 @@ def _no_nul(name: str, *values: str) -> None:
         raise MlflowError(INVALID, f"Parameter {name!r} holds a NUL character.")
 
 
-def mlflow_view(*methods: str) -> Callable:
+def mlflow_view(*methods: str, rider: Callable[[dict], Rider | None] | None = None) -> Callable:
+    """`rider`: from the path's parts, a look-up to send in the token's query
+    (`webapp.api.bearer.Rider`), handed to the view as `request.mlflow_rider`."""
+
     def decorate(view: Callable) -> Callable:
         @csrf_exempt  # bearer tokens only: no browser attaches one by itself
         @wraps(view)
@@ -139,7 +142,9 @@ def mlflow_view(*methods: str) -> Callable:
                 response["Allow"] = allowed
                 return response
             try:
-                user = _token_user(request)
+                ride = rider(kwargs) if rider else None
+                request.mlflow_rider = ride  # type: ignore[attr-defined]
+                user = _token_user(request, ride)
                 for name, value in kwargs.items():  # the path's parts
                     _no_nul(name, value)
                 return view(request, user, request_data(request), *args, **kwargs)
