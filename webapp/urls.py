@@ -3,9 +3,17 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from webapp.tracking import bulk_history
 from webapp.tracking import views as tracking_views
 
 urlpatterns = [
+    # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking). First: a client
+    # sends thousands of requests a run (one an artifact), and each pattern tried before the
+    # match costs every one of them (no other route starts with these prefixes).
+    path("api/2.0/mlflow/", include("webapp.tracking.urls")),
+    path("api/2.0/mlflow-artifacts/", include("webapp.tracking.artifact_urls")),
+    # the MLflow UI's path of it (its charts)
+    path("ajax-api/2.0/mlflow/metrics/get-history-bulk-interval", bulk_history.bulk_interval),
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.runs.urls")),
     path("", include("webapp.stats.urls")),
@@ -16,9 +24,6 @@ urlpatterns = [
     # swap jobs' forms and API (webapp/attribution), before the API's catch-all
     path("", include("webapp.attribution.urls")),
     path("api/v1/", include("webapp.api.urls")),
-    # MLflow clients: MLFLOW_TRACKING_URI=http://<troupe>/ (webapp/tracking)
-    path("api/2.0/mlflow/", include("webapp.tracking.urls")),
-    path("api/2.0/mlflow-artifacts/", include("webapp.tracking.artifact_urls")),
     # MLflow's other API versions and the UI's (`/api/3.0/mlflow/server-info`, …): its JSON 404
     re_path(r"^(ajax-)?api/\d+\.\d+/", tracking_views.not_found),
     path("", include("webapp.tracking.page_urls")),  # artifact downloads from the run page

@@ -234,9 +234,9 @@ def test_the_client_renames_tags_deletes_and_logs_inputs(troupe):
     assert [r.info.run_id for r in found] == [run.info.run_id]
 
     client.delete_run(run.info.run_id)
-    assert not Run.objects.exists()
+    assert client.get_run(run.info.run_id).info.lifecycle_stage == "deleted"
     client.delete_experiment(experiment_id)
-    assert not Experiment.objects.filter(id=experiment_id).exists()
+    assert client.get_experiment(experiment_id).lifecycle_stage == "deleted"
 
 
 def test_each_metric_reads_back_with_the_timestamp_it_was_logged_with(troupe):

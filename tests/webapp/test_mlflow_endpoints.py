@@ -9,7 +9,7 @@ import pytest
 
 from tests.people import bearer
 from webapp.experiments.models import Experiment, MetricPoint, Run
-from webapp.tracking import artifacts
+from webapp.tracking import artifacts, store
 
 pytestmark = pytest.mark.django_db
 
@@ -82,7 +82,7 @@ def test_an_experiment_made_on_troupes_pages_can_be_renamed_and_tagged(client, a
           "INVALID_PARAMETER_VALUE")  # fmt: skip
 
 
-def test_deleting_an_experiment_takes_its_runs_points_and_artifacts(
+def test_a_deleted_experiment_keeps_its_runs_until_purged_with_their_points_and_artifacts(
     client, alice, bob, django_capture_on_commit_callbacks
 ):
     experiment_id = create(client, alice, "doomed")
@@ -97,9 +97,15 @@ def test_deleting_an_experiment_takes_its_runs_points_and_artifacts(
           "PERMISSION_DENIED")  # fmt: skip
     error(post(client, alice, "experiments/delete", {"experiment_id": "0"}), 400,
           "INVALID_PARAMETER_VALUE")  # fmt: skip
-    with django_capture_on_commit_callbacks(execute=True):
-        done = post(client, alice, "experiments/delete", {"experiment_id": experiment_id})
+    done = post(client, alice, "experiments/delete", {"experiment_id": experiment_id})
     assert done.status_code == 200
+    stage = get(client, alice, "runs/get", run_id=run_id).json()["run"]["info"]["lifecycle_stage"]
+    assert stage == "deleted" and MetricPoint.objects.exists() and folder.exists()
+    error(post(client, alice, "experiments/delete", {"experiment_id": experiment_id}), 404,
+          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert store.purge_deleted() == (1, 1)
     assert not Experiment.objects.filter(id=experiment_id).exists()
     assert not Run.objects.exists() and not MetricPoint.objects.exists()
     assert not folder.exists()
@@ -119,8 +125,16 @@ def test_deleting_a_run_and_a_tag(client, alice, bob, django_capture_on_commit_c
           "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
 
     error(post(client, bob, "runs/delete", {"run_id": run_id}), 403, "PERMISSION_DENIED")
+    assert post(client, alice, "runs/delete", {"run_id": run_id}).status_code == 200
+    assert post(client, alice, "runs/delete", {"run_id": run_id}).status_code == 200  # as MLflow
+    error(
+        post(client, alice, "runs/log-metric", {"run_id": run_id, "key": "a", "value": 1}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )  # fmt: skip (MLflow: a deleted run takes no data)
+    error(post(client, bob, "runs/restore", {"run_id": run_id}), 403, "PERMISSION_DENIED")
     with django_capture_on_commit_callbacks(execute=True):
-        assert post(client, alice, "runs/delete", {"run_id": run_id}).status_code == 200
+        assert store.purge_deleted() == (0, 1)
     assert not Run.objects.exists()
     error(post(client, alice, "runs/delete", {"run_id": run_id}), 404, "RESOURCE_DOES_NOT_EXIST")
 

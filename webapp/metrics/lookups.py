@@ -6,35 +6,90 @@ converted as the ORM converts them (the backend's converters first — SQLite's 
 become aware ones — then the field's own, JSON fields decoded): the same objects the ORM
 would return on either database. The SQL and the row mapping stay in this module; callers
 get models.
+
+The token's query opens a request's use of the database, so it also stands in for Django's
+per-request connection health check (`CONN_HEALTH_CHECKS`, a `SELECT 1` round trip of its
+own): see `_first_query`. A request that needs a run too (an MLflow artifact upload: the run
+its path names) sends that look-up in the same query as a `Rider`, and makes one round trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Model
 
+from trainer.config import INT_MAX
 from webapp.experiments.models import ApiToken, Experiment, Run
 from webapp.tracking.models import TrackedRun
 
 
-def token_and_user(digest: str) -> tuple[ApiToken, Any] | None:
+class Rider:
+    """A look-up sent in the token's own query, joined to its row, so that a request needing
+    it makes one round trip for both: `columns` to select, `joins` (LEFT JOINs, whose
+    `params` come before the token's), and `parse`, which makes `result` of the row's tail.
+    `key` says what it looked up."""
+
+    def __init__(
+        self,
+        key: str,
+        columns: str,
+        joins: str,
+        params: list,
+        parse: Callable[[Sequence[Any]], Any],
+    ):
+        self.key, self.columns, self.joins, self.params, self.parse = (
+            key,
+            columns,
+            joins,
+            params,
+            parse,
+        )
+        self.done = False
+        self.result: Any = None
+
+
+def token_and_user(digest: str, rider: Rider | None = None) -> tuple[ApiToken, Any] | None:
     """The API token whose SHA-256 is `digest` and its user (active or not); None when no
-    token has it."""
+    token has it. With a `rider`, its look-up rides along (its `result`, once `done`)."""
     user_model = get_user_model()
     sql = (
-        f"SELECT {_columns(ApiToken, 't')}, {_columns(user_model, 'u')} "
+        f"SELECT {_columns(ApiToken, 't')}, {_columns(user_model, 'u')}"
+        f"{', ' + rider.columns if rider else ''} "
         f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u "
-        "ON u.id = t.user_id WHERE t.digest = %s"
+        f"ON u.id = t.user_id {rider.joins if rider else ''} WHERE t.digest = %s"
     )
-    row = _fetch_one(sql, digest)
+    row = _first_query(sql, [*(rider.params if rider else ()), digest])
     if row is None:
         return None
-    n_token = _width(ApiToken)
-    return _instance(ApiToken, row[:n_token]), _instance(user_model, row[n_token:])
+    n_token, n_user = _width(ApiToken), _width(user_model)
+    token = _instance(ApiToken, row[:n_token])
+    user = _instance(user_model, row[n_token : n_token + n_user])
+    if rider is not None:
+        rider.result, rider.done = rider.parse(row[n_token + n_user :]), True
+    return token, user
+
+
+def run_rider(raw_id: str) -> Rider:
+    """`run_by_id`'s or `run_by_uuid`'s look-up of the run `raw_id` (a Troupe number or an
+    MLflow id), as LEFT JOINs to ride in the request's token query."""
+    if raw_id.isdigit() and int(raw_id) <= INT_MAX:
+        joins, value = f"LEFT JOIN {Run._meta.db_table} rr ON rr.id = %s", int(raw_id)
+    else:
+        joins = (
+            f"LEFT JOIN {TrackedRun._meta.db_table} rq ON rq.uuid = %s "
+            f"LEFT JOIN {Run._meta.db_table} rr ON rr.id = rq.run_id"
+        )
+        value = raw_id
+    joins += (
+        f" LEFT JOIN {Experiment._meta.db_table} re ON re.id = rr.experiment_id"
+        f" LEFT JOIN {TrackedRun._meta.db_table} rt ON rt.run_id = rr.id"
+    )
+    columns = f"{_columns(Run, 'rr')}, {_columns(Experiment, 're')}, {_columns(TrackedRun, 'rt')}"
+    return Rider(raw_id, columns, joins, [value], _run_of_row)
 
 
 def run_by_id(run_id: int) -> Run | None:
@@ -55,8 +110,13 @@ def _run_where(where: str, value: int | str) -> Run | None:
         f"JOIN {Experiment._meta.db_table} e ON e.id = r.experiment_id "
         f"LEFT JOIN {TrackedRun._meta.db_table} t ON t.run_id = r.id WHERE {where}"
     )
-    row = _fetch_one(sql, value)
-    if row is None:
+    return _run_of_row(_fetch_one(sql, value))
+
+
+def _run_of_row(row: Sequence[Any] | None) -> Run | None:
+    """The run of a row of its, its experiment's and its MLflow row's columns (None: no row,
+    or the LEFT JOIN's NULLs of a rider that found no run)."""
+    if row is None or row[0] is None:
         return None
     n_run, n_experiment = _width(Run), _width(Experiment)
     run = _instance(Run, row[:n_run])
@@ -70,6 +130,34 @@ def _run_where(where: str, value: int | str) -> Run | None:
 def _fetch_one(sql: str, value: Any) -> tuple | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, [value])
+        return cursor.fetchone()
+
+
+def _first_query(sql: str, params: list) -> tuple | None:
+    """One row of a read-only query that opens the request's use of the database. Where
+    Django would first check a reused connection with a `SELECT 1` (`CONN_HEALTH_CHECKS`),
+    this query is the check: on a connection the server dropped (a restart, an idle
+    timeout) it fails before anything is read or written, and is sent once more on a new
+    connection, as Django's check would have reconnected. A request then costs one round
+    trip less."""
+    checking = (
+        connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+        and not connection.in_atomic_block
+    )
+    if checking:
+        connection.health_check_done = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    except (OperationalError, InterfaceError):
+        if not checking or connection.is_usable():
+            raise  # not a dropped connection: a real error
+        connection.close()
+    with connection.cursor() as cursor:  # a new connection, healthy by definition
+        cursor.execute(sql, params)
         return cursor.fetchone()
 
 

@@ -39,6 +39,7 @@ from vocabulary.names import (
 )
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import matching_series, signatures
+from webapp.runs.lifecycle import live_runs
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
@@ -107,7 +108,7 @@ def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[Ce
     `runs`: the ids of its runs in seed order (for links to the panel's compare view).
     Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
     runs = list(
-        experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
+        live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
         .only(
             "id",
             *MATRIX_AXES,

@@ -24,6 +24,7 @@ from webapp.metrics import latest_points, read_series
 from webapp.runs import queueing
 from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.runs.forms import GROUPS, ExperimentForm, as_text, initial_for
+from webapp.runs.lifecycle import live_experiments, live_runs
 from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import log_tail, run_json, run_label
 from webapp.runs.sparkline import sparkline
@@ -40,7 +41,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
         f"n_{status}": Count("runs", filter=Q(runs__status=status)) for status, _ in Run.STATUSES
     }
     experiments = (
-        Experiment.objects.select_related("owner")
+        live_experiments(Experiment.objects.select_related("owner"))
         .annotate(
             n_runs=Count("runs"),
             **status_counts,
@@ -116,7 +117,7 @@ def _initial(request: HttpRequest) -> dict:
 @login_required
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_experiment_for_user(request.user, experiment_id)
-    runs = list(experiment.runs.order_by("seed", "id"))
+    runs = list(live_runs(experiment.runs.order_by("seed", "id")))
     summaries = run_summaries(runs, gradients=False)
     for run in runs:
         run.label = run_label(run)

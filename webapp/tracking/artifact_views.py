@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
+from webapp.metrics.lookups import Rider, run_rider
 from webapp.tracking import artifact_total, artifacts, logged_models, multipart, reads, store
 from webapp.tracking.protocol import (
     INVALID,
@@ -28,7 +29,8 @@ from webapp.tracking.protocol import (
 )
 
 
-def _root(user, address: artifacts.Address, *, manage: bool = False) -> tuple[Path, str, int]:
+def _root(user, address: artifacts.Address, *, manage: bool = False,
+          rider: Rider | None = None) -> tuple[Path, str, int]:  # fmt: skip
     """The folder the address points into, the path inside it, and the number of the run it
     belongs to. A Troupe-trained run's best checkpoint is read-only, as a model of its own and
     as its run's folder `troupe-best/`."""
@@ -39,7 +41,7 @@ def _root(user, address: artifacts.Address, *, manage: bool = False) -> tuple[Pa
         best_folder = getattr(model, "best_folder", None)
         root = best_folder or artifacts.model_folder(run.id, model.model_id)
     else:
-        run = store.find_run(user, address.run_id, manage=manage)
+        run = store.find_run(user, address.run_id, manage=manage, rider=rider)
         root = artifacts.run_folder(run.id)
         head, _, rest = inner.partition("/")
         if head == logged_models.BEST_NAME and (best := logged_models.best_model(run)):
@@ -63,14 +65,26 @@ def download_response(handle, name: str) -> FileResponse:
     return response
 
 
-@mlflow_view("GET", "PUT", "DELETE")
+def _path_run(kwargs: dict) -> Rider | None:
+    """The run an artifact path names, to look up with the token (`lookups.run_rider`); None
+    for a model's path or one `artifacts.parse` refuses (the view then says why)."""
+    path = kwargs.get("path", "")
+    try:
+        address = artifacts.parse(path)
+    except MlflowError:
+        return None
+    return run_rider(address.run_id) if address.run_id else None
+
+
+@mlflow_view("GET", "PUT", "DELETE", rider=_path_run)
 def artifact(request: HttpRequest, user, data: dict, path: str):
     address = artifacts.parse(path)
+    rider = request.mlflow_rider  # type: ignore[attr-defined]
     if request.method == "GET":
-        root, inner, _ = _root(user, address)
+        root, inner, _ = _root(user, address, rider=rider)
         handle = artifacts.open_file(root, inner)
         return download_response(handle, inner.rsplit("/", 1)[-1])
-    root, inner, run_id = _root(user, address, manage=True)
+    root, inner, run_id = _root(user, address, manage=True, rider=rider)
     if request.method == "PUT":
         with artifact_total.tally(run_id) as total:
             written, replaced = artifacts.save(root, inner, request, _length(request),

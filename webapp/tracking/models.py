@@ -40,6 +40,9 @@ class TrackedExperiment(models.Model):
     name = models.CharField(max_length=200, null=True)
     tags = models.JSONField(default=dict)
     updated = models.DateTimeField(auto_now=True)
+    # When `experiments/delete` put it in MLflow's "deleted" stage (ms); NULL while active.
+    # It keeps its name and runs until restored, or purged (`manage.py purge_deleted`).
+    deleted_time = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -68,6 +71,9 @@ class TrackedRun(models.Model):
     inputs = models.JSONField(default=list)
     # runs/outputs: [{"model_id", "step"}], the models the run logged (`run.outputs`).
     outputs = models.JSONField(default=list)
+    # When `runs/delete` (or its experiment's delete) put it in MLflow's "deleted" stage (ms);
+    # NULL while active. Its points and files stay until restored or purged.
+    deleted_time = models.BigIntegerField(null=True, blank=True)
 
 
 class StepTime(models.Model):

@@ -5,9 +5,10 @@
   client sends `MLFLOW_TRACKING_TOKEN` so); none or a bad one is 401 `UNAUTHENTICATED`;
 - GET endpoints read their fields from the query string (where the client puts them), POST
   endpoints from a JSON body (read by the JSON API's own reader: size, nesting, NUL checks);
-- every failure is `{"error_code": …, "message": …}` with the status MLflow's server gives
-  that code, never an HTML page. The client retries 429 and 5xx for minutes, so input errors
-  must never be answered with those.
+- every failure is `{"error_code": …, "message": …, "sqlstate": …, "error_class": …}` as
+  MLflow 3.17's server sends it, with the status it gives that code, never an HTML page.
+  The client retries 429 and 5xx for minutes, so input errors must never be answered with
+  those.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
 from webapp.api.http import BUSY_MESSAGE, BUSY_RETRY_AFTER, ApiError, database_busy, read_json
+from webapp.metrics.lookups import Rider
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +60,35 @@ class MlflowError(Exception):
         self.message = message
 
 
+# What MLflow's server (3.17) adds to an error beside its code: the class and SQLSTATE its
+# `MlflowException` derives from the code (`mlflow/error_classification.py`). An error code
+# it has no class for (UNAUTHENTICATED) goes without either, as there.
+CLASSES = {
+    INVALID: ("INVALID_PARAMETER_VALUE", "KAM00"),
+    EXISTS: ("RESOURCE_ALREADY_EXISTS", "KAM00"),
+    "BAD_REQUEST": ("INVALID_PARAMETER_VALUE", "KAM00"),
+    "INVALID_STATE": ("CLIENT_INTERNAL_ERROR", "XXM00"),
+    DENIED: ("PERMISSION_DENIED", "KAM00"),
+    MISSING: ("RESOURCE_NOT_FOUND", "KAM00"),
+    "ENDPOINT_NOT_FOUND": ("RESOURCE_NOT_FOUND", "KAM00"),
+    "INTERNAL_ERROR": ("CLIENT_INTERNAL_ERROR", "XXM00"),
+    BUSY: ("CLIENT_INTERNAL_ERROR", "XXM00"),
+}
+
+
 def error_response(code: str, message: str) -> JsonResponse:
-    response = JsonResponse({"error_code": code, "message": message}, status=STATUS[code])
+    body = {"error_code": code, "message": message}
+    if code in CLASSES:  # MLflow's order: sqlstate, then error_class
+        body["sqlstate"], body["error_class"] = CLASSES[code][1], CLASSES[code][0]
+    response = JsonResponse(body, status=STATUS[code])
     if code == "UNAUTHENTICATED":
         response["WWW-Authenticate"] = 'Bearer realm="troupe"'
     return response
 
 
-def _token_user(request: HttpRequest):
+def _token_user(request: HttpRequest, rider: Rider | None = None):
     try:
-        user = bearer_user(request.headers.get("Authorization"))
+        user = bearer_user(request.headers.get("Authorization"), rider)
     except MalformedHeader:
         user = None
     except InvalidToken as exc:
@@ -106,7 +127,10 @@ def _no_nul(name: str, *values: str) -> None:
         raise MlflowError(INVALID, f"Parameter {name!r} holds a NUL character.")
 
 
-def mlflow_view(*methods: str) -> Callable:
+def mlflow_view(*methods: str, rider: Callable[[dict], Rider | None] | None = None) -> Callable:
+    """`rider`: from the path's parts, a look-up to send in the token's query
+    (`webapp.api.bearer.Rider`), handed to the view as `request.mlflow_rider`."""
+
     def decorate(view: Callable) -> Callable:
         @csrf_exempt  # bearer tokens only: no browser attaches one by itself
         @wraps(view)
@@ -119,7 +143,9 @@ def mlflow_view(*methods: str) -> Callable:
                 response["Allow"] = allowed
                 return response
             try:
-                user = _token_user(request)
+                ride = rider(kwargs) if rider else None
+                request.mlflow_rider = ride  # type: ignore[attr-defined]
+                user = _token_user(request, ride)
                 for name, value in kwargs.items():  # the path's parts
                     _no_nul(name, value)
                 return view(request, user, request_data(request), *args, **kwargs)

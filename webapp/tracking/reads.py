@@ -34,7 +34,7 @@ def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
         "experiment_id": "0" if mine else str(experiment.id),
         "name": experiment.name,
         "artifact_location": artifacts.experiment_location(experiment.id),
-        "lifecycle_stage": "active",
+        "lifecycle_stage": "deleted" if tracked and tracked.deleted_time else "active",
         "creation_time": created,
         "last_update_time": to_ms(tracked.updated) if tracked else created,
         "tags": _pairs(
@@ -81,7 +81,7 @@ def _run_json(run: Run, metrics: list[dict], defaults: set[int]) -> dict[str, An
         "status": TO_MLFLOW[run.status],
         "start_time": start,
         "artifact_uri": artifacts.artifact_uri(run, run_id),
-        "lifecycle_stage": "active",
+        "lifecycle_stage": "deleted" if tracked and tracked.deleted_time else "active",
     }
     if end is not None:
         info["end_time"] = end

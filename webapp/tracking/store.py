@@ -42,6 +42,7 @@ from webapp.metrics import (
     write_signs,
     write_step_times,
 )
+from webapp.metrics.lookups import Rider
 from webapp.runs.access import can_manage
 from webapp.runs.cells import run_columns
 from webapp.runs.run_files import delete_runs
@@ -127,21 +128,33 @@ def parse_experiment_id(raw: str) -> int:
     return int(raw)
 
 
-def find_experiment(user, raw_id: str, *, manage: bool = False) -> Experiment | None:
+def find_experiment(user, raw_id: str, *, manage: bool = False,
+                    active: bool = True) -> Experiment | None:  # fmt: skip
     """The experiment with MLflow id `raw_id`: None for an unmade "0" (unless `manage`, which
-    makes it). MlflowError when there is none, or when `manage` and the user may not."""
+    makes it). MlflowError when there is none, or when `manage` and the user may not, or it
+    is deleted (unless not `active`: restoring it)."""
     number = parse_experiment_id(raw_id)
     if number == 0:
         return default_experiment(user, create=manage)
     experiment = Experiment.objects.select_related("owner").filter(id=number).first()
     if experiment is None:
         raise MlflowError(MISSING, f"No experiment with id '{raw_id}' exists.")
+    if manage and active and experiment_deleted(experiment):
+        raise MlflowError(INVALID, f"The experiment {raw_id} must be in the 'active' state. "
+                          "Current state is deleted.")  # fmt: skip
     if manage and not can_manage(user, experiment):
         raise MlflowError(
             DENIED, f"Experiment '{raw_id}' belongs to {experiment.owner}; only its owner or "
             "staff may add runs to it."
         )  # fmt: skip
     return experiment
+
+
+def experiment_deleted(experiment: Experiment) -> bool:
+    """Whether the experiment is in MLflow's "deleted" stage."""
+    return TrackedExperiment.objects.filter(
+        experiment=experiment, deleted_time__isnull=False
+    ).exists()
 
 
 def experiment_by_name(user, name: str) -> Experiment | None:
@@ -195,16 +208,24 @@ def _new_uuid() -> str:
             return value
 
 
-def find_run(user, raw_id: str, *, manage: bool = False) -> Run:
+def find_run(user, raw_id: str, *, manage: bool = False, active: bool = True,
+             rider: Rider | None = None) -> Run:  # fmt: skip
     """The run with MLflow id `raw_id` (32 hex) or Troupe number ("12"), its `tracked` row
-    loaded when it has one. With `manage`: an external run the user may change."""
-    if raw_id.isdigit() and int(raw_id) <= INT_MAX:
+    loaded when it has one. With `manage`: an external run the user may change, and (unless
+    not `active`: deleting and restoring) not a deleted one, as MLflow refuses to log into
+    a deleted run. `rider`: `lookups.run_rider(raw_id)`, sent with the request's token query."""
+    if rider is not None and rider.done and rider.key == raw_id:
+        run = rider.result
+    elif raw_id.isdigit() and int(raw_id) <= INT_MAX:
         run = lookups.run_by_id(int(raw_id))
     else:
         run = lookups.run_by_uuid(raw_id)
     if run is None:
         raise MlflowError(MISSING, f"Run '{raw_id}' not found.")
     if manage:
+        if active and is_deleted(run):
+            raise MlflowError(INVALID, f"The run {raw_id} must be in the 'active' state. "
+                              "Current state is deleted.")  # fmt: skip
         if not can_manage(user, run.experiment):
             raise MlflowError(
                 DENIED, f"Run '{raw_id}' belongs to experiment '{run.experiment.name}' of "
@@ -229,6 +250,14 @@ def tracked_of(run: Run) -> TrackedRun:
         )
         run.tracked = tracked
         return tracked
+
+
+def is_deleted(run: Run) -> bool:
+    """Whether the run is in MLflow's "deleted" stage (its `tracked` row as loaded)."""
+    try:
+        return run.tracked.deleted_time is not None
+    except TrackedRun.DoesNotExist:
+        return False
 
 
 def mlflow_run_id(run: Run) -> str:
@@ -465,7 +494,18 @@ def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, i
 
 def update_run(run: Run, *, status: str | None, end_time: int | None, name: str) -> Run:
     """runs/update: a new status (a finished one records the end time), end time, name."""
-    tracked = tracked_of(run)
+    tracked_of(run)
+    with transaction.atomic():
+        # The row as it stands, locked (log_batch's lock order: this row first): a tag set
+        # by a batch that committed after this request read the run must not be overwritten.
+        tracked = TrackedRun.objects.select_for_update().get(run=run)
+        run.tracked = tracked
+        _update_run(run, tracked, status=status, end_time=end_time, name=name)
+    return run
+
+
+def _update_run(run: Run, tracked: TrackedRun, *, status: str | None, end_time: int | None,
+                name: str) -> None:  # fmt: skip
     fields = []
     if status:
         if status not in TO_TROUPE:
@@ -491,13 +531,11 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
         run.name = name[:200]
         tracked.tags[RUN_NAME_TAG] = name
         fields.append("name")
-    with transaction.atomic():
-        tracked.save(update_fields=["end_time", "tags"])  # log_batch's lock order: this row first
-        if fields:
-            run.save(update_fields=fields)
-        if status and run.status in Run.FINISHED:
-            settle_run(run.id)  # the radar's verdict on the ended run, with its end
-    return run
+    tracked.save(update_fields=["end_time", "tags"])
+    if fields:
+        run.save(update_fields=fields)
+    if status and run.status in Run.FINISHED:
+        settle_run(run.id)  # the radar's verdict on the ended run, with its end
 
 
 # --- changing and deleting -----------------------------------------------------------------------
@@ -547,16 +585,71 @@ def set_experiment_tag(experiment: Experiment, key: str, value: str) -> None:
 
 
 def delete_experiment(experiment: Experiment) -> None:
-    """experiments/delete: for good, with its runs and their files (Troupe keeps no trash,
-    so MLflow's restore has nothing to restore)."""
+    """experiments/delete, as MLflow's store does it: the experiment and every run of it go
+    to the "deleted" stage (hidden from searches and Troupe's lists, data kept) until
+    `restore_experiment`, or until `purge_deleted` removes them for good."""
     if TrackedExperiment.objects.filter(experiment=experiment, default_of__isnull=False).exists():
         raise MlflowError(INVALID, "The default experiment '0' cannot be deleted.")
     if experiment.runs.filter(status=Run.RUNNING, external=False).exists():
         raise MlflowError("INVALID_STATE", f"Experiment '{experiment.id}' has runs a Troupe "
                           "worker is training: cancel them first.")  # fmt: skip
     with transaction.atomic():
-        delete_runs(experiment.runs.all())
-        experiment.delete()
+        tracked = _tracked_experiment(experiment)
+        tracked = TrackedExperiment.objects.select_for_update().get(pk=tracked.pk)
+        if tracked.deleted_time is not None:  # MLflow looks it up among active ones only
+            raise MlflowError(MISSING, f"No active experiment with id '{experiment.id}'.")
+        tracked.deleted_time = now_ms()
+        tracked.save(update_fields=["deleted_time", "updated"])
+        _mark_runs(experiment, tracked.deleted_time)
+
+
+def restore_experiment(experiment: Experiment) -> None:
+    """experiments/restore: the experiment and all its runs active again (MLflow restores
+    every run of it, those deleted one by one before included)."""
+    with transaction.atomic():
+        tracked = TrackedExperiment.objects.select_for_update().filter(experiment=experiment)
+        tracked = tracked.first()
+        if tracked is None or tracked.deleted_time is None:
+            raise MlflowError(MISSING, f"No deleted experiment with id '{experiment.id}'.")
+        tracked.deleted_time = None
+        tracked.save(update_fields=["deleted_time", "updated"])
+        _mark_runs(experiment, None)
+
+
+def _mark_runs(experiment: Experiment, deleted_time: int | None) -> None:
+    """Every run of the experiment deleted at `deleted_time`, or active (None). A run with no
+    MLflow row yet (one Troupe trained) gets one, keeping its number as its id."""
+    for run in experiment.runs.filter(tracked__isnull=True):
+        tracked_of(run)
+    TrackedRun.objects.filter(run__experiment=experiment).update(deleted_time=deleted_time)
+
+
+def delete_run(run: Run) -> None:
+    """runs/delete: the run goes to MLflow's "deleted" stage (`get_run` still answers it,
+    searches and Troupe's lists leave it out); `restore_run` brings it back."""
+    tracked_of(run)
+    TrackedRun.objects.filter(run=run).update(deleted_time=now_ms())
+
+
+def restore_run(run: Run) -> None:
+    tracked_of(run)
+    TrackedRun.objects.filter(run=run).update(deleted_time=None)
+
+
+def purge_deleted(older_than_ms: int | None = None) -> tuple[int, int]:
+    """Remove for good what is deleted (MLflow's `mlflow gc`): the deleted experiments, with
+    all their runs, and the deleted runs, with their points and files. `older_than_ms`: only
+    what was deleted at least that long ago. Returns (experiments, runs) removed."""
+    cutoff = now_ms() - (older_than_ms or 0)
+    experiments = list(Experiment.objects.filter(tracked__deleted_time__lte=cutoff))
+    n_runs = 0
+    for experiment in experiments:
+        with transaction.atomic():
+            n_runs += len(delete_runs(experiment.runs.all()))
+            experiment.delete()
+    runs = Run.objects.filter(tracked__deleted_time__lte=cutoff)
+    n_runs += len(delete_runs(runs))
+    return len(experiments), n_runs
 
 
 def delete_tag(run: Run, key: str) -> None:

@@ -4,7 +4,7 @@ MLflow's ENDPOINT_NOT_FOUND as JSON."""
 
 from django.urls import path, re_path
 
-from webapp.tracking import artifact_views, model_views, views
+from webapp.tracking import artifact_views, bulk_history, model_views, views
 
 urlpatterns = [
     path("experiments/get-by-name", views.experiment_by_name),
@@ -13,6 +13,7 @@ urlpatterns = [
     path("experiments/search", views.experiment_search),
     path("experiments/update", views.experiment_update),
     path("experiments/delete", views.experiment_delete),
+    path("experiments/restore", views.experiment_restore),
     path("experiments/set-experiment-tag", views.experiment_set_tag),
     path("runs/create", views.run_create),
     path("runs/get", views.run_get),
@@ -23,9 +24,11 @@ urlpatterns = [
     path("runs/set-tag", views.set_tag),
     path("runs/delete-tag", views.delete_tag),
     path("runs/delete", views.run_delete),
+    path("runs/restore", views.run_restore),
     path("runs/log-inputs", views.log_inputs),
     path("runs/search", views.run_search),
     path("metrics/get-history", views.metric_history),
+    path("metrics/get-history-bulk-interval", bulk_history.bulk_interval),
     path("artifacts/list", artifact_views.run_artifact_list),
     path("runs/outputs", model_views.run_outputs),
     path("runs/log-model", model_views.log_model),

@@ -21,7 +21,6 @@ from django.views.decorators.csrf import csrf_exempt
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import history_json
 from webapp.metrics.earlier import every_point_json, has_earlier
-from webapp.runs.run_files import delete_runs
 from webapp.tracking import logged_models, reads, search, store
 from webapp.tracking.protocol import (
     INT64_MAX,
@@ -72,6 +71,25 @@ def _offset(data: dict) -> int:
     return offset
 
 
+# MLflow's ViewType, by name or number: which lifecycle stages a search returns.
+VIEW_TYPES = {
+    "ACTIVE_ONLY": ("active",),
+    "DELETED_ONLY": ("deleted",),
+    "ALL": ("active", "deleted"),
+}
+VIEW_NUMBERS = {1: "ACTIVE_ONLY", 2: "DELETED_ONLY", 3: "ALL"}
+
+
+def _view_type(data: dict, name: str) -> tuple[str, ...]:
+    raw = data.get(name) or "ACTIVE_ONLY"
+    if isinstance(raw, str) and raw.isdigit():
+        raw = int(raw)
+    raw = VIEW_NUMBERS.get(raw, raw) if isinstance(raw, int) else raw
+    if raw not in VIEW_TYPES:
+        raise MlflowError(INVALID, f"{name} must be one of {', '.join(VIEW_TYPES)}, not {raw!r}.")
+    return VIEW_TYPES[raw]
+
+
 # --- experiments ---------------------------------------------------------------------------------
 
 
@@ -117,9 +135,7 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     orders = search.parse_order(_list(data, "order_by"), attributes) or [
         ("attributes", "last_update_time", True)
     ]
-    view = data.get("view_type")
-    if view in ("DELETED_ONLY", 2):
-        return _ok({"experiments": []})  # Troupe deletes for good: nothing is ever "deleted"
+    stages = _view_type(data, "view_type")
     limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
                     high=MAX_SEARCH_RESULTS)  # fmt: skip
     offset = _offset(data)
@@ -135,6 +151,7 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
             return record.get(name)
         return None
 
+    records = [r for r in records if r["lifecycle_stage"] in stages]
     found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
     found = search.order(found, orders, get)
     page = found[offset : offset + limit]
@@ -156,7 +173,13 @@ def experiment_update(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 @mlflow_view("POST")
 def experiment_delete(request: HttpRequest, user, data: dict) -> JsonResponse:
-    store.delete_experiment(_managed_experiment(user, data))
+    store.delete_experiment(_managed_experiment(user, data, active=False))
+    return _ok()
+
+
+@mlflow_view("POST")
+def experiment_restore(request: HttpRequest, user, data: dict) -> JsonResponse:
+    store.restore_experiment(_managed_experiment(user, data, active=False))
     return _ok()
 
 
@@ -169,9 +192,9 @@ def experiment_set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
     return _ok()
 
 
-def _managed_experiment(user, data: dict) -> Experiment:
+def _managed_experiment(user, data: dict, *, active: bool = True) -> Experiment:
     raw = text(data, "experiment_id", required=True, limit=20)
-    experiment = store.find_experiment(user, raw, manage=True)
+    experiment = store.find_experiment(user, raw, manage=True, active=active)
     assert experiment is not None  # manage makes "0"
     return experiment
 
@@ -308,9 +331,14 @@ def set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
 
 @mlflow_view("POST")
 def run_delete(request: HttpRequest, user, data: dict) -> JsonResponse:
-    """For good, with its points and artifacts (Troupe keeps no trash to restore from)."""
-    run = store.find_run(user, run_id(data), manage=True)
-    delete_runs(Run.objects.filter(id=run.id))
+    """MLflow's soft delete: the run stays, "deleted", until restored or purged."""
+    store.delete_run(store.find_run(user, run_id(data), manage=True, active=False))
+    return _ok()
+
+
+@mlflow_view("POST")
+def run_restore(request: HttpRequest, user, data: dict) -> JsonResponse:
+    store.restore_run(store.find_run(user, run_id(data), manage=True, active=False))
     return _ok()
 
 
@@ -340,9 +368,7 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
                     high=MAX_SEARCH_RESULTS)  # fmt: skip
     offset = _offset(data)
-    view = data.get("run_view_type")
-    if view in ("DELETED_ONLY", 2):
-        return _ok({"runs": []})
+    stages = _view_type(data, "run_view_type")
 
     experiment_ids = []
     for raw in _list(data, "experiment_ids"):
@@ -354,7 +380,7 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
         .select_related("experiment", "tracked")
         .order_by("id")
     )
-    records = reads.runs_json(runs, user)
+    records = [r for r in reads.runs_json(runs, user) if r["info"]["lifecycle_stage"] in stages]
 
     def get(record: dict, kind: str, name: str) -> Any:
         if kind == "attributes":
@@ -429,8 +455,8 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
     return error_response(
         "ENDPOINT_NOT_FOUND",
         f"Troupe does not implement the MLflow endpoint {request.method} {request.path} "
-        "(it answers experiments/get-by-name, create, get, search, update, delete, "
-        "set-experiment-tag; runs/create, get, update, delete, search, log-batch, log-metric, "
-        "log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
-        "metrics/get-history; artifacts/list; logged-models).",
+        "(it answers experiments/get-by-name, create, get, search, update, delete, restore, "
+        "set-experiment-tag; runs/create, get, update, delete, restore, search, log-batch, "
+        "log-metric, log-parameter, set-tag, delete-tag, log-inputs, outputs, log-model; "
+        "metrics/get-history, get-history-bulk-interval; artifacts/list; logged-models).",
     )
