@@ -251,7 +251,7 @@ def _matrix_times(owner, experiment_id: int, repeats: int) -> tuple[list, list, 
     from django.db import connection
 
     from webapp.dashboards.data import viewing_as
-    from webapp.experiments.summaries import clear_cache
+    from webapp.runs.summaries import clear_cache
 
     view, what = matrix_view()
     cold, warm = [], []
