@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: the real services and a real Celery worker.
+"""Fixtures shared by every test: the real services and a real Celery worker; and the
+`any_database` marker on the tests that never reach the session's database.
 
 Services are found where CI puts them (DATABASE_URL / CELERY_BROKER_URL when they name
 Postgres / Redis, else the usual local addresses; tests/default_services.py sets those
@@ -19,6 +20,25 @@ from django.conf import settings
 
 from tests.default_services import CHROMIUM, LOCAL_POSTGRES, LOCAL_REDIS
 from tests.helpers import Worker, database_url, require_service, service_env, start_worker
+
+# The fixtures through which a test reaches the session's database: every database fixture of
+# pytest-django depends on django_db_setup (so do celery_worker and the run fixtures), and
+# live_server asks for transactional_db only while it starts.
+SESSION_DATABASE_FIXTURES = frozenset({"django_db_setup", "live_server"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `any_database` each test that cannot reach the session's database: no django_db
+    marker and none of its fixtures (pytest-django refuses database access to such a test).
+    Whatever the session's database, it does the same, so CI's SQLite leg deselects it as a
+    repeat (`-m 'not any_database'`). First, so that `-m` sees the marker."""
+    for item in items:
+        if item.get_closest_marker("django_db") is None and not (
+            SESSION_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.any_database)
+
 
 # No test may download a model; tests/trainer/test_hub_download.py lifts this for its own
 # fake Hub on 127.0.0.1. Workers the tests start inherit it.

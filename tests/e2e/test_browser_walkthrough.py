@@ -80,9 +80,16 @@ def worker(tiny_model, transactional_db):
         OMP_NUM_THREADS="1",
         OMP_WAIT_POLICY="PASSIVE",
     )
-    # The radar's own worker: the cliff shows while the run trains on the other.
-    with start_worker(env) as started, start_radar_worker(env):
+    # Two run workers, as a deployment with two cores would have: the parent trains on one,
+    # and its two branches (control, then the cut) train side by side instead of the cut
+    # waiting for the whole control run. The radar has its own: the cliff shows while the run
+    # trains on the other.
+    with start_worker(env) as started, start_worker(env) as second, start_radar_worker(env):
         yield started
+        # The cut still trains when the test ends: a warm shutdown would wait 20 s for it
+        # before killing it anyway.
+        started.kill()
+        second.kill()
 
 
 @pytest.fixture
