@@ -72,8 +72,12 @@ def measure(name: str, url: str, experiment: str, files: list[Path], tag: str) -
         for source, local in zip(files, got, strict=True):
             assert local.read_bytes() == source.read_bytes(), f"{name}: {source.name} differs"
     client.set_terminated(run_id)
-    return {"upload_mib_s": total / MIB / up, "download_mib_s": total / MIB / seconds,
-            "upload_s": up, "download_s": seconds}  # fmt: skip
+    return {
+        "upload_mib_s": total / MIB / up,
+        "download_mib_s": total / MIB / seconds,
+        "upload_s": up,
+        "download_s": seconds,
+    }
 
 
 def measure_small(name: str, url: str, experiment: str, files: list[Path], tag: str) -> dict:
@@ -94,9 +98,12 @@ def measure_small(name: str, url: str, experiment: str, files: list[Path], tag: 
     assert len(listed) == len(files), f"{name}: {len(listed)} of {len(files)} files listed"
     client.set_terminated(run_id)
     tenth = max(1, len(files) // 10)
-    return {"small_files_per_s": len(files) / seconds, "small_files_s": seconds,
-            "first_tenth_ms": 1000 * statistics.median(each[:tenth]),
-            "last_tenth_ms": 1000 * statistics.median(each[-tenth:])}  # fmt: skip
+    return {
+        "small_files_per_s": len(files) / seconds,
+        "small_files_s": seconds,
+        "first_tenth_ms": 1000 * statistics.median(each[:tenth]),
+        "last_tenth_ms": 1000 * statistics.median(each[-tenth:]),
+    }
 
 
 def main() -> None:
@@ -137,17 +144,22 @@ def main() -> None:
         for i in range(args.small_files):
             small.append(Path(up, "small", f"note-{i:05d}.txt"))
             small[-1].write_bytes(os.urandom(args.small_kib * 1024))
-        with TroupeServer(args.postgres, f"troupe_artifact_bench{suffix}", args.workers,
-                          log=log) as troupe:  # fmt: skip
+        with TroupeServer(
+            args.postgres, f"troupe_artifact_bench{suffix}", args.workers, log=log
+        ) as troupe:
             os.environ["MLFLOW_TRACKING_TOKEN"] = troupe.token  # MLflow's server ignores it
             made = MlflowClient(tracking_uri=troupe.url).create_experiment("artifacts")
             sides = [("troupe", troupe.url, made)]
             server = None
             try:
                 if with_mlflow:
-                    server = MlflowServer(args.mlflow_python, args.postgres,
-                                          f"mlflow_artifact_bench{suffix}", args.workers,
-                                          serve_artifacts=True).__enter__()  # fmt: skip
+                    server = MlflowServer(
+                        args.mlflow_python,
+                        args.postgres,
+                        f"mlflow_artifact_bench{suffix}",
+                        args.workers,
+                        serve_artifacts=True,
+                    ).__enter__()
                     made = MlflowClient(tracking_uri=server.url).create_experiment("artifacts")
                     sides.append(("mlflow", server.url, made))
                 for rep in range(args.repeats):
@@ -159,8 +171,10 @@ def main() -> None:
                             if small:
                                 row |= measure_small(name, url, experiment, small, f"rep{rep}")
                         rows.setdefault(name, []).append(row)
-                        log(f"repeat {rep + 1}/{args.repeats} {name}: "
-                            + ", ".join(f"{k} {v:.1f}" for k, v in row.items()))  # fmt: skip
+                        log(
+                            f"repeat {rep + 1}/{args.repeats} {name}: "
+                            + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
+                        )
             finally:
                 if server is not None:
                     server.__exit__(None, None, None)
@@ -178,17 +192,22 @@ def main() -> None:
     for name, measured in rows.items():
         summary[name] = {
             f"{m}_median": round(statistics.median(r[m] for r in measured), 1) for m in measures
-        } | {f"{m}_each": [round(r[m], 1) for r in measured] for m in measures}  # fmt: skip
+        } | {f"{m}_each": [round(r[m], 1) for r in measured] for m in measures}
     if "mlflow" in summary:
         t, m = summary["troupe"], summary["mlflow"]
         parts = []
-        ratios = {"upload": "upload_mib_s", "download": "download_mib_s",
-                  "small_files": "small_files_per_s"}  # fmt: skip
+        ratios = {
+            "upload": "upload_mib_s",
+            "download": "download_mib_s",
+            "small_files": "small_files_per_s",
+        }
         for label, key in ratios.items():
             if f"{key}_median" in t:
                 summary[f"ratio_{label}"] = round(t[f"{key}_median"] / m[f"{key}_median"], 2)
-                parts.append(f"{label} {t[f'{key}_median']} vs {m[f'{key}_median']} = "
-                             f"{summary[f'ratio_{label}']}x")  # fmt: skip
+                parts.append(
+                    f"{label} {t[f'{key}_median']} vs {m[f'{key}_median']} = "
+                    f"{summary[f'ratio_{label}']}x"
+                )
         summary["summary"] = (
             f"artifacts, {len(files)} x {args.mib} MiB and {len(small)} x {args.small_kib} KiB: "
             + "; ".join(parts)

@@ -70,8 +70,16 @@ ROLES = ("generator", "aggregator", "evaluator", "solver")
 
 def metric_keys(n: int) -> list[str]:
     fork = [f"actor/{r}/{m}" for r in ROLES for m in ("grad_norm", "kl", "pg_loss", "pg_clipfrac")]
-    other = ["critic/advantages/mean", "perf/throughput", "timing_s/gen", "timing_s/update",
-             "response_length/max", "prompt_length/mean", "actor/lr", "perf/memory"]  # fmt: skip
+    other = [
+        "critic/advantages/mean",
+        "perf/throughput",
+        "timing_s/gen",
+        "timing_s/update",
+        "response_length/max",
+        "prompt_length/mean",
+        "actor/lr",
+        "perf/memory",
+    ]
     return [*fork, *other][:n] + [f"extra/k{i}" for i in range(max(0, n - 24))]
 
 
@@ -100,8 +108,10 @@ class Side:
 
 def ingest(side: Side, args, keys: list[str], tag: str) -> dict:
     client = side.client()
-    runs = [client.create_run(side.experiment, run_name=f"{tag}-{i}").info.run_id
-            for i in range(args.runs)]  # fmt: skip
+    runs = [
+        client.create_run(side.experiment, run_name=f"{tag}-{i}").info.run_id
+        for i in range(args.runs)
+    ]
     stamp = int(time.time() * 1000)
     work = [(run_id, run_batches(i, keys, args.steps, stamp)) for i, run_id in enumerate(runs)]
     shares = [work[i :: args.clients] for i in range(args.clients)]
@@ -126,18 +136,24 @@ def ingest_wire(side: Side, args, keys: list[str], tag: str) -> dict:
     """The same workload as `ingest`, its bodies encoded before the clock (by MLflow's own
     encoder, as the client does) and sent with plain `requests`."""
     client = side.client()
-    runs = [client.create_run(side.experiment, run_name=f"{tag}-wire-{i}").info.run_id
-            for i in range(args.runs)]  # fmt: skip
+    runs = [
+        client.create_run(side.experiment, run_name=f"{tag}-wire-{i}").info.run_id
+        for i in range(args.runs)
+    ]
     stamp = int(time.time() * 1000)
     work = [
-        [message_to_json(LogBatch(run_id=run_id, metrics=[m.to_proto() for m in batch]))
-         for batch in run_batches(i, keys, args.steps, stamp)]
+        [
+            message_to_json(LogBatch(run_id=run_id, metrics=[m.to_proto() for m in batch]))
+            for batch in run_batches(i, keys, args.steps, stamp)
+        ]
         for i, run_id in enumerate(runs)
-    ]  # fmt: skip
+    ]
     shares = [work[i :: args.clients] for i in range(args.clients)]
     url = f"{side.url}/api/2.0/mlflow/runs/log-batch"
-    headers = {"Content-Type": "application/json",
-               "Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}  # fmt: skip
+    headers = {
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}",
+    }
 
     def client_loop(items) -> None:
         with requests.Session() as session:
@@ -173,8 +189,10 @@ def history_run(side: Side, steps: int) -> str:
     run_id = client.create_run(side.experiment, run_name="history").info.run_id
     stamp = int(time.time() * 1000)
     for start in range(0, steps, BATCH_LIMIT):
-        batch = [Metric(LOSS_KEY, 1 / (1 + s), stamp + s, s)
-                 for s in range(start, min(steps, start + BATCH_LIMIT))]  # fmt: skip
+        batch = [
+            Metric(LOSS_KEY, 1 / (1 + s), stamp + s, s)
+            for s in range(start, min(steps, start + BATCH_LIMIT))
+        ]
         client.log_batch(run_id, metrics=batch, synchronous=True)
     return run_id
 
@@ -229,9 +247,11 @@ def main() -> None:
         try:
             if with_mlflow:
                 mlflow_server = MlflowServer(
-                    args.mlflow_python, args.postgres, f"mlflow_endpoint_bench{suffix}",
+                    args.mlflow_python,
+                    args.postgres,
+                    f"mlflow_endpoint_bench{suffix}",
                     args.workers,
-                ).__enter__()  # fmt: skip
+                ).__enter__()
                 mlflow_experiment = MlflowClient(tracking_uri=mlflow_server.url).create_experiment(
                     "bench"
                 )
@@ -242,9 +262,11 @@ def main() -> None:
                     rows.setdefault(side.name, []).append(row)
                     wire = ingest_wire(side, args, keys, f"rep{rep}")
                     wire_rows.setdefault(side.name, []).append(wire)
-                    log(f"repeat {rep + 1}/{args.repeats} {side.name}: "
+                    log(
+                        f"repeat {rep + 1}/{args.repeats} {side.name}: "
                         f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), wire "
-                        f"{wire['points_per_s']:.0f}, load {os.getloadavg()[0]:.2f}")  # fmt: skip
+                        f"{wire['points_per_s']:.0f}, load {os.getloadavg()[0]:.2f}"
+                    )
             history_runs = {side.name: history_run(side, args.history_steps) for side in sides}
             answers = {}
             for i in range(args.reads):
@@ -278,7 +300,7 @@ def main() -> None:
                 "history_steps",
                 "reads",
             )
-        },  # fmt: skip
+        },
     }
     for name in rows:
         summary[name] = {

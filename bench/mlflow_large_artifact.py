@@ -83,10 +83,14 @@ def measure(troupe: TroupeServer, experiment: str, source: Path, expected: str, 
     after = peaks(troupe.proc.pid)
     growth = max(after[p] - before.get(p, after[p]) for p in after)
     size = source.stat().st_size / MIB
-    return {"upload_s": round(up, 2), "upload_mib_s": round(size / up, 1),
-            "download_s": round(seconds, 2), "download_mib_s": round(size / seconds, 1),
-            "worker_peak_growth_mib": round(growth, 1),
-            "worker_peak_mib": round(max(after.values()), 1)}  # fmt: skip
+    return {
+        "upload_s": round(up, 2),
+        "upload_mib_s": round(size / up, 1),
+        "download_s": round(seconds, 2),
+        "download_mib_s": round(size / seconds, 1),
+        "worker_peak_growth_mib": round(growth, 1),
+        "worker_peak_mib": round(max(after.values()), 1),
+    }
 
 
 def main() -> None:
@@ -110,8 +114,9 @@ def main() -> None:
                 block = os.urandom(MIB)
                 digest.update(block)
                 out.write(block)
-        with TroupeServer(args.postgres, f"troupe_large_artifact_bench{suffix}", args.workers,
-                          log=log) as troupe:  # fmt: skip
+        with TroupeServer(
+            args.postgres, f"troupe_large_artifact_bench{suffix}", args.workers, log=log
+        ) as troupe:
             os.environ["MLFLOW_TRACKING_TOKEN"] = troupe.token
             experiment = MlflowClient(tracking_uri=troupe.url).create_experiment("large")
             for way in ("whole", "multipart"):

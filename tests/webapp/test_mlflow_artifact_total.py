@@ -25,14 +25,19 @@ def data_dir(settings, tmp_path):
 
 @pytest.fixture
 def run_root(client, alice):
-    response = client.post(API + "runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=bearer(alice))  # fmt: skip
+    response = client.post(
+        API + "runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=bearer(alice),
+    )
     return response.json()["run"]["info"]["artifact_uri"].removeprefix("mlflow-artifacts:")
 
 
 def put(client, user, path, data):
-    return client.put(ARTIFACTS + path, data, content_type="application/octet-stream",
-                      headers=bearer(user))  # fmt: skip
+    return client.put(
+        ARTIFACTS + path, data, content_type="application/octet-stream", headers=bearer(user)
+    )
 
 
 def total_file():

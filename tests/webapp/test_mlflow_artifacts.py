@@ -26,8 +26,12 @@ def data_dir(settings, tmp_path):
 
 
 def new_run(client, user) -> dict:
-    response = client.post(API + "runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=bearer(user))  # fmt: skip
+    response = client.post(
+        API + "runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=bearer(user),
+    )
     assert response.status_code == 200, response.content
     return response.json()["run"]["info"]
 
@@ -37,8 +41,9 @@ def root(info) -> str:
 
 
 def put(client, user, path, data=b"x"):
-    return client.put(ARTIFACTS + path, data, content_type="application/octet-stream",
-                      headers=bearer(user))  # fmt: skip
+    return client.put(
+        ARTIFACTS + path, data, content_type="application/octet-stream", headers=bearer(user)
+    )
 
 
 def error(response, status, code) -> str:
@@ -95,12 +100,14 @@ def test_uploads_over_the_limits_are_refused_and_leave_nothing(client, alice, se
     settings.TROUPE_ARTIFACT_MAX_BYTES = 1000
     settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES = 1500
     info = new_run(client, alice)
-    message = error(put(client, alice, root(info) + "/big", b"x" * 1001), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        put(client, alice, root(info) + "/big", b"x" * 1001), 400, "INVALID_PARAMETER_VALUE"
+    )
     assert "TROUPE_ARTIFACT_MAX_BYTES" in message and "nothing was stored" in message
     assert put(client, alice, root(info) + "/a", b"x" * 900).status_code == 200
-    message = error(put(client, alice, root(info) + "/b", b"x" * 900), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        put(client, alice, root(info) + "/b", b"x" * 900), 400, "INVALID_PARAMETER_VALUE"
+    )
     assert "TROUPE_RUN_ARTIFACTS_MAX_BYTES" in message
     assert put(client, alice, root(info) + "/a", b"y" * 1000).status_code == 200  # replaced
     folder = artifacts.run_folder(Run.objects.get().id)
@@ -111,8 +118,9 @@ def test_only_the_owner_uploads_or_deletes_and_anyone_with_a_token_reads(client,
     info = new_run(client, alice)
     assert put(client, alice, root(info) + "/d/f.txt", b"data").status_code == 200
     error(put(client, bob, root(info) + "/d/g.txt"), 403, "PERMISSION_DENIED")
-    error(client.delete(ARTIFACTS + root(info) + "/d", headers=bearer(bob)), 403,
-          "PERMISSION_DENIED")  # fmt: skip
+    error(
+        client.delete(ARTIFACTS + root(info) + "/d", headers=bearer(bob)), 403, "PERMISSION_DENIED"
+    )
     got = client.get(ARTIFACTS + root(info) + "/d/f.txt", headers=bearer(bob))
     assert got.status_code == 200 and b"".join(got.streaming_content) == b"data"
     assert got["Content-Disposition"].startswith("attachment")
@@ -121,8 +129,11 @@ def test_only_the_owner_uploads_or_deletes_and_anyone_with_a_token_reads(client,
     assert client.delete(ARTIFACTS + root(info) + "/d", headers=bearer(alice)).status_code == 200
     listed = client.get(ARTIFACTS, {"path": root(info)[1:]}, headers=bearer(alice)).json()
     assert listed == {"files": []}
-    error(client.get(ARTIFACTS + root(info) + "/d/f.txt", headers=bearer(alice)), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        client.get(ARTIFACTS + root(info) + "/d/f.txt", headers=bearer(alice)),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
 
 def test_deleting_a_run_deletes_its_artifacts(client, alice, django_capture_on_commit_callbacks):

@@ -19,14 +19,19 @@ API = "/api/2.0/mlflow/"
 
 def log(client, headers, run_id, metrics):
     body = {"run_id": run_id, "metrics": [m.to_dictionary() for m in metrics]}
-    response = client.post(API + "runs/log-batch", json.dumps(body),
-                           content_type="application/json", headers=headers)  # fmt: skip
+    response = client.post(
+        API + "runs/log-batch", json.dumps(body), content_type="application/json", headers=headers
+    )
     assert response.status_code == 200, response.content
 
 
 def troupe_run(client, headers) -> str:
-    response = client.post(API + "runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=headers)  # fmt: skip
+    response = client.post(
+        API + "runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=headers,
+    )
     return response.json()["run"]["info"]["run_id"]
 
 
@@ -73,9 +78,15 @@ def as_tuples(metrics: list[dict], names: dict[str, int]) -> list[tuple]:
 
 @pytest.mark.parametrize(
     "window",
-    [{}, {"max_results": 1}, {"max_results": 7}, {"max_results": 41},
-     {"start_step": 5, "end_step": 20, "max_results": 4}, {"start_step": 50, "end_step": 60}],
-)  # fmt: skip
+    [
+        {},
+        {"max_results": 1},
+        {"max_results": 7},
+        {"max_results": 41},
+        {"start_step": 5, "end_step": 20, "max_results": 4},
+        {"start_step": 50, "end_step": 60},
+    ],
+)
 @pytest.mark.parametrize("prefix", ["/api/2.0/mlflow/", "/ajax-api/2.0/mlflow/"])
 def test_bulk_interval_samples_as_mlflows_store_does(client, alice, window, prefix):
     headers = bearer(alice)
@@ -83,9 +94,11 @@ def test_bulk_interval_samples_as_mlflows_store_does(client, alice, window, pref
     for seed, run_id in enumerate(ours):
         log(client, headers, run_id, series(seed))
 
-    response = client.get(prefix + "metrics/get-history-bulk-interval",
-                          {"run_ids": ours, "metric_key": "loss", **window},
-                          headers=headers)  # fmt: skip
+    response = client.get(
+        prefix + "metrics/get-history-bulk-interval",
+        {"run_ids": ours, "metric_key": "loss", **window},
+        headers=headers,
+    )
     assert response.status_code == 200, response.content
     got = as_tuples(response.json().get("metrics", []), {r: i for i, r in enumerate(ours)})
 
@@ -112,30 +125,47 @@ def test_bulk_interval_refuses_what_mlflow_refuses(client, alice):
     refused(400, "INVALID_PARAMETER_VALUE", metric_key="loss")  # no run_ids
     refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id])  # no metric_key
     refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id], metric_key="loss", start_step=3)
-    refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id], metric_key="loss",
-            start_step=5, end_step=3)  # fmt: skip
+    refused(
+        400,
+        "INVALID_PARAMETER_VALUE",
+        run_ids=[run_id],
+        metric_key="loss",
+        start_step=5,
+        end_step=3,
+    )
     refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id], metric_key="loss", max_results=0)
-    refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id], metric_key="loss",
-            max_results=2501)  # fmt: skip
+    refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id], metric_key="loss", max_results=2501)
     refused(400, "INVALID_PARAMETER_VALUE", run_ids=[run_id] * 101, metric_key="loss")
     missing = refused(404, "RESOURCE_DOES_NOT_EXIST", run_ids=["f" * 32], metric_key="loss")
     assert missing["error_class"] == "RESOURCE_NOT_FOUND" and missing["sqlstate"] == "KAM00"
-    response = client.get(API + "metrics/get-history-bulk-interval",
-                          {"run_ids": run_id, "metric_key": "loss"}, headers=headers)  # fmt: skip
+    response = client.get(
+        API + "metrics/get-history-bulk-interval",
+        {"run_ids": run_id, "metric_key": "loss"},
+        headers=headers,
+    )
     assert response.status_code == 200 and response.json() == {}  # MLflow: no points, no list
 
 
 @pytest.mark.parametrize(
     ("request_", "status", "code", "error_class", "sqlstate"),
     [
-        (("get", "runs/get", {"run_id": "f" * 32}), 404, "RESOURCE_DOES_NOT_EXIST",
-         "RESOURCE_NOT_FOUND", "KAM00"),
-        (("post", "experiments/create", {"name": ""}), 400, "INVALID_PARAMETER_VALUE",
-         "INVALID_PARAMETER_VALUE", "KAM00"),
-        (("get", "no/such/endpoint", {}), 404, "ENDPOINT_NOT_FOUND", "RESOURCE_NOT_FOUND",
-         "KAM00"),
+        (
+            ("get", "runs/get", {"run_id": "f" * 32}),
+            404,
+            "RESOURCE_DOES_NOT_EXIST",
+            "RESOURCE_NOT_FOUND",
+            "KAM00",
+        ),
+        (
+            ("post", "experiments/create", {"name": ""}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+            "INVALID_PARAMETER_VALUE",
+            "KAM00",
+        ),
+        (("get", "no/such/endpoint", {}), 404, "ENDPOINT_NOT_FOUND", "RESOURCE_NOT_FOUND", "KAM00"),
     ],
-)  # fmt: skip
+)
 def test_errors_carry_mlflows_error_class_and_sqlstate(
     client, alice, request_, status, code, error_class, sqlstate
 ):
@@ -145,14 +175,20 @@ def test_errors_carry_mlflows_error_class_and_sqlstate(
     if method == "get":
         response = client.get(API + endpoint, params, headers=bearer(alice))
     else:
-        response = client.post(API + endpoint, json.dumps(params),
-                               content_type="application/json", headers=bearer(alice))  # fmt: skip
+        response = client.post(
+            API + endpoint,
+            json.dumps(params),
+            content_type="application/json",
+            headers=bearer(alice),
+        )
     assert response.status_code == status, response.content
     body = response.json()
     assert list(body) == ["error_code", "message", "sqlstate", "error_class"]
     assert (body["error_code"], body["error_class"], body["sqlstate"]) == (
-        code, error_class, sqlstate
-    )  # fmt: skip
+        code,
+        error_class,
+        sqlstate,
+    )
 
 
 def test_an_unauthenticated_error_has_no_class_as_in_mlflow(client):

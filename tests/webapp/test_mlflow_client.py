@@ -77,17 +77,27 @@ def test_a_script_logging_to_mlflow_lands_in_troupe_and_reads_back_identically(t
         assert all(m.timestamp > 0 for m in history)
     got = client.get_run(run_id)
     assert got.info.status == "FINISHED" and got.info.end_time >= got.info.start_time
-    assert got.data.params == {"workflow": "voting", "sharing": "per_role", "seed": "3",
-                               "lr": "2e-05"}  # fmt: skip
+    assert got.data.params == {
+        "workflow": "voting",
+        "sharing": "per_role",
+        "seed": "3",
+        "lr": "2e-05",
+    }
     assert got.data.metrics["actor/generator/grad_norm"] == grad_norm("generator", STEPS - 1)
     assert "role/generator/grad_norm" not in got.data.metrics  # aliases: Troupe's, not logged
 
     troupe_id = int(got.data.tags["troupe.run_id"])
     series = troupe_series(
-        base, token, troupe_id,
-        ["actor/generator/grad_norm", "role/generator/grad_norm", "role/generator/clip_frac",
-         "eval/accuracy"],
-    )  # fmt: skip
+        base,
+        token,
+        troupe_id,
+        [
+            "actor/generator/grad_norm",
+            "role/generator/grad_norm",
+            "role/generator/clip_frac",
+            "eval/accuracy",
+        ],
+    )
     expected = [grad_norm("generator", step) for step in range(STEPS)]
     for key in ("actor/generator/grad_norm", "role/generator/grad_norm"):
         assert series[key] == {"steps": list(range(STEPS)), "values": expected}
@@ -97,8 +107,12 @@ def test_a_script_logging_to_mlflow_lands_in_troupe_and_reads_back_identically(t
     run = Run.objects.get(id=troupe_id)
     assert run.external and run.status == Run.SUCCEEDED and run.name == "voting seed 3"
     assert (run.workflow, run.task, run.model, run.sharing, run.seed) == (
-        "voting", "math", "Qwen/Qwen3-0.6B", "per_role", 3,
-    )  # fmt: skip
+        "voting",
+        "math",
+        "Qwen/Qwen3-0.6B",
+        "per_role",
+        3,
+    )
     assert run.experiment.name == "grpo-voting" and run.step == STEPS - 1
 
 

@@ -62,7 +62,7 @@ def test_simultaneous_set_experiment_calls_end_in_one_experiment(troupe, alice):
             text=True,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-        )  # fmt: skip
+        )
         for _ in range(8)  # as the issue tried: 8 processes at once
     ]
     try:
@@ -97,15 +97,16 @@ def test_troupes_api_and_mlflow_creating_one_name_at_once_leave_mlflow_one(troup
             text=True,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-        )  # fmt: skip
+        )
         for _ in range(3)
     ]
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
 
     def troupe_create(name: str) -> int:
-        answer = session.post(f"{base}/api/v1/experiments", json={"name": name, "config": {}},
-                              timeout=60)  # fmt: skip
+        answer = session.post(
+            f"{base}/api/v1/experiments", json={"name": name, "config": {}}, timeout=60
+        )
         assert answer.status_code == 201, answer.text
         return answer.json()["id"]
 
@@ -168,8 +169,11 @@ def test_artifacts_go_up_and_come_down_byte_identical(troupe, tmp_path):
     assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
 
     assert [(f.path, f.is_dir) for f in client.list_artifacts(run_id)] == [
-        ("config.json", False), ("dir", True), ("texts", True), ("weights.bin", False)
-    ]  # fmt: skip
+        ("config.json", False),
+        ("dir", True),
+        ("texts", True),
+        ("weights.bin", False),
+    ]
     listed = {f.path: f.file_size for f in client.list_artifacts(run_id, "dir")}
     assert listed == {"dir/sub": None, "dir/weights.bin": len(payload)}
 
@@ -180,8 +184,9 @@ def test_artifacts_go_up_and_come_down_byte_identical(troupe, tmp_path):
     assert open(f"{whole}/sub/notes.txt").read() == "deep\n"
     assert mlflow.artifacts.load_text(f"{run.info.artifact_uri}/texts/hello.txt") == "hello"
     assert mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/config.json") == {
-        "lr": 2e-5, "roles": ["a", "b"]
-    }  # fmt: skip
+        "lr": 2e-5,
+        "roles": ["a", "b"],
+    }
 
 
 def test_another_users_run_takes_no_artifacts_and_traversal_is_refused(
@@ -207,8 +212,9 @@ def test_another_users_run_takes_no_artifacts_and_traversal_is_refused(
     _, alices = ApiToken.issue(
         Run.objects.get(id=int(run.data.tags["troupe.run_id"])).experiment.owner
     )
-    response = requests.put(url, data=b"escape", headers={"Authorization": f"Bearer {alices}"},
-                            timeout=30)  # fmt: skip
+    response = requests.put(
+        url, data=b"escape", headers={"Authorization": f"Bearer {alices}"}, timeout=30
+    )
     assert response.status_code == 400, response.text
     assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
     assert "'..'" in response.json()["message"]
@@ -245,8 +251,10 @@ def test_each_metric_reads_back_with_the_timestamp_it_was_logged_with(troupe):
     run_id = run.info.run_id
     client.log_batch(run_id, metrics=[Metric("loss", 0.5, 1_000, 1), Metric("lr", 1e-5, 1_001, 1)])
     client.log_metric(run_id, "eval/acc", 0.25, timestamp=9_000, step=1)
-    got = {key: [(m.step, m.timestamp) for m in client.get_metric_history(run_id, key)]
-           for key in ("loss", "lr", "eval/acc")}  # fmt: skip
+    got = {
+        key: [(m.step, m.timestamp) for m in client.get_metric_history(run_id, key)]
+        for key in ("loss", "lr", "eval/acc")
+    }
     assert got == {"loss": [(1, 1_000)], "lr": [(1, 1_001)], "eval/acc": [(1, 9_000)]}
 
 
@@ -263,9 +271,11 @@ def test_a_checkpoint_logged_as_a_model_goes_up_and_comes_down(troupe, tmp_path)
     mlflow.set_experiment("hf")
     with mlflow.start_run() as active:
         info = mlflow.pyfunc.log_model(
-            "checkpoint-10", artifacts={"model_path": str(checkpoint)}, python_model=Echo(),
+            "checkpoint-10",
+            artifacts={"model_path": str(checkpoint)},
+            python_model=Echo(),
             pip_requirements=["mlflow"],
-        )  # fmt: skip
+        )
     client = MlflowClient()
     model = client.get_logged_model(info.model_id)
     assert model.status == "READY" and model.source_run_id == active.info.run_id
@@ -388,9 +398,10 @@ def test_a_large_download_streams_in_one_request_even_asked_for_parts(troupe, tm
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(http_artifact_repo, "http_request", recording)
         patch.setattr(
-            http_artifact_repo.HttpArtifactRepository, "_multipart_download",
+            http_artifact_repo.HttpArtifactRepository,
+            "_multipart_download",
             lambda *a, **k: pytest.fail("a ranged download"),
-        )  # fmt: skip
+        )
         got = MlflowClient().download_artifacts(
             active.info.run_id, "weights.bin", str(tmp_path / "a")
         )

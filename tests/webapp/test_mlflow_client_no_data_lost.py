@@ -37,8 +37,12 @@ def troupe(alice, tmp_path, monkeypatch):
 def troupe_series(base: str, token: str, run_id: str, key: str) -> dict:
     """One series as Troupe's own API serves it (one value a step)."""
     number = MlflowClient().get_run(run_id).data.tags["troupe.run_id"]
-    response = requests.get(f"{base}/api/v1/runs/{number}/metrics", params={"keys": key},
-                            headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    response = requests.get(
+        f"{base}/api/v1/runs/{number}/metrics",
+        params={"keys": key},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     return response.json()["series"].get(key, {"steps": [], "values": []})
 
@@ -66,8 +70,10 @@ def test_values_logged_without_a_step_are_all_kept_and_a_retry_adds_none(troupe)
     assert sorted(v for _, v in history(run_id, "loss")) == [float(i) for i in range(10)]
     assert sorted(v for _, v in history(run_id, "async_loss")) == [float(i) for i in range(10)]
     assert [(m.timestamp, m.value) for m in client.get_metric_history(run_id, "reward")] == [
-        (1_000, 0.25), (1_500, 0.5), (2_000, 0.75)
-    ]  # fmt: skip
+        (1_000, 0.25),
+        (1_500, 0.5),
+        (2_000, 0.75),
+    ]
     paged = client.get_metric_history(run_id, "loss")  # MLflow pages 25,000 at a time
     assert len(paged) == 10
     page = client._tracking_client.store.get_metric_history(run_id, "reward", max_results=2)
@@ -101,8 +107,7 @@ def test_steps_and_keys_as_wide_as_mlflows_are_stored(troupe, synchronous):
 
 
 @pytest.mark.parametrize("alias_first", [True, False])
-def test_a_key_and_its_troupe_alias_never_overwrite_each_other(troupe, alias_first, client,
-                                                               alice):  # fmt: skip
+def test_a_key_and_its_troupe_alias_never_overwrite_each_other(troupe, alias_first, client, alice):
     base, token = troupe
     with mlflow.start_run() as run:
         if alias_first:  # the alias is filled first, then the client logs the name itself
@@ -115,8 +120,14 @@ def test_a_key_and_its_troupe_alias_never_overwrite_each_other(troupe, alias_fir
         mlflow.log_metrics({"reward": 0.5, "train/reward": 0.6}, step=3)  # one batch
     run_id = run.info.run_id
 
-    logged = {"loss": 3.0, "val/math/pass_at_1": 0.2, "train/loss": 8.0, "eval/accuracy": 0.9,
-              "reward": 0.5, "train/reward": 0.6}  # fmt: skip
+    logged = {
+        "loss": 3.0,
+        "val/math/pass_at_1": 0.2,
+        "train/loss": 8.0,
+        "eval/accuracy": 0.9,
+        "reward": 0.5,
+        "train/reward": 0.6,
+    }
     assert MlflowClient().get_run(run_id).data.metrics == logged
     assert history(run_id, "train/loss") == [(1, 8.0)]
     assert history(run_id, "eval/accuracy") == [(1, 0.9)]
@@ -138,8 +149,9 @@ class Echo(mlflow.pyfunc.PythonModel):
 
 def test_a_logged_model_keeps_its_metrics_and_the_runs_link_to_it(troupe):
     with mlflow.start_run() as run:
-        info = mlflow.pyfunc.log_model(name="policy", python_model=Echo(),
-                                       pip_requirements=["mlflow"])  # fmt: skip
+        info = mlflow.pyfunc.log_model(
+            name="policy", python_model=Echo(), pip_requirements=["mlflow"]
+        )
         mlflow.log_metric("acc", 0.4, step=1, model_id=info.model_id)
         mlflow.log_metric("acc", 0.9, step=2, model_id=info.model_id)
         mlflow.log_metrics({"f1": 0.7}, step=2, model_id=info.model_id, synchronous=False)
@@ -151,12 +163,15 @@ def test_a_logged_model_keeps_its_metrics_and_the_runs_link_to_it(troupe):
 
     model = client.get_logged_model(info.model_id)
     assert sorted((m.key, m.step, m.value) for m in model.metrics) == [
-        ("acc", 1, 0.4), ("acc", 2, 0.9), ("f1", 2, 0.7)
-    ]  # fmt: skip
+        ("acc", 1, 0.4),
+        ("acc", 2, 0.9),
+        ("f1", 2, 0.7),
+    ]
     found = mlflow.search_logged_models(filter_string="metrics.acc > 0.5", output_format="list")
     assert [m.model_id for m in found] == [info.model_id]  # the latest value, 0.9
-    assert mlflow.search_logged_models(filter_string="metrics.acc < 0.5",
-                                       output_format="list") == []  # fmt: skip
+    assert (
+        mlflow.search_logged_models(filter_string="metrics.acc < 0.5", output_format="list") == []
+    )
 
 
 def test_a_nul_byte_in_a_get_parameter_or_path_is_a_400(troupe):
@@ -181,20 +196,28 @@ def test_search_and_listing_answer_get_and_other_mlflow_paths_a_json_404(troupe)
     base, token = troupe
     headers = {"Authorization": f"Bearer {token}"}
     mlflow.set_experiment("searched")
-    found = requests.get(f"{base}/api/2.0/mlflow/experiments/search", headers=headers,
-                         params={"max_results": "10", "order_by": "name"}, timeout=30)  # fmt: skip
+    found = requests.get(
+        f"{base}/api/2.0/mlflow/experiments/search",
+        headers=headers,
+        params={"max_results": "10", "order_by": "name"},
+        timeout=30,
+    )
     assert found.status_code == 200, found.text
     assert "searched" in [e["name"] for e in found.json()["experiments"]]
     with mlflow.start_run() as run:
         mlflow.log_text("hello", "notes/a.txt")
     asked = {"run_id": run.info.run_id, "path": "notes"}
-    listed = requests.get(f"{base}/api/2.0/mlflow/artifacts/list", params=asked,
-                          headers=headers, timeout=30)  # fmt: skip
+    listed = requests.get(
+        f"{base}/api/2.0/mlflow/artifacts/list", params=asked, headers=headers, timeout=30
+    )
     assert listed.status_code == 200, listed.text
     file = {"path": "notes/a.txt", "is_dir": False, "file_size": 5}
     assert listed.json() == {"root_uri": run.info.artifact_uri, "files": [file]}
-    for path in ("/api/3.0/mlflow/server-info", "/api/2.0/preview/mlflow/runs/get",
-                 "/ajax-api/2.0/mlflow/runs/get"):  # fmt: skip
+    for path in (
+        "/api/3.0/mlflow/server-info",
+        "/api/2.0/preview/mlflow/runs/get",
+        "/ajax-api/2.0/mlflow/runs/get",
+    ):
         answer = requests.get(base + path, headers=headers, timeout=30)
         assert answer.status_code == 404, path
         assert answer.json()["error_code"] == "ENDPOINT_NOT_FOUND", path

@@ -22,8 +22,9 @@ def data_dir(settings, tmp_path):
 
 
 def post(client, user, endpoint, body):
-    return client.post(API + endpoint, json.dumps(body), content_type="application/json",
-                       headers=bearer(user))  # fmt: skip
+    return client.post(
+        API + endpoint, json.dumps(body), content_type="application/json", headers=bearer(user)
+    )
 
 
 def get(client, user, endpoint, **params):
@@ -50,8 +51,12 @@ def new_run(client, user, experiment_id, **extra) -> str:
 
 def test_an_experiment_is_renamed_and_its_old_name_is_free_again(client, alice, bob):
     first, second = create(client, alice, "draft"), create(client, alice, "other")
-    assert post(client, alice, "experiments/update",
-                {"experiment_id": first, "new_name": "final"}).status_code == 200  # fmt: skip
+    assert (
+        post(
+            client, alice, "experiments/update", {"experiment_id": first, "new_name": "final"}
+        ).status_code
+        == 200
+    )
     found = get(client, alice, "experiments/get-by-name", experiment_name="final").json()
     assert found["experiment"]["experiment_id"] == first
     assert Experiment.objects.get(id=first).name == "final"
@@ -61,10 +66,16 @@ def test_an_experiment_is_renamed_and_its_old_name_is_free_again(client, alice, 
         client, alice, "experiments/update", {"experiment_id": second, "new_name": "final"}
     )
     error(taken, 400, "RESOURCE_ALREADY_EXISTS")
-    error(post(client, bob, "experiments/update", {"experiment_id": first, "new_name": "x"}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
-    error(post(client, alice, "experiments/update", {"experiment_id": "0", "new_name": "x"}), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        post(client, bob, "experiments/update", {"experiment_id": first, "new_name": "x"}),
+        403,
+        "PERMISSION_DENIED",
+    )
+    error(
+        post(client, alice, "experiments/update", {"experiment_id": "0", "new_name": "x"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert Experiment.objects.get(id=second).name == "other"
 
 
@@ -72,14 +83,25 @@ def test_an_experiment_made_on_troupes_pages_can_be_renamed_and_tagged(client, a
     raw = str(experiment.id)
     tag = {"experiment_id": raw, "key": "team", "value": "rl"}
     assert post(client, alice, "experiments/set-experiment-tag", tag).status_code == 200
-    assert post(client, alice, "experiments/update",
-                {"experiment_id": raw, "new_name": "renamed"}).status_code == 200  # fmt: skip
+    assert (
+        post(
+            client, alice, "experiments/update", {"experiment_id": raw, "new_name": "renamed"}
+        ).status_code
+        == 200
+    )
     got = get(client, alice, "experiments/get", experiment_id=raw).json()["experiment"]
     assert got["name"] == "renamed"
     assert {"key": "team", "value": "rl"} in got["tags"]
-    error(post(client, alice, "experiments/set-experiment-tag",
-               {"experiment_id": raw, "key": "bad$", "value": "x"}), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        post(
+            client,
+            alice,
+            "experiments/set-experiment-tag",
+            {"experiment_id": raw, "key": "bad$", "value": "x"},
+        ),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
 
 
 def test_a_deleted_experiment_keeps_its_runs_until_purged_with_their_points_and_artifacts(
@@ -93,16 +115,25 @@ def test_a_deleted_experiment_keeps_its_runs_until_purged_with_their_points_and_
     folder.mkdir(parents=True)
     (folder / "f.txt").write_text("x")
 
-    error(post(client, bob, "experiments/delete", {"experiment_id": experiment_id}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
-    error(post(client, alice, "experiments/delete", {"experiment_id": "0"}), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        post(client, bob, "experiments/delete", {"experiment_id": experiment_id}),
+        403,
+        "PERMISSION_DENIED",
+    )
+    error(
+        post(client, alice, "experiments/delete", {"experiment_id": "0"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     done = post(client, alice, "experiments/delete", {"experiment_id": experiment_id})
     assert done.status_code == 200
     stage = get(client, alice, "runs/get", run_id=run_id).json()["run"]["info"]["lifecycle_stage"]
     assert stage == "deleted" and MetricPoint.objects.exists() and folder.exists()
-    error(post(client, alice, "experiments/delete", {"experiment_id": experiment_id}), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        post(client, alice, "experiments/delete", {"experiment_id": experiment_id}),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
     with django_capture_on_commit_callbacks(execute=True):
         assert store.purge_deleted() == (1, 1)
@@ -114,15 +145,21 @@ def test_a_deleted_experiment_keeps_its_runs_until_purged_with_their_points_and_
 
 def test_deleting_a_run_and_a_tag(client, alice, bob, django_capture_on_commit_callbacks):
     run_id = new_run(client, alice, "0", tags=[{"key": "note", "value": "x"}])
-    error(post(client, bob, "runs/delete-tag", {"run_id": run_id, "key": "note"}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
+    error(
+        post(client, bob, "runs/delete-tag", {"run_id": run_id, "key": "note"}),
+        403,
+        "PERMISSION_DENIED",
+    )
     assert (
         post(client, alice, "runs/delete-tag", {"run_id": run_id, "key": "note"}).status_code == 200
     )
     tags = get(client, alice, "runs/get", run_id=run_id).json()["run"]["data"]["tags"]
     assert "note" not in {t["key"] for t in tags}
-    error(post(client, alice, "runs/delete-tag", {"run_id": run_id, "key": "note"}), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        post(client, alice, "runs/delete-tag", {"run_id": run_id, "key": "note"}),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
     error(post(client, bob, "runs/delete", {"run_id": run_id}), 403, "PERMISSION_DENIED")
     assert post(client, alice, "runs/delete", {"run_id": run_id}).status_code == 200
@@ -131,7 +168,7 @@ def test_deleting_a_run_and_a_tag(client, alice, bob, django_capture_on_commit_c
         post(client, alice, "runs/log-metric", {"run_id": run_id, "key": "a", "value": 1}),
         400,
         "INVALID_PARAMETER_VALUE",
-    )  # fmt: skip (MLflow: a deleted run takes no data)
+    )  # MLflow: a deleted run takes no data
     error(post(client, bob, "runs/restore", {"run_id": run_id}), 403, "PERMISSION_DENIED")
     with django_capture_on_commit_callbacks(execute=True):
         assert store.purge_deleted() == (0, 1)
@@ -144,8 +181,9 @@ def test_search_takes_in_not_in_and_is_null(client, alice):
     post(client, alice, "runs/set-tag", {"run_id": ids[0], "key": "note", "value": "x"})
 
     def found(filter_string):
-        response = post(client, alice, "runs/search",
-                        {"experiment_ids": ["0"], "filter": filter_string})  # fmt: skip
+        response = post(
+            client, alice, "runs/search", {"experiment_ids": ["0"], "filter": filter_string}
+        )
         assert response.status_code == 200, response.content
         return {r["info"]["run_id"] for r in response.json()["runs"]}
 
@@ -153,9 +191,11 @@ def test_search_takes_in_not_in_and_is_null(client, alice):
     assert found(f"run_id NOT IN ('{ids[0]}')") == {ids[1], ids[2]}
     assert found("tags.note IS NULL") == {ids[1], ids[2]}
     assert found("tags.note IS NOT NULL AND tags.note = 'x'") == {ids[0]}
-    message = error(post(client, alice, "runs/search", {"experiment_ids": ["0"],
-                                                        "filter": "run_id IN (1, 2)"}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        post(client, alice, "runs/search", {"experiment_ids": ["0"], "filter": "run_id IN (1, 2)"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert "run_id IN" in message
 
 
@@ -181,9 +221,11 @@ def test_log_inputs_keeps_each_dataset_once_and_refuses_bad_ones_whole(client, a
         done = post(client, alice, "runs/log-inputs", {"run_id": run_id, "datasets": [entry]})
         assert done.status_code == 200, done.content
     bad = {"dataset": {**dataset, "name": "other", "digest": "d" * 37}}
-    message = error(post(client, alice, "runs/log-inputs",
-                         {"run_id": run_id, "datasets": [bad]}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        post(client, alice, "runs/log-inputs", {"run_id": run_id, "datasets": [bad]}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert "digest" in message
     got = get(client, alice, "runs/get", run_id=run_id).json()["run"]["inputs"]
     assert got == {"dataset_inputs": [entry]}

@@ -13,8 +13,12 @@ pytestmark = pytest.mark.django_db
 
 
 def mlflow_run(client, user) -> dict:
-    response = client.post("/api/2.0/mlflow/runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=bearer(user))  # fmt: skip
+    response = client.post(
+        "/api/2.0/mlflow/runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=bearer(user),
+    )
     return response.json()["run"]
 
 

@@ -40,8 +40,12 @@ def error(response, status, code) -> str:
 @pytest.fixture
 def made(client, alice):
     run = call(client, alice, "post", "runs/create", {"experiment_id": "0"}).json()["run"]["info"]
-    body = {"experiment_id": run["experiment_id"], "source_run_id": run["run_id"],
-            "name": "checkpoint-10", "tags": [{"key": "k", "value": "v"}]}  # fmt: skip
+    body = {
+        "experiment_id": run["experiment_id"],
+        "source_run_id": run["run_id"],
+        "name": "checkpoint-10",
+        "tags": [{"key": "k", "value": "v"}],
+    }
     response = call(client, alice, "post", "logged-models", body)
     assert response.status_code == 200, response.content
     return run, response.json()["model"]["info"]
@@ -51,25 +55,53 @@ def test_a_model_is_made_in_a_run_and_finalized(client, alice, made):
     run, info = made
     assert info["status"] == "LOGGED_MODEL_PENDING" and info["source_run_id"] == run["run_id"]
     assert info["artifact_uri"].endswith(f"/models/{info['model_id']}/artifacts")
-    done = call(client, alice, "patch", f"logged-models/{info['model_id']}",
-                {"status": "LOGGED_MODEL_READY"})  # fmt: skip
+    done = call(
+        client,
+        alice,
+        "patch",
+        f"logged-models/{info['model_id']}",
+        {"status": "LOGGED_MODEL_READY"},
+    )
     assert done.json()["model"]["info"]["status"] == "LOGGED_MODEL_READY"
-    error(call(client, alice, "patch", f"logged-models/{info['model_id']}", {"status": "DONE"}),
-          400, "INVALID_PARAMETER_VALUE")  # fmt: skip
-    found = call(client, alice, "post", "logged-models/search",
-                 {"experiment_ids": ["0"], "filter": "name = 'checkpoint-10'"}).json()  # fmt: skip
+    error(
+        call(client, alice, "patch", f"logged-models/{info['model_id']}", {"status": "DONE"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
+    found = call(
+        client,
+        alice,
+        "post",
+        "logged-models/search",
+        {"experiment_ids": ["0"], "filter": "name = 'checkpoint-10'"},
+    ).json()
     assert [m["info"]["model_id"] for m in found["models"]] == [info["model_id"]]
 
 
 def test_a_model_needs_a_run_its_caller_may_change(client, alice, bob, made):
     run, info = made
-    message = error(call(client, alice, "post", "logged-models", {"experiment_id": "0"}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        call(client, alice, "post", "logged-models", {"experiment_id": "0"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert "source_run_id" in message
-    error(call(client, bob, "post", "logged-models", {"source_run_id": run["run_id"]}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
-    error(call(client, bob, "patch", f"logged-models/{info['model_id']}",
-               {"status": "LOGGED_MODEL_READY"}), 403, "PERMISSION_DENIED")  # fmt: skip
+    error(
+        call(client, bob, "post", "logged-models", {"source_run_id": run["run_id"]}),
+        403,
+        "PERMISSION_DENIED",
+    )
+    error(
+        call(
+            client,
+            bob,
+            "patch",
+            f"logged-models/{info['model_id']}",
+            {"status": "LOGGED_MODEL_READY"},
+        ),
+        403,
+        "PERMISSION_DENIED",
+    )
     assert call(client, bob, "get", f"logged-models/{info['model_id']}").status_code == 200
     error(call(client, alice, "get", "logged-models/m-nope"), 404, "RESOURCE_DOES_NOT_EXIST")
 
@@ -80,8 +112,8 @@ def test_model_files_are_the_runs_owners_to_write_and_go_with_the_run(
     _, info = made
     root = info["artifact_uri"].removeprefix("mlflow-artifacts:")
     put = lambda user, tail, data=b"w": client.put(  # noqa: E731
-        ARTIFACTS + root + tail, data, content_type="application/octet-stream",
-        headers=bearer(user))  # fmt: skip
+        ARTIFACTS + root + tail, data, content_type="application/octet-stream", headers=bearer(user)
+    )
     assert put(alice, "/model.safetensors", b"weights").status_code == 200
     error(put(bob, "/model.safetensors"), 403, "PERMISSION_DENIED")
     error(put(alice, "/../../x"), 400, "INVALID_PARAMETER_VALUE")
@@ -94,12 +126,16 @@ def test_model_files_are_the_runs_owners_to_write_and_go_with_the_run(
     with django_capture_on_commit_callbacks(execute=True):
         delete_runs(Run.objects.filter(id=run.id))
     assert not folder.exists()
-    error(call(client, alice, "get", f"logged-models/{info['model_id']}"), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        call(client, alice, "get", f"logged-models/{info['model_id']}"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
 
-def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice, bob, run,
-                                                                  tmp_path):  # fmt: skip
+def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(
+    client, alice, bob, run, tmp_path
+):
     from webapp.metrics import write_points
 
     best = tmp_path / "out" / "checkpoints" / "best-000040"
@@ -125,8 +161,11 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(client, alice,
 
     got = call(client, bob, "get", f"logged-models/{info['model_id']}")  # reading is open
     assert got.status_code == 200 and got.json()["model"]["info"] == info
-    error(call(client, alice, "delete", f"logged-models/{info['model_id']}"), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        call(client, alice, "delete", f"logged-models/{info['model_id']}"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     Run.objects.filter(id=run.id).update(external=True)  # an MLflow-logged run: none
     assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}
 
@@ -155,7 +194,8 @@ def test_a_troupe_runs_best_checkpoint_downloads_read_only_as_a_model_and_a_fold
         got = client.get(ARTIFACTS + path + "/state.pt", headers=bearer(bob))
         assert got.status_code == 200 and b"".join(got.streaming_content) == b"weights"
         for method in ("put", "delete"):  # read-only, even to the run's owner
-            refused = getattr(client, method)(ARTIFACTS + path + "/state.pt", b"x",
-                                              headers=bearer(alice))  # fmt: skip
+            refused = getattr(client, method)(
+                ARTIFACTS + path + "/state.pt", b"x", headers=bearer(alice)
+            )
             assert refused.status_code == 400, refused.content  # INVALID_STATE for the run
     assert (best / "state.pt").read_bytes() == b"weights"

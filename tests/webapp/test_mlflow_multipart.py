@@ -59,8 +59,9 @@ def sha256(path: Path) -> str:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(240)
-def test_a_large_file_goes_up_in_parts_and_comes_down_identical(alice, tmp_path, monkeypatch,
-                                                                settings):  # fmt: skip
+def test_a_large_file_goes_up_in_parts_and_comes_down_identical(
+    alice, tmp_path, monkeypatch, settings
+):
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     source = tmp_path / "weights.bin"
@@ -109,21 +110,33 @@ def data_dir(settings, tmp_path):
 
 
 def new_run(client, user) -> str:
-    response = client.post(API + "runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=bearer(user))  # fmt: skip
+    response = client.post(
+        API + "runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=bearer(user),
+    )
     info = response.json()["run"]["info"]
     return info["artifact_uri"].removeprefix("mlflow-artifacts:/")
 
 
 def post(client, user, action, folder, body):
-    return client.post(MPU + f"{action}/{folder}", json.dumps(body),
-                       content_type="application/json", headers=bearer(user))  # fmt: skip
+    return client.post(
+        MPU + f"{action}/{folder}",
+        json.dumps(body),
+        content_type="application/json",
+        headers=bearer(user),
+    )
 
 
 def put_part(client, credential, data):
     url = urlsplit(credential["url"])
-    return client.put(f"{url.path}?{url.query}", data, content_type="application/octet-stream",
-                      headers=credential["headers"])  # fmt: skip
+    return client.put(
+        f"{url.path}?{url.query}",
+        data,
+        content_type="application/octet-stream",
+        headers=credential["headers"],
+    )
 
 
 def error(response, status, code) -> str:
@@ -149,13 +162,19 @@ def test_parts_join_in_order_and_the_etags_are_checked(client, alice, data_dir):
         parts.append({"part_number": credential["part_number"], "etag": answer["ETag"]})
     wrong = [parts[0], {**parts[1], "etag": parts[0]["etag"]}, parts[2]]
     body = {"path": "a.bin", "upload_id": upload["upload_id"]}
-    error(post(client, alice, "complete", folder, {**body, "parts": wrong}), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        post(client, alice, "complete", folder, {**body, "parts": wrong}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     done = post(client, alice, "complete", folder, {**body, "parts": parts})
     assert done.status_code == 200, done.content
     assert (data_dir / "runs").rglob("a.bin").__next__().read_bytes() == b"one-two-three"
-    error(post(client, alice, "complete", folder, {**body, "parts": parts}), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        post(client, alice, "complete", folder, {**body, "parts": parts}),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
 
 @pytest.mark.django_db
@@ -165,8 +184,11 @@ def test_an_upload_missing_a_part_or_aborted_leaves_no_artifact(client, alice, d
     first = put_part(client, upload["credentials"][0], b"half")
     body = {"path": "a.bin", "upload_id": upload["upload_id"]}
     parts = [{"part_number": 1, "etag": first["ETag"]}, {"part_number": 2, "etag": ""}]
-    message = error(post(client, alice, "complete", folder, {**body, "parts": parts}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        post(client, alice, "complete", folder, {**body, "parts": parts}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert "Part 2" in message
     assert "a.bin" not in artifact_files(data_dir)
     assert post(client, alice, "abort", folder, body).status_code == 200
@@ -177,8 +199,11 @@ def test_an_upload_missing_a_part_or_aborted_leaves_no_artifact(client, alice, d
 @pytest.mark.django_db
 def test_only_the_runs_owner_sends_parts(client, alice, bob, data_dir):
     folder = new_run(client, alice)
-    error(post(client, bob, "create", folder, {"path": "a.bin", "num_parts": 1}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
+    error(
+        post(client, bob, "create", folder, {"path": "a.bin", "num_parts": 1}),
+        403,
+        "PERMISSION_DENIED",
+    )
     upload = post(client, alice, "create", folder, {"path": "a.bin", "num_parts": 1}).json()
     credential = {**upload["credentials"][0], "headers": bearer(bob)}
     error(put_part(client, credential, b"bob's"), 403, "PERMISSION_DENIED")
@@ -186,8 +211,7 @@ def test_only_the_runs_owner_sends_parts(client, alice, bob, data_dir):
 
 
 @pytest.mark.django_db
-def test_a_part_for_another_path_or_over_the_limit_is_refused(client, alice, data_dir,
-                                                              settings):  # fmt: skip
+def test_a_part_for_another_path_or_over_the_limit_is_refused(client, alice, data_dir, settings):
     settings.TROUPE_ARTIFACT_MAX_BYTES = 10
     folder = new_run(client, alice)
     upload = post(client, alice, "create", folder, {"path": "a.bin", "num_parts": 3}).json()
@@ -198,8 +222,16 @@ def test_a_part_for_another_path_or_over_the_limit_is_refused(client, alice, dat
     message = error(put_part(client, second, b"12345"), 400, "INVALID_PARAMETER_VALUE")
     assert "TROUPE_ARTIFACT_MAX_BYTES" in message  # the parts together would pass it
     assert put_part(client, second, b"1234").status_code == 200
-    error(put_part(client, {**third, "url": third["url"].replace("part_number=3",
-          "part_number=4")}, b""), 400, "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        put_part(
+            client, {**third, "url": third["url"].replace("part_number=3", "part_number=4")}, b""
+        ),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert not [p for p in data_dir.rglob(".upload-*")]
-    error(post(client, alice, "create", folder + "/../x", {"path": "a", "num_parts": 1}), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        post(client, alice, "create", folder + "/../x", {"path": "a", "num_parts": 1}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )

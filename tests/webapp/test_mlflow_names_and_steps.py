@@ -18,8 +18,9 @@ API = "/api/2.0/mlflow/"
 
 
 def post(client, user, endpoint, body):
-    return client.post(API + endpoint, json.dumps(body), content_type="application/json",
-                       headers=bearer(user))  # fmt: skip
+    return client.post(
+        API + endpoint, json.dumps(body), content_type="application/json", headers=bearer(user)
+    )
 
 
 def test_the_database_refuses_a_second_experiment_holding_one_owners_name(alice, bob):
@@ -45,8 +46,12 @@ def test_created_experiments_hold_their_name_and_a_second_create_is_refused(clie
 
 def test_an_experiment_made_on_troupes_api_holds_its_name_for_mlflow(client, alice):
     def made(name):
-        response = client.post("/api/v1/experiments", json.dumps({"name": name, "config": {}}),
-                               content_type="application/json", headers=bearer(alice))  # fmt: skip
+        response = client.post(
+            "/api/v1/experiments",
+            json.dumps({"name": name, "config": {}}),
+            content_type="application/json",
+            headers=bearer(alice),
+        )
         assert response.status_code == 201, response.content
         return response.json()["id"]
 
@@ -54,8 +59,9 @@ def test_an_experiment_made_on_troupes_api_holds_its_name_for_mlflow(client, ali
     again = post(client, alice, "experiments/create", {"name": "sweep"})
     assert again.status_code == 400 and again.json()["error_code"] == "RESOURCE_ALREADY_EXISTS"
     second = made("sweep")  # Troupe's pages allow it; MLflow keeps finding the first
-    found = client.get(API + "experiments/get-by-name", {"experiment_name": "sweep"},
-                       headers=bearer(alice))  # fmt: skip
+    found = client.get(
+        API + "experiments/get-by-name", {"experiment_name": "sweep"}, headers=bearer(alice)
+    )
     assert found.json()["experiment"]["experiment_id"] == str(first)
     holders = TrackedExperiment.objects.filter(owner=alice, name="sweep")
     assert list(holders.values_list("experiment_id", flat=True)) == [first]
@@ -74,8 +80,9 @@ def test_system_metrics_are_stored_but_only_training_keys_move_the_step(client, 
         post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": batch}).status_code
         == 200
     )
-    only_system = [{"key": "system/gpu_0_utilization_percentage", "value": 9.0, "timestamp": 2,
-                    "step": 9}]  # fmt: skip
+    only_system = [
+        {"key": "system/gpu_0_utilization_percentage", "value": 9.0, "timestamp": 2, "step": 9}
+    ]
     assert (
         post(
             client, alice, "runs/log-batch", {"run_id": run_id, "metrics": only_system}
@@ -126,21 +133,24 @@ def test_nan_and_infinities_are_gaps_read_back_as_logged_and_the_batch_is_kept(c
     stored = MetricPoint.objects.filter(key="loss").order_by("step").values_list("value", flat=True)
     assert list(stored) == [0.5, None, None, None]
     assert Run.objects.get().step == 3
-    history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
-                         headers=bearer(alice)).json()["metrics"]  # fmt: skip
+    history = client.get(
+        API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"}, headers=bearer(alice)
+    ).json()["metrics"]
     assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "-Infinity"]
     got = client.get(API + "runs/get", {"run_id": run_id}, headers=bearer(alice)).json()
     latest = {m["key"]: m["value"] for m in got["run"]["data"]["metrics"]}
     assert latest == {"loss": "-Infinity", "reward": 0.25}
 
-    again = [{"key": "loss", "value": "NaN", "timestamp": 1, "step": 2},
-             {"key": "loss", "value": "Infinity", "timestamp": 1, "step": 3}]  # fmt: skip
+    again = [
+        {"key": "loss", "value": "NaN", "timestamp": 1, "step": 2},
+        {"key": "loss", "value": "Infinity", "timestamp": 1, "step": 3},
+    ]
     done = post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": again})
     assert done.status_code == 200, done.content
-    history = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"},
-                         headers=bearer(alice)).json()["metrics"]  # fmt: skip
+    history = client.get(
+        API + "metrics/get-history", {"run_id": run_id, "metric_key": "loss"}, headers=bearer(alice)
+    ).json()["metrics"]
     # Every point stays; at one time the one logged last stands at its step.
-    assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "NaN", "-Infinity",
-                                             "Infinity"]  # fmt: skip
+    assert [m["value"] for m in history] == [0.5, "NaN", "Infinity", "NaN", "-Infinity", "Infinity"]
     got = client.get(API + "runs/get", {"run_id": run_id}, headers=bearer(alice)).json()
     assert {m["key"]: m["value"] for m in got["run"]["data"]["metrics"]}["loss"] == "Infinity"

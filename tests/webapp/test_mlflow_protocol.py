@@ -39,8 +39,9 @@ def new_run(client, user, experiment_id="0", **extra):
 
 
 def metrics(n, key="loss", step0=0, value=0.5):
-    return [{"key": key, "value": value, "timestamp": 1000 + i, "step": step0 + i}
-            for i in range(n)]  # fmt: skip
+    return [
+        {"key": key, "value": value, "timestamp": 1000 + i, "step": step0 + i} for i in range(n)
+    ]
 
 
 def test_every_user_has_experiment_0_named_default(client, alice):
@@ -58,13 +59,17 @@ def test_every_user_has_experiment_0_named_default(client, alice):
 def test_experiment_names_are_unique_per_owner(client, alice, bob):
     created = post(client, alice, "experiments/create", {"name": "grpo"})
     assert created.status_code == 200
-    error(post(client, alice, "experiments/create", {"name": "grpo"}), 400,
-          "RESOURCE_ALREADY_EXISTS")  # fmt: skip
+    error(
+        post(client, alice, "experiments/create", {"name": "grpo"}), 400, "RESOURCE_ALREADY_EXISTS"
+    )
     assert post(client, bob, "experiments/create", {"name": "grpo"}).status_code == 200
     found = get(client, alice, "experiments/get-by-name", experiment_name="grpo").json()
     assert found["experiment"]["experiment_id"] == created.json()["experiment_id"]
-    message = error(get(client, alice, "experiments/get-by-name", experiment_name="nope"), 404,
-                    "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    message = error(
+        get(client, alice, "experiments/get-by-name", experiment_name="nope"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
     assert "nope" in message
 
 
@@ -76,12 +81,21 @@ def test_no_token_is_unauthenticated_and_a_teammate_may_not_write(client, alice,
     )
     experiment_id = Experiment.objects.get(owner=alice).id
 
-    error(post(client, bob, "runs/log-batch", {"run_id": run_id, "metrics": metrics(3)}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
-    error(post(client, bob, "runs/create", {"experiment_id": str(experiment_id)}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
-    error(post(client, bob, "runs/update", {"run_id": run_id, "status": "KILLED"}), 403,
-          "PERMISSION_DENIED")  # fmt: skip
+    error(
+        post(client, bob, "runs/log-batch", {"run_id": run_id, "metrics": metrics(3)}),
+        403,
+        "PERMISSION_DENIED",
+    )
+    error(
+        post(client, bob, "runs/create", {"experiment_id": str(experiment_id)}),
+        403,
+        "PERMISSION_DENIED",
+    )
+    error(
+        post(client, bob, "runs/update", {"run_id": run_id, "status": "KILLED"}),
+        403,
+        "PERMISSION_DENIED",
+    )
 
     assert get(client, bob, "runs/get", run_id=run_id).status_code == 200  # reading is open
     assert Run.objects.count() == 1 and not MetricPoint.objects.exists()
@@ -110,8 +124,11 @@ def test_bad_batches_are_refused_whole_with_a_message_naming_the_problem(
 ):
     run_id = new_run(client, alice)["info"]["run_id"]
 
-    message = error(post(client, alice, "runs/log-batch", {"run_id": run_id, **body}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    message = error(
+        post(client, alice, "runs/log-batch", {"run_id": run_id, **body}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
 
     assert words in message
     assert not MetricPoint.objects.exists()
@@ -119,22 +136,29 @@ def test_bad_batches_are_refused_whole_with_a_message_naming_the_problem(
 
 
 def test_unknown_runs_endpoints_and_bodies_get_mlflow_errors(client, alice):
-    message = error(post(client, alice, "runs/log-batch", {"run_id": "f" * 32, "metrics": []}),
-                    404, "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    message = error(
+        post(client, alice, "runs/log-batch", {"run_id": "f" * 32, "metrics": []}),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
     assert "f" * 32 in message
-    error(get(client, alice, "metrics/get-history", run_id="123456", metric_key="x"), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
+    error(
+        get(client, alice, "metrics/get-history", run_id="123456", metric_key="x"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
     error(post(client, alice, "runs/log-batch", "{not json"), 400, "INVALID_PARAMETER_VALUE")
     error(post(client, alice, "runs/log-batch", {"metrics": []}), 400, "INVALID_PARAMETER_VALUE")
-    error(post(client, alice, "registered-models/create", {"name": "m"}), 404,
-          "ENDPOINT_NOT_FOUND")  # fmt: skip
+    error(post(client, alice, "registered-models/create", {"name": "m"}), 404, "ENDPOINT_NOT_FOUND")
     wrong_method = get(client, alice, "runs/log-batch")
     error(wrong_method, 404, "ENDPOINT_NOT_FOUND")
     assert wrong_method["Allow"] == "POST"
-    error(get(client, alice, "experiments/get", experiment_id="999"), 404,
-          "RESOURCE_DOES_NOT_EXIST")  # fmt: skip
-    error(get(client, alice, "experiments/get", experiment_id="abc"), 400,
-          "INVALID_PARAMETER_VALUE")  # fmt: skip
+    error(
+        get(client, alice, "experiments/get", experiment_id="999"), 404, "RESOURCE_DOES_NOT_EXIST"
+    )
+    error(
+        get(client, alice, "experiments/get", experiment_id="abc"), 400, "INVALID_PARAMETER_VALUE"
+    )
 
 
 def test_a_replayed_batch_overwrites_and_aliases_are_stored_beside_the_original(client, alice):
@@ -148,19 +172,33 @@ def test_a_replayed_batch_overwrites_and_aliases_are_stored_beside_the_original(
     assert MetricPoint.objects.count() == 20
     got = get(client, alice, "runs/get", run_id=run_id).json()["run"]["data"]["metrics"]
     assert [m["key"] for m in got] == ["actor/generator/grad_norm"]
-    assert got[0] == {"key": "actor/generator/grad_norm", "value": 0.5, "timestamp": 1009,
-                      "step": 9}  # fmt: skip
+    assert got[0] == {
+        "key": "actor/generator/grad_norm",
+        "value": 0.5,
+        "timestamp": 1009,
+        "step": 9,
+    }
 
 
 def test_params_never_change_and_tags_fill_the_matrix_cell(client, alice):
     run_id = new_run(client, alice, tags=[{"key": "workflow", "value": "voting"}])["info"]["run_id"]
-    assert post(client, alice, "runs/log-parameter",
-                {"run_id": run_id, "key": "seed", "value": "4"}).status_code == 200  # fmt: skip
-    assert post(client, alice, "runs/log-parameter",
-                {"run_id": run_id, "key": "seed", "value": "4"}).status_code == 200  # fmt: skip
-    message = error(post(client, alice, "runs/log-parameter",
-                         {"run_id": run_id, "key": "seed", "value": "5"}), 400,
-                    "INVALID_PARAMETER_VALUE")  # fmt: skip
+    assert (
+        post(
+            client, alice, "runs/log-parameter", {"run_id": run_id, "key": "seed", "value": "4"}
+        ).status_code
+        == 200
+    )
+    assert (
+        post(
+            client, alice, "runs/log-parameter", {"run_id": run_id, "key": "seed", "value": "4"}
+        ).status_code
+        == 200
+    )
+    message = error(
+        post(client, alice, "runs/log-parameter", {"run_id": run_id, "key": "seed", "value": "5"}),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    )
     assert "seed" in message and "'4'" in message and "'5'" in message
     for key, value in [("sharing", "shared"), ("task", "code"), ("model", "tiny-s")]:
         response = post(
@@ -170,8 +208,12 @@ def test_params_never_change_and_tags_fill_the_matrix_cell(client, alice):
 
     run = Run.objects.get()
     assert (run.workflow, run.task, run.model, run.sharing, run.seed) == (
-        "voting", "code", "tiny-s", "shared", 4,
-    )  # fmt: skip
+        "voting",
+        "code",
+        "tiny-s",
+        "shared",
+        4,
+    )
     assert run.config == {"seed": "4"}
 
 
@@ -197,8 +239,10 @@ def test_a_run_ended_by_the_client_gets_the_radars_verdict_at_once(client, alice
     # Base 0.2, peak 0.7, then two evaluations under the line 0.45: too few for an alert
     # while the run trains (the last three are not all down) …
     curve = [0.2, 0.4, 0.6, 0.7, 0.7, 0.3, 0.2]
-    points = [{"key": "eval/accuracy", "value": v, "timestamp": 1000, "step": 10 * i}
-              for i, v in enumerate(curve)]  # fmt: skip
+    points = [
+        {"key": "eval/accuracy", "value": v, "timestamp": 1000, "step": 10 * i}
+        for i, v in enumerate(curve)
+    ]
     post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": points})
     assert not Alert.objects.exists()
 
@@ -213,8 +257,11 @@ def test_a_worker_trained_run_is_readable_by_number_but_not_writable(client, ali
     run = make_experiment(alice).runs.get()
     got = get(client, alice, "runs/get", run_id=str(run.id)).json()["run"]
     assert got["info"]["run_id"] == str(run.id) and got["info"]["status"] == "SCHEDULED"
-    error(post(client, alice, "runs/log-batch", {"run_id": str(run.id), "metrics": metrics(1)}),
-          400, "INVALID_STATE")  # fmt: skip
+    error(
+        post(client, alice, "runs/log-batch", {"run_id": str(run.id), "metrics": metrics(1)}),
+        400,
+        "INVALID_STATE",
+    )
 
 
 def test_runs_search_filters_orders_and_pages(client, alice):
@@ -222,8 +269,9 @@ def test_runs_search_filters_orders_and_pages(client, alice):
         "experiment_id"
     ]
     for seed in range(5):
-        run_id = new_run(client, alice, experiment_id, run_name=f"s{seed}",
-                         start_time=1000 + seed)["info"]["run_id"]  # fmt: skip
+        run_id = new_run(client, alice, experiment_id, run_name=f"s{seed}", start_time=1000 + seed)[
+            "info"
+        ]["run_id"]
         body = {
             "run_id": run_id,
             "metrics": [{"key": "loss", "value": seed / 10, "timestamp": 1, "step": 0}],
@@ -240,16 +288,24 @@ def test_runs_search_filters_orders_and_pages(client, alice):
     assert names()[0] == ["s4", "s3", "s2", "s1", "s0"]  # newest first
     assert names(filter="tags.sharing = 'shared' AND metrics.loss > 0.2")[0] == ["s3"]
     assert names(filter="params.seed != '0'", order_by=["metrics.loss ASC"])[0] == [
-        "s1", "s2", "s3", "s4",
-    ]  # fmt: skip
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+    ]
     assert names(filter="attributes.run_name LIKE 's%' AND start_time >= 1003")[0] == ["s4", "s3"]
     first, body = names(max_results=2, order_by=["run_name"])
     assert first == ["s0", "s1"]
     assert names(max_results=2, order_by=["run_name"], page_token=body["next_page_token"])[0] == [
-        "s2", "s3",
-    ]  # fmt: skip
-    bad = post(client, alice, "runs/search",
-               {"experiment_ids": [experiment_id], "filter": "metrics.loss ~ 3"})  # fmt: skip
+        "s2",
+        "s3",
+    ]
+    bad = post(
+        client,
+        alice,
+        "runs/search",
+        {"experiment_ids": [experiment_id], "filter": "metrics.loss ~ 3"},
+    )
     assert "Cannot read the filter" in error(bad, 400, "INVALID_PARAMETER_VALUE")
 
 
@@ -290,8 +346,11 @@ def test_verl_params_carry_the_cell_and_a_named_accuracy_key_maps_to_eval_accura
     run_id = new_run(client, alice, tags=[{"key": "troupe.accuracy_key", "value": "val/score"}])[
         "info"
     ]["run_id"]
-    params = [("troupe/workflow", "eval_opt"), ("troupe/seed", "2"),
-              ("trainer/total_training_steps", "500")]  # fmt: skip
+    params = [
+        ("troupe/workflow", "eval_opt"),
+        ("troupe/seed", "2"),
+        ("trainer/total_training_steps", "500"),
+    ]
     body = {
         "run_id": run_id,
         "params": [{"key": k, "value": v} for k, v in params],

@@ -80,11 +80,13 @@ def test_transfers_slower_than_thirty_seconds_finish_while_metrics_pass_them(
             url = urlsplit(base)
             uploaded, downloaded = [], []
             transfers = [
-                threading.Thread(target=slow_upload,
-                                 args=(url, f"{root}/slow.bin", token, upload, uploaded)),
-                threading.Thread(target=slow_download,
-                                 args=(url, f"{root}/big.bin", token, downloaded)),
-            ]  # fmt: skip
+                threading.Thread(
+                    target=slow_upload, args=(url, f"{root}/slow.bin", token, upload, uploaded)
+                ),
+                threading.Thread(
+                    target=slow_download, args=(url, f"{root}/big.bin", token, downloaded)
+                ),
+            ]
             for transfer in transfers:
                 transfer.start()
             time.sleep(2)  # both under way

@@ -16,8 +16,9 @@ API = "/api/2.0/mlflow/"
 
 
 def post(client, user, endpoint, body):
-    response = client.post(API + endpoint, json.dumps(body), content_type="application/json",
-                           headers=bearer(user))  # fmt: skip
+    response = client.post(
+        API + endpoint, json.dumps(body), content_type="application/json", headers=bearer(user)
+    )
     assert response.status_code == 200, response.content
     return response.json()
 
@@ -27,8 +28,11 @@ def point(key, step, timestamp, value=1.0):
 
 
 def history(client, user, run_id, key, **paging):
-    response = client.get(API + "metrics/get-history", {"run_id": run_id, "metric_key": key,
-                          **paging}, headers=bearer(user))  # fmt: skip
+    response = client.get(
+        API + "metrics/get-history",
+        {"run_id": run_id, "metric_key": key, **paging},
+        headers=bearer(user),
+    )
     assert response.status_code == 200, response.content
     return [(m["step"], m["timestamp"]) for m in response.json()["metrics"]]
 
@@ -40,8 +44,10 @@ def latest(client, user, run_id):
 
 def test_every_point_reads_back_with_its_own_timestamp(client, alice):
     run_id = post(client, alice, "runs/create", {"experiment_id": "0"})["run"]["info"]["run_id"]
-    log = lambda *points: post(client, alice, "runs/log-batch",  # noqa: E731
-                               {"run_id": run_id, "metrics": list(points)})  # fmt: skip
+
+    def log(*points):
+        return post(client, alice, "runs/log-batch", {"run_id": run_id, "metrics": list(points)})
+
     log(point("train/loss", 1, 1000), point("lr", 1, 1001), point("train/loss", 2, 2000))
     log(point("eval/acc", 1, 5000))  # an evaluation at step 1, later
 

@@ -29,15 +29,20 @@ def headers(raw: str) -> dict[str, str]:
 
 
 def put(client, raw, path, data=b"x"):
-    return client.put(ARTIFACTS + path, data, content_type="application/octet-stream",
-                      headers=headers(raw))  # fmt: skip
+    return client.put(
+        ARTIFACTS + path, data, content_type="application/octet-stream", headers=headers(raw)
+    )
 
 
 def test_an_upload_is_one_query_and_answers_as_before(client, alice, bob):
     token, raw = ApiToken.issue(alice, "t")
     _, bobs = ApiToken.issue(bob, "t")
-    response = client.post(API + "runs/create", json.dumps({"experiment_id": "0"}),
-                           content_type="application/json", headers=headers(raw))  # fmt: skip
+    response = client.post(
+        API + "runs/create",
+        json.dumps({"experiment_id": "0"}),
+        content_type="application/json",
+        headers=headers(raw),
+    )
     info = response.json()["run"]["info"]
     run = Run.objects.get()
     by_id = f"/{run.experiment_id}/{info['run_id']}/artifacts"

@@ -28,8 +28,13 @@ TEXT_BYTES = 4096  # the start of a text file shown
 TABLE_BYTES = 1024 * 1024  # a table is parsed whole: no larger
 TABLE_ROWS = 20
 TEXT = {".txt", ".log", ".md", ".json", ".yaml", ".yml", ".csv", ".tsv", ".py", ".toml", ".cfg"}
-IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-          ".gif": "image/gif", ".webp": "image/webp"}  # fmt: skip
+IMAGES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
 
 
 @dataclass

@@ -29,8 +29,9 @@ from webapp.tracking.protocol import (
 )
 
 
-def _root(user, address: artifacts.Address, *, manage: bool = False,
-          rider: Rider | None = None) -> tuple[Path, str, int]:  # fmt: skip
+def _root(
+    user, address: artifacts.Address, *, manage: bool = False, rider: Rider | None = None
+) -> tuple[Path, str, int]:
     """The folder the address points into, the path inside it, and the number of the run it
     belongs to. A Troupe-trained run's best checkpoint is read-only, as a model of its own and
     as its run's folder `troupe-best/`."""
@@ -46,12 +47,18 @@ def _root(user, address: artifacts.Address, *, manage: bool = False,
         head, _, rest = inner.partition("/")
         if head == logged_models.BEST_NAME and (best := logged_models.best_model(run)):
             if manage:
-                raise MlflowError(INVALID, f"'{logged_models.BEST_NAME}/' is Troupe's best "
-                                  "checkpoint of this run: read-only.")  # fmt: skip
+                raise MlflowError(
+                    INVALID,
+                    f"'{logged_models.BEST_NAME}/' is Troupe's best "
+                    "checkpoint of this run: read-only.",
+                )
             root, inner = best.best_folder, rest  # type: ignore[attr-defined]
     if str(run.experiment_id) != address.experiment_id:
-        raise MlflowError(MISSING, f"'{address.run_id or address.model_id}' is not in "
-                          f"experiment '{address.experiment_id}'.")  # fmt: skip
+        raise MlflowError(
+            MISSING,
+            f"'{address.run_id or address.model_id}' is not in "
+            f"experiment '{address.experiment_id}'.",
+        )
     return root, inner, run.id
 
 
@@ -87,8 +94,9 @@ def artifact(request: HttpRequest, user, data: dict, path: str):
     root, inner, run_id = _root(user, address, manage=True, rider=rider)
     if request.method == "PUT":
         with artifact_total.tally(run_id) as total:
-            written, replaced = artifacts.save(root, inner, request, _length(request),
-                                               used=total.used())  # fmt: skip
+            written, replaced = artifacts.save(
+                root, inner, request, _length(request), used=total.used()
+            )
             total.add(written - replaced)
     else:
         artifact_total.recount(run_id)
@@ -163,11 +171,14 @@ def upload_create(request: HttpRequest, user, data: dict, path: str) -> JsonResp
     headers = {"Authorization": request.headers["Authorization"]}
     name = inner.rsplit("/", 1)[-1]
     credentials = [
-        {"url": f"{target}?" + urlencode({"path": name, "upload_id": upload_id,
-                                          "part_number": number}),
-         "part_number": number, "headers": headers}
+        {
+            "url": f"{target}?"
+            + urlencode({"path": name, "upload_id": upload_id, "part_number": number}),
+            "part_number": number,
+            "headers": headers,
+        }
         for number in range(1, parts + 1)
-    ]  # fmt: skip
+    ]
     return JsonResponse({"upload_id": upload_id, "credentials": credentials})
 
 
@@ -176,14 +187,14 @@ def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonRespon
     query = {name: request.GET.get(name) for name in ("path", "upload_id", "part_number")}
     address = _file_address(path, query)
     root, inner, run_id = _root(user, address, manage=True)
-    upload = multipart.find(root, inner, text(query, "upload_id", required=True),
-                            run_id=run_id)  # fmt: skip
+    upload = multipart.find(root, inner, text(query, "upload_id", required=True), run_id=run_id)
     number = integer(query, "part_number", low=1, high=multipart.MAX_PARTS)
     if number is None:
         raise MlflowError(INVALID, "Missing value for required parameter 'part_number'.")
     with artifact_total.tally(run_id) as total:
-        etag, grown = multipart.put_part(upload, number, request, _length(request),
-                                         used=total.used())  # fmt: skip
+        etag, grown = multipart.put_part(
+            upload, number, request, _length(request), used=total.used()
+        )
         total.add(grown)
     response = JsonResponse({})
     response["ETag"] = etag
@@ -194,14 +205,19 @@ def upload_part(request: HttpRequest, user, data: dict, path: str) -> JsonRespon
 def upload_complete(request: HttpRequest, user, data: dict, path: str) -> JsonResponse:
     address = _file_address(path, data)
     root, inner, run_id = _root(user, address, manage=True)
-    upload = multipart.find(root, inner, text(data, "upload_id", required=True),
-                            run_id=run_id)  # fmt: skip
+    upload = multipart.find(root, inner, text(data, "upload_id", required=True), run_id=run_id)
     listed = data.get("parts")
     if not isinstance(listed, list) or not all(isinstance(p, dict) for p in listed):
-        raise MlflowError(INVALID, "Completing an upload needs its 'parts': a list of "
-                          "{part_number, etag}.")  # fmt: skip
-    parts = [(integer(p, "part_number", low=1, high=multipart.MAX_PARTS) or 0,
-              text(p, "etag", limit=100)) for p in listed]  # fmt: skip
+        raise MlflowError(
+            INVALID, "Completing an upload needs its 'parts': a list of {part_number, etag}."
+        )
+    parts = [
+        (
+            integer(p, "part_number", low=1, high=multipart.MAX_PARTS) or 0,
+            text(p, "etag", limit=100),
+        )
+        for p in listed
+    ]
     artifact_total.recount(run_id)  # parts joined, unlisted ones dropped, a file replaced
     multipart.complete(upload, parts)
     return JsonResponse({})

@@ -70,15 +70,17 @@ def parse(path: str) -> Address:
     head = 4 if model else 3
     if len(parts) < head or parts[head - 1] != ROOT_PART:
         raise MlflowError(
-            INVALID, f"Artifact path {path!r} names no run: Troupe keeps artifacts under "
-            "<experiment id>/<run id>/artifacts/ (the run's artifact_uri)."
-        )  # fmt: skip
+            INVALID,
+            f"Artifact path {path!r} names no run: Troupe keeps artifacts under "
+            "<experiment id>/<run id>/artifacts/ (the run's artifact_uri).",
+        )
     for part in parts:
         if part in ("", ".", "..") or "\\" in part or "\x00" in part:
             raise MlflowError(
-                INVALID, f"Invalid artifact path {path!r}: each part must be a plain name "
-                "(no '..', '.', empty part, backslash or NUL)."
-            )  # fmt: skip
+                INVALID,
+                f"Invalid artifact path {path!r}: each part must be a plain name "
+                "(no '..', '.', empty part, backslash or NUL).",
+            )
     inner = "/".join(parts[head:])
     if model:
         return Address(parts[0], "", parts[2], inner)
@@ -139,8 +141,9 @@ def used_bytes(root: Path) -> int:
     return sum(entry.size or 0 for entry in walk(root))
 
 
-def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *,
-         used: int) -> tuple[int, int]:  # fmt: skip
+def save(
+    root: Path, inner: str, stream: BinaryIO, length: int | None, *, used: int
+) -> tuple[int, int]:
     """Store the upload as the file `inner` under `root`: its size, and the size of the file
     it replaced (0: none). Over a limit (the run's total, `used` bytes before it, counts the
     folder of the run: its artifacts and its models), nothing is kept."""
@@ -166,8 +169,9 @@ def save(root: Path, inner: str, stream: BinaryIO, length: int | None, *,
     return written, replaced
 
 
-def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,
-            room: int) -> tuple[Path, int]:  # fmt: skip
+def receive(
+    stream: BinaryIO, length: int | None, folder: Path, limit: int, room: int
+) -> tuple[Path, int]:
     """Copy the request body, a megabyte at a time (never whole in memory), into a temporary
     file in `folder`: its path and size. Past `limit` or `room`, or shorter than `length`
     (the connection cut), the file is removed and MlflowError raised."""
@@ -181,9 +185,10 @@ def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,
                 out.write(chunk)
         if length is not None and written != length:
             raise MlflowError(
-                INVALID, f"The upload ended after {written:,} of the {length:,} bytes it "
-                "announced (Content-Length); nothing was stored."
-            )  # fmt: skip
+                INVALID,
+                f"The upload ended after {written:,} of the {length:,} bytes it "
+                "announced (Content-Length); nothing was stored.",
+            )
     except BaseException:
         os.unlink(temporary)
         raise
@@ -193,15 +198,17 @@ def receive(stream: BinaryIO, length: int | None, folder: Path, limit: int,
 def check_size(size: int, limit: int, room: int) -> None:
     if size > limit:
         raise MlflowError(
-            INVALID, f"The artifact is larger than {limit:,} bytes, the most one upload may "
-            "carry (TROUPE_ARTIFACT_MAX_BYTES); nothing was stored."
-        )  # fmt: skip
+            INVALID,
+            f"The artifact is larger than {limit:,} bytes, the most one upload may "
+            "carry (TROUPE_ARTIFACT_MAX_BYTES); nothing was stored.",
+        )
     if size > room:
         total = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES
         raise MlflowError(
-            INVALID, f"The run's artifacts would exceed {total:,} bytes, the most one run may "
-            "hold (TROUPE_RUN_ARTIFACTS_MAX_BYTES); nothing was stored."
-        )  # fmt: skip
+            INVALID,
+            f"The run's artifacts would exceed {total:,} bytes, the most one run may "
+            "hold (TROUPE_RUN_ARTIFACTS_MAX_BYTES); nothing was stored.",
+        )
 
 
 def open_file(root: Path, inner: str) -> BinaryIO:

@@ -45,8 +45,11 @@ def _run_ids(data: dict) -> list[str]:
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise MlflowError(INVALID, f"Parameter 'run_ids' must be a list of strings, not {raw!r}.")
     if len(ids) > MAX_RUNS:
-        raise MlflowError(INVALID, f"GetMetricHistoryBulkInterval request must specify at most "
-                          f"{MAX_RUNS} run_ids. Received {len(ids)} run_ids.")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            f"GetMetricHistoryBulkInterval request must specify at most "
+            f"{MAX_RUNS} run_ids. Received {len(ids)} run_ids.",
+        )
     return ids
 
 
@@ -54,8 +57,9 @@ def _run_ids(data: dict) -> list[str]:
 def bulk_interval(request: HttpRequest, user, data: dict) -> JsonResponse:
     run_ids = _run_ids(data)
     key = text(data, "metric_key", required=True, limit=store.METRIC_KEY_LIMIT)
-    limit = integer(data, "max_results", default=MAX_RESULTS_PER_RUN, low=1,
-                    high=MAX_RESULTS_PER_RUN)  # fmt: skip
+    limit = integer(
+        data, "max_results", default=MAX_RESULTS_PER_RUN, low=1, high=MAX_RESULTS_PER_RUN
+    )
     start = integer(data, "start_step", low=STEP_MIN)
     end = integer(data, "end_step", low=STEP_MIN)
     if (start is None) != (end is None):
@@ -63,8 +67,11 @@ def bulk_interval(request: HttpRequest, user, data: dict) -> JsonResponse:
             INVALID, "If either start step or end step are specified, both must be specified."
         )
     if start is not None and start > end:
-        raise MlflowError(INVALID, "end_step must be greater than start_step. "
-                          f"Found start_step={start} and end_step={end}.")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            "end_step must be greater than start_step. "
+            f"Found start_step={start} and end_step={end}.",
+        )
     runs = [store.find_run(user, raw) for raw in run_ids]  # each must exist, as in MLflow
     metrics = []
     for raw, run in zip(run_ids, runs, strict=True):

@@ -31,11 +31,22 @@ from webapp.tracking.store import find_run, mlflow_run_id, now_ms, to_ms, tracke
 STATUSES = ("LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
 
 
-def create(user, *, experiment: str, run_id: str, name: str, model_type: str,
-           tags: dict[str, str], params: dict[str, str]) -> LoggedModel:  # fmt: skip
+def create(
+    user,
+    *,
+    experiment: str,
+    run_id: str,
+    name: str,
+    model_type: str,
+    tags: dict[str, str],
+    params: dict[str, str],
+) -> LoggedModel:
     if not run_id:
-        raise MlflowError(INVALID, "Troupe keeps a logged model with the run that made it: "
-                          "log it inside a run (source_run_id).")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            "Troupe keeps a logged model with the run that made it: "
+            "log it inside a run (source_run_id).",
+        )
     run = find_run(user, run_id, manage=True)
     if experiment and experiment != "0" and experiment != str(run.experiment_id):
         raise MlflowError(INVALID, f"Run '{run_id}' is not in experiment '{experiment}'.")
@@ -97,8 +108,11 @@ def _best_of(user, model_id: str, manage: bool) -> LoggedModel | None:
         return None
     find_run(user, str(run.id))  # reading is open; the run must still be there
     if manage:
-        raise MlflowError(INVALID, f"Model '{model_id}' is Troupe's best checkpoint of its run: "
-                          "read-only (log a model of your own to change one).")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            f"Model '{model_id}' is Troupe's best checkpoint of its run: "
+            "read-only (log a model of your own to change one).",
+        )
     return model
 
 
@@ -114,14 +128,20 @@ def find(user, model_id: str, *, manage: bool = False) -> LoggedModel:
 
 def finalize(model: LoggedModel, status: str) -> None:
     if status not in STATUSES[1:]:
-        raise MlflowError(INVALID, f"A model is finalized as one of {', '.join(STATUSES[1:])}, "
-                          f"not {status!r}.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"A model is finalized as one of {', '.join(STATUSES[1:])}, not {status!r}."
+        )
     model.status, model.updated = status, now_ms()
     model.save(update_fields=["status", "updated"])
 
 
-def update(model: LoggedModel, *, tags: dict[str, str] | None = None,
-           params: dict[str, str] | None = None, drop_tag: str | None = None) -> None:  # fmt: skip
+def update(
+    model: LoggedModel,
+    *,
+    tags: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    drop_tag: str | None = None,
+) -> None:
     model.tags.update(tags or {})
     model.params.update(params or {})
     if drop_tag is not None:
@@ -142,8 +162,9 @@ def model_link(entry: dict, where: str) -> ModelLink | None:
         return None
     fields = [model_id, entry.get("dataset_name") or "", entry.get("dataset_digest") or ""]
     if not all(isinstance(field, str) and len(field) <= 500 for field in fields):
-        raise MlflowError(INVALID, f"{where}: model_id, dataset_name and dataset_digest must be "
-                          "strings.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"{where}: model_id, dataset_name and dataset_digest must be strings."
+        )
     return fields[0], fields[1], fields[2]
 
 
@@ -156,8 +177,13 @@ def add_metrics(user, run: Run, linked: list[tuple[Any, ModelLink]]) -> None:
         # JSON has no NaN or infinity: those are kept as protobuf's JSON spells them.
         value = point.value if math.isfinite(point.value) else str(point.value)
         value = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(value, value)
-        entry = {"key": point.key, "value": value, "timestamp": point.timestamp,
-                 "step": point.step, "run_id": mlflow_run_id(run)}  # fmt: skip
+        entry = {
+            "key": point.key,
+            "value": value,
+            "timestamp": point.timestamp,
+            "step": point.step,
+            "run_id": mlflow_run_id(run),
+        }
         if dataset or digest:
             entry.update(dataset_name=dataset, dataset_digest=digest)
         by_model.setdefault(model_id, []).append(entry)
@@ -214,8 +240,10 @@ def _metrics(model: LoggedModel) -> list[dict[str, Any]]:
     found = [{"key": "checkpoint_step", "value": float(step), "step": step}]
     if best["accuracy"] is not None:
         found.append({"key": "accuracy", "value": float(best["accuracy"]), "step": step})
-    return [{**m, "timestamp": model.created, "run_id": run_id, "model_id": model.model_id}
-            for m in found]  # fmt: skip
+    return [
+        {**m, "timestamp": model.created, "run_id": run_id, "model_id": model.model_id}
+        for m in found
+    ]
 
 
 def search_models(experiment_ids: list[int], filter_text: str) -> list[LoggedModel]:

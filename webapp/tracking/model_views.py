@@ -11,11 +11,13 @@ from webapp.tracking.protocol import (
     MlflowError,
     entity_name,
     integer,
+    list_param,
     mlflow_view,
+    page_offset,
+    page_token,
     run_id,
     text,
 )
-from webapp.tracking.views import _list, _offset, _token
 
 MAX_MODELS = 1000
 
@@ -28,8 +30,8 @@ def create(request: HttpRequest, user, data: dict) -> JsonResponse:
         run_id=text(data, "source_run_id", limit=64),
         name=text(data, "name", limit=250),
         model_type=text(data, "model_type", limit=500),
-        tags=store.checked_tags(_list(data, "tags")),
-        params=store.checked_params(_list(data, "params")),
+        tags=store.checked_tags(list_param(data, "tags")),
+        params=store.checked_params(list_param(data, "params")),
     )
     return JsonResponse({"model": logged_models.model_json(model)})
 
@@ -53,7 +55,7 @@ def model(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse
 @mlflow_view("PATCH")
 def set_tags(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
     found = logged_models.find(user, model_id, manage=True)
-    logged_models.update(found, tags=store.checked_tags(_list(data, "tags")))
+    logged_models.update(found, tags=store.checked_tags(list_param(data, "tags")))
     return JsonResponse({})
 
 
@@ -67,23 +69,23 @@ def delete_tag(request: HttpRequest, user, data: dict, model_id: str, key: str) 
 @mlflow_view("POST")
 def log_params(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
     found = logged_models.find(user, model_id, manage=True)
-    logged_models.update(found, params=store.checked_params(_list(data, "params")))
+    logged_models.update(found, params=store.checked_params(list_param(data, "params")))
     return JsonResponse({})
 
 
 @mlflow_view("POST")
 def search(request: HttpRequest, user, data: dict) -> JsonResponse:
     experiment_ids = []
-    for raw in _list(data, "experiment_ids"):
+    for raw in list_param(data, "experiment_ids"):
         experiment = store.find_experiment(user, str(raw))
         if experiment is not None:
             experiment_ids.append(experiment.id)
     found = logged_models.search_models(experiment_ids, text(data, "filter", limit=5000))
     limit = max(1, min(int(data.get("max_results") or MAX_MODELS), MAX_MODELS))
-    offset = _offset(data)
+    offset = page_offset(data)
     body = {"models": [logged_models.model_json(m) for m in found[offset : offset + limit]]}
     if offset + limit < len(found):
-        body["next_page_token"] = _token(offset + limit)
+        body["next_page_token"] = page_token(offset + limit)
     return JsonResponse(body)
 
 
@@ -92,13 +94,17 @@ def run_outputs(request: HttpRequest, user, data: dict) -> JsonResponse:
     """The models a run logged (`run.outputs.model_outputs`): [{"model_id", "step"}]."""
     run = store.find_run(user, run_id(data), manage=True)
     outputs = []
-    for i, entry in enumerate(_list(data, "models")):
+    for i, entry in enumerate(list_param(data, "models")):
         if not isinstance(entry, dict):
             raise MlflowError(INVALID, f"models[{i}] must be an object {{model_id, step}}.")
         model_id = text(entry, "model_id", required=True, limit=40)
         logged_models.find(user, model_id)  # it exists
-        outputs.append({"model_id": model_id, "step": integer(entry, "step", default=0,
-                        low=-(2**63), high=2**63 - 1)})  # fmt: skip
+        outputs.append(
+            {
+                "model_id": model_id,
+                "step": integer(entry, "step", default=0, low=-(2**63), high=2**63 - 1),
+            }
+        )
     logged_models.add_outputs(run, outputs)
     return JsonResponse({})
 

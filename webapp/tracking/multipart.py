@@ -67,12 +67,16 @@ def find(root: Path, inner: str, upload_id: str, *, run_id: int) -> Upload:
     refused rather than stored where its upload did not say)."""
     folder = _uploads(run_id) / upload_id if _UPLOAD_ID.fullmatch(upload_id) else None
     if folder is None or not (folder / "meta.json").is_file():
-        raise MlflowError(MISSING, f"No multipart upload '{upload_id[:40]}' in this run (it "
-                          "was completed, aborted, or never made).")  # fmt: skip
+        raise MlflowError(
+            MISSING,
+            f"No multipart upload '{upload_id[:40]}' in this run (it "
+            "was completed, aborted, or never made).",
+        )
     meta = json.loads((folder / "meta.json").read_text())
     if meta["root"] != str(root) or meta["inner"] != inner:
-        raise MlflowError(INVALID, f"Multipart upload '{upload_id}' is of "
-                          f"'{meta['inner']}', not '{inner}'.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"Multipart upload '{upload_id}' is of '{meta['inner']}', not '{inner}'."
+        )
     return Upload(folder, root, inner, meta["parts"])
 
 
@@ -80,13 +84,15 @@ def _part_sizes(upload: Upload) -> dict[int, int]:
     return {int(p.name): p.stat().st_size for p in upload.folder.iterdir() if p.name.isdigit()}
 
 
-def put_part(upload: Upload, number: int, stream: BinaryIO, length: int | None,
-             *, used: int) -> tuple[str, int]:  # fmt: skip
+def put_part(
+    upload: Upload, number: int, stream: BinaryIO, length: int | None, *, used: int
+) -> tuple[str, int]:
     """Store part `number` (the run's directory holding `used` bytes before it): its ETag,
     and by how much the directory grew. A part sent again replaces the earlier one."""
     if not 1 <= number <= upload.parts:
-        raise MlflowError(INVALID, f"Part {number} is not one of the upload's "
-                          f"{upload.parts} parts.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"Part {number} is not one of the upload's {upload.parts} parts."
+        )
     sizes = _part_sizes(upload)
     replaced = sizes.pop(number, 0)
     limit = settings.TROUPE_ARTIFACT_MAX_BYTES - sum(sizes.values())  # the whole file's
@@ -107,13 +113,15 @@ def complete(upload: Upload, parts: list[tuple[int, str]]) -> int:
     the artifact; its size. The upload is gone afterwards."""
     numbers = [number for number, _ in parts]
     if not numbers or numbers != sorted(set(numbers)):
-        raise MlflowError(INVALID, "Completing an upload lists its parts once each, numbers "
-                          "rising.")  # fmt: skip
+        raise MlflowError(
+            INVALID, "Completing an upload lists its parts once each, numbers rising."
+        )
     sizes = _part_sizes(upload)
     missing = [n for n in numbers if n not in sizes]
     if missing:
-        raise MlflowError(INVALID, f"Part {missing[0]} of the upload never arrived; send it "
-                          "before completing.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"Part {missing[0]} of the upload never arrived; send it before completing."
+        )
     for number, etag in parts:
         if etag and etag.strip('"') != (upload.folder / f"{number}.etag").read_text():
             raise MlflowError(INVALID, f"Part {number}'s ETag {etag} is not the stored part's.")

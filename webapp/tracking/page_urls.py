@@ -21,5 +21,5 @@ urlpatterns = [
         "mlflow/experiments/<str:experiment_id>/",
         link_views.experiment_link,
         name="mlflow_experiment_link",
-    ),  # fmt: skip
+    ),
 ]

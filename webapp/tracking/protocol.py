@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import math
 import re
@@ -192,8 +194,9 @@ def text(data: dict, name: str, *, required: bool = False, limit: int = 500) -> 
     return value
 
 
-def integer(data: dict, name: str, *, default: int | None = None, low: int = 0,
-            high: int = INT64_MAX) -> int | None:  # fmt: skip
+def integer(
+    data: dict, name: str, *, default: int | None = None, low: int = 0, high: int = INT64_MAX
+) -> int | None:
     """A whole number: JSON number or decimal string (protobuf's JSON spells int64 as either)."""
     value = data.get(name)
     if value is None or value == "":
@@ -204,9 +207,10 @@ def integer(data: dict, name: str, *, default: int | None = None, low: int = 0,
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise MlflowError(
-            INVALID, f"Parameter '{name}' must be a whole number from {low} to {high}, "
-            f"not {data.get(name)!r}."
-        )  # fmt: skip
+            INVALID,
+            f"Parameter '{name}' must be a whole number from {low} to {high}, "
+            f"not {data.get(name)!r}.",
+        )
     return value
 
 
@@ -225,8 +229,9 @@ def entity_name(kind: str, name: Any, limit: int = 250) -> str:
     if not isinstance(name, str) or not name:
         raise MlflowError(INVALID, f"A {kind} needs a non-empty string key, not {name!r}.")
     if len(name) > limit:
-        raise MlflowError(INVALID, f"{kind.capitalize()} key '{name[:60]}…' is longer than "
-                          f"{limit} characters.")  # fmt: skip
+        raise MlflowError(
+            INVALID, f"{kind.capitalize()} key '{name[:60]}…' is longer than {limit} characters."
+        )
     if not _NAME.match(name) or name.startswith("/") or ".." in name.split("/"):
         raise MlflowError(
             INVALID,
@@ -253,3 +258,34 @@ def number(value: Any, where: str) -> float:
         return float(value)
     except OverflowError:  # an integer beyond any float
         return math.inf if value > 0 else -math.inf
+
+
+# --- paging and list parameters, shared by every search endpoint ---------------------------------
+
+
+def list_param(data: dict, name: str) -> list:
+    """The list parameter `name` of a request body (absent: an empty list)."""
+    value = data.get(name) or []
+    if not isinstance(value, list):
+        raise MlflowError(INVALID, f"Parameter '{name}' must be a list.")
+    return value
+
+
+def page_token(offset: int, skip: int = 0) -> str:
+    """The opaque `next_page_token` of a paged answer that goes on at `offset`."""
+    fields = {"offset": offset, "skip": skip} if skip else {"offset": offset}
+    return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode()
+
+
+def page_offset(data: dict) -> int:
+    """Where a paged request starts: the offset in its `page_token` (none: 0)."""
+    raw = data.get("page_token")
+    if not raw:
+        return 0
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(str(raw).encode()))["offset"]
+    except (ValueError, KeyError, TypeError):
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.") from None
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise MlflowError(INVALID, f"Invalid page token {raw!r}.")
+    return offset

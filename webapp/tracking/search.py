@@ -32,11 +32,19 @@ _CLAUSE = re.compile(
 _LISTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 _AND = re.compile(r"AND\b", re.IGNORECASE)
 _KINDS = {
-    "metric": "metrics", "metrics": "metrics", "param": "params", "params": "params",
-    "parameter": "params", "parameters": "params", "tag": "tags", "tags": "tags",
-    "attribute": "attributes", "attributes": "attributes", "attr": "attributes",
+    "metric": "metrics",
+    "metrics": "metrics",
+    "param": "params",
+    "params": "params",
+    "parameter": "params",
+    "parameters": "params",
+    "tag": "tags",
+    "tags": "tags",
+    "attribute": "attributes",
+    "attributes": "attributes",
+    "attr": "attributes",
     "run": "attributes",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -59,9 +67,10 @@ def _entity(kind: str | None, name: str, attributes: Sequence[str]) -> tuple[str
     name = _unquote(name)
     if kind is None or (kind == "attributes" and name not in attributes):
         raise MlflowError(
-            INVALID, f"Cannot search on '{name}': use metrics.<key>, params.<key>, tags.<key> "
-            f"or one of the attributes {', '.join(attributes)}."
-        )  # fmt: skip
+            INVALID,
+            f"Cannot search on '{name}': use metrics.<key>, params.<key>, tags.<key> "
+            f"or one of the attributes {', '.join(attributes)}.",
+        )
     return kind, name
 
 
@@ -72,9 +81,10 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
         found = _CLAUSE.match(text, pos)
         if not found:
             raise MlflowError(
-                INVALID, f"Cannot read the filter at {text[pos:pos + 40]!r}: expected "
-                "<entity> <op> <value>, e.g. metrics.loss < 0.5 AND tags.task = 'math'."
-            )  # fmt: skip
+                INVALID,
+                f"Cannot read the filter at {text[pos : pos + 40]!r}: expected "
+                "<entity> <op> <value>, e.g. metrics.loss < 0.5 AND tags.task = 'math'.",
+            )
         kind, name = _entity(found["kind"], found["name"], attributes)
         if found["null"]:
             clauses.append(Clause(kind, name, " ".join(found["null"].upper().split()), ""))
@@ -88,8 +98,9 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
             joiner = _AND.match(text, pos)
             if not joiner:
                 raise MlflowError(
-                    INVALID, f"Filters combine comparisons with AND only, at {text[pos:pos+20]!r}."
-                )  # fmt: skip
+                    INVALID,
+                    f"Filters combine comparisons with AND only, at {text[pos : pos + 20]!r}.",
+                )
             pos = joiner.end()
     return clauses
 

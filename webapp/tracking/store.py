@@ -128,8 +128,9 @@ def parse_experiment_id(raw: str) -> int:
     return int(raw)
 
 
-def find_experiment(user, raw_id: str, *, manage: bool = False,
-                    active: bool = True) -> Experiment | None:  # fmt: skip
+def find_experiment(
+    user, raw_id: str, *, manage: bool = False, active: bool = True
+) -> Experiment | None:
     """The experiment with MLflow id `raw_id`: None for an unmade "0" (unless `manage`, which
     makes it). MlflowError when there is none, or when `manage` and the user may not, or it
     is deleted (unless not `active`: restoring it)."""
@@ -140,13 +141,16 @@ def find_experiment(user, raw_id: str, *, manage: bool = False,
     if experiment is None:
         raise MlflowError(MISSING, f"No experiment with id '{raw_id}' exists.")
     if manage and active and experiment_deleted(experiment):
-        raise MlflowError(INVALID, f"The experiment {raw_id} must be in the 'active' state. "
-                          "Current state is deleted.")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            f"The experiment {raw_id} must be in the 'active' state. Current state is deleted.",
+        )
     if manage and not can_manage(user, experiment):
         raise MlflowError(
-            DENIED, f"Experiment '{raw_id}' belongs to {experiment.owner}; only its owner or "
-            "staff may add runs to it."
-        )  # fmt: skip
+            DENIED,
+            f"Experiment '{raw_id}' belongs to {experiment.owner}; only its owner or "
+            "staff may add runs to it.",
+        )
     return experiment
 
 
@@ -208,8 +212,9 @@ def _new_uuid() -> str:
             return value
 
 
-def find_run(user, raw_id: str, *, manage: bool = False, active: bool = True,
-             rider: Rider | None = None) -> Run:  # fmt: skip
+def find_run(
+    user, raw_id: str, *, manage: bool = False, active: bool = True, rider: Rider | None = None
+) -> Run:
     """The run with MLflow id `raw_id` (32 hex) or Troupe number ("12"), its `tracked` row
     loaded when it has one. With `manage`: an external run the user may change, and (unless
     not `active`: deleting and restoring) not a deleted one, as MLflow refuses to log into
@@ -224,18 +229,22 @@ def find_run(user, raw_id: str, *, manage: bool = False, active: bool = True,
         raise MlflowError(MISSING, f"Run '{raw_id}' not found.")
     if manage:
         if active and is_deleted(run):
-            raise MlflowError(INVALID, f"The run {raw_id} must be in the 'active' state. "
-                              "Current state is deleted.")  # fmt: skip
+            raise MlflowError(
+                INVALID,
+                f"The run {raw_id} must be in the 'active' state. Current state is deleted.",
+            )
         if not can_manage(user, run.experiment):
             raise MlflowError(
-                DENIED, f"Run '{raw_id}' belongs to experiment '{run.experiment.name}' of "
-                f"{run.experiment.owner}; only its owner or staff may log into it."
-            )  # fmt: skip
+                DENIED,
+                f"Run '{raw_id}' belongs to experiment '{run.experiment.name}' of "
+                f"{run.experiment.owner}; only its owner or staff may log into it.",
+            )
         if not run.external:
             raise MlflowError(
-                "INVALID_STATE", f"Run '{raw_id}' is trained by a Troupe worker, which logs its "
-                "metrics itself; log into a run made by runs/create."
-            )  # fmt: skip
+                "INVALID_STATE",
+                f"Run '{raw_id}' is trained by a Troupe worker, which logs its "
+                "metrics itself; log into a run made by runs/create.",
+            )
     return run
 
 
@@ -267,8 +276,15 @@ def mlflow_run_id(run: Run) -> str:
         return str(run.id)
 
 
-def create_run(user, experiment: Experiment, *, name: str, start_time: int | None,
-               tags: dict[str, str], user_id: str) -> Run:  # fmt: skip
+def create_run(
+    user,
+    experiment: Experiment,
+    *,
+    name: str,
+    start_time: int | None,
+    tags: dict[str, str],
+    user_id: str,
+) -> Run:
     name = name or tags.get(RUN_NAME_TAG) or f"mlflow-{secrets.token_hex(3)}"
     start_time = start_time or now_ms()
     with transaction.atomic():
@@ -344,8 +360,11 @@ def _checked_pairs(kind: str, pairs: Iterable, value_limit: int) -> dict[str, st
         if not isinstance(value, str):
             value = str(value)
         if len(value) > value_limit:
-            raise MlflowError(INVALID, f"The value of {kind} '{key}' is {len(value)} characters "
-                              f"long; the limit is {value_limit}.")  # fmt: skip
+            raise MlflowError(
+                INVALID,
+                f"The value of {kind} '{key}' is {len(value)} characters "
+                f"long; the limit is {value_limit}.",
+            )
         if "\x00" in key or "\x00" in value:
             raise MlflowError(INVALID, f"{kind.capitalize()} '{key}' holds a NUL character.")
         if kind == "param" and out.get(key, value) != value:
@@ -374,13 +393,20 @@ def check_limits(n_metrics: int, n_params: int, n_tags: int) -> None:
         problems.append(f"{n_metrics + n_params + n_tags} entities (at most {MAX_ENTITIES})")
     if problems:
         raise MlflowError(
-            INVALID, "A batch may hold at most 1000 metrics, 100 params, 100 tags and 1000 "
-            f"entities in all; this one holds {', '.join(problems)}. Nothing was stored."
-        )  # fmt: skip
+            INVALID,
+            "A batch may hold at most 1000 metrics, 100 params, 100 tags and 1000 "
+            f"entities in all; this one holds {', '.join(problems)}. Nothing was stored.",
+        )
 
 
-def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[str, str],
-              *, replace: bool = False) -> int:  # fmt: skip
+def log_batch(
+    run: Run,
+    points: list[Point],
+    params: dict[str, str],
+    tags: dict[str, str],
+    *,
+    replace: bool = False,
+) -> int:
     """Store one checked batch; returns the points written (aliases included).
 
     Param values are immutable (MLflow's rule): a different value for a logged param is an
@@ -391,9 +417,10 @@ def log_batch(run: Run, points: list[Point], params: dict[str, str], tags: dict[
     for key, value in params.items():
         if key in tracked.params and tracked.params[key] != value:
             raise MlflowError(
-                INVALID, f"Changing param values is not allowed. Param '{key}' was logged with "
-                f"value '{tracked.params[key]}' for run '{tracked.uuid}'; attempted '{value}'."
-            )  # fmt: skip
+                INVALID,
+                f"Changing param values is not allowed. Param '{key}' was logged with "
+                f"value '{tracked.params[key]}' for run '{tracked.uuid}'; attempted '{value}'.",
+            )
     keys = list(dict.fromkeys(p.key for p in points))
     with transaction.atomic():
         # One writer a run at a time. Two batches logging one (key, step) at once (the async
@@ -430,8 +457,11 @@ def _settle_aliases(run_id: int, tracked: TrackedRun, keys: list[str]) -> None:
     if claimed:
         delete_series(run_id, claimed)
     mapped = keymap.mappings(keys, tracked.accuracy_key or None)
-    fresh = {troupe: original for original, troupe in mapped.items()
-             if troupe not in tracked.aliases and troupe not in tracked.shadowed}  # fmt: skip
+    fresh = {
+        troupe: original
+        for original, troupe in mapped.items()
+        if troupe not in tracked.aliases and troupe not in tracked.shadowed
+    }
     own = set(keys) | stored_keys(run_id, list(fresh))  # not aliases: the client's own
     for troupe, original in fresh.items():
         (tracked.shadowed if troupe in own else tracked.aliases)[troupe] = original
@@ -481,8 +511,9 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun, replace: bool)
     return written
 
 
-def _write_point_times(run_id: int, points: list[Point], step_times: dict[int, int],
-                       before: dict[int, int]) -> None:  # fmt: skip
+def _write_point_times(
+    run_id: int, points: list[Point], step_times: dict[int, int], before: dict[int, int]
+) -> None:
     """Own rows for the points whose time is not their step's; a point logged again at its
     step's time loses the row an earlier time gave it. Nothing to do, and no query, for a
     batch of new steps each logged at one time (the common case)."""
@@ -504,13 +535,15 @@ def update_run(run: Run, *, status: str | None, end_time: int | None, name: str)
     return run
 
 
-def _update_run(run: Run, tracked: TrackedRun, *, status: str | None, end_time: int | None,
-                name: str) -> None:  # fmt: skip
+def _update_run(
+    run: Run, tracked: TrackedRun, *, status: str | None, end_time: int | None, name: str
+) -> None:
     fields = []
     if status:
         if status not in TO_TROUPE:
-            raise MlflowError(INVALID, f"Status must be one of {', '.join(TO_TROUPE)}, "
-                              f"not {status!r}.")  # fmt: skip
+            raise MlflowError(
+                INVALID, f"Status must be one of {', '.join(TO_TROUPE)}, not {status!r}."
+            )
         run.status = TO_TROUPE[status]
         fields.append("status")
         if run.status in Run.FINISHED:
@@ -563,8 +596,11 @@ def rename_experiment(experiment: Experiment, new_name: str) -> None:
             experiment=experiment, default_of__isnull=False
         ).exists()
     ):
-        raise MlflowError(INVALID, "Experiment '0' is each user's 'Default' and keeps that "
-                          "name; 'Default' names no other experiment.")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            "Experiment '0' is each user's 'Default' and keeps that "
+            "name; 'Default' names no other experiment.",
+        )
     try:
         with transaction.atomic():
             tracked = _tracked_experiment(experiment)
@@ -591,8 +627,11 @@ def delete_experiment(experiment: Experiment) -> None:
     if TrackedExperiment.objects.filter(experiment=experiment, default_of__isnull=False).exists():
         raise MlflowError(INVALID, "The default experiment '0' cannot be deleted.")
     if experiment.runs.filter(status=Run.RUNNING, external=False).exists():
-        raise MlflowError("INVALID_STATE", f"Experiment '{experiment.id}' has runs a Troupe "
-                          "worker is training: cancel them first.")  # fmt: skip
+        raise MlflowError(
+            "INVALID_STATE",
+            f"Experiment '{experiment.id}' has runs a Troupe "
+            "worker is training: cancel them first.",
+        )
     with transaction.atomic():
         tracked = _tracked_experiment(experiment)
         tracked = TrackedExperiment.objects.select_for_update().get(pk=tracked.pk)
@@ -672,14 +711,17 @@ DATASET_FIELDS = {
     "source": 65535,
     "schema": 1048576,
     "profile": 16384,
-}  # fmt: skip (MLflow's column sizes)
+}  # MLflow's column sizes
 
 
 def checked_inputs(entries: list) -> list[dict]:
     """The datasets of a log-inputs request, each checked: [{"tags", "dataset"}]."""
     if len(entries) > MAX_INPUTS:
-        raise MlflowError(INVALID, f"At most {MAX_INPUTS} datasets a request; this one holds "
-                          f"{len(entries)}. Nothing was stored.")  # fmt: skip
+        raise MlflowError(
+            INVALID,
+            f"At most {MAX_INPUTS} datasets a request; this one holds "
+            f"{len(entries)}. Nothing was stored.",
+        )
     out = []
     for i, entry in enumerate(entries):
         dataset = entry.get("dataset") if isinstance(entry, dict) else None
@@ -693,8 +735,11 @@ def checked_inputs(entries: list) -> list[dict]:
                     raise MlflowError(INVALID, f"datasets[{i}].dataset needs '{field}'.")
                 continue
             if not isinstance(value, str) or len(value) > limit or "\x00" in value:
-                raise MlflowError(INVALID, f"datasets[{i}].dataset.{field} must be a string of "
-                                  f"at most {limit} characters.")  # fmt: skip
+                raise MlflowError(
+                    INVALID,
+                    f"datasets[{i}].dataset.{field} must be a string of "
+                    f"at most {limit} characters.",
+                )
             checked[field] = value
         tags = checked_tags(entry.get("tags") or [])
         out.append({"tags": [{"key": k, "value": v} for k, v in tags.items()], "dataset": checked})

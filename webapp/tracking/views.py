@@ -30,8 +30,11 @@ from webapp.tracking.protocol import (
     entity_name,
     error_response,
     integer,
+    list_param,
     mlflow_view,
     number,
+    page_offset,
+    page_token,
     run_id,
     text,
 )
@@ -44,31 +47,6 @@ STEP_MIN, STEP_MAX = -(2**63), INT64_MAX  # any 64-bit step, as MLflow takes
 
 def _ok(body: dict[str, Any] | None = None) -> JsonResponse:
     return JsonResponse(body or {})
-
-
-def _list(data: dict, name: str) -> list:
-    value = data.get(name) or []
-    if not isinstance(value, list):
-        raise MlflowError(INVALID, f"Parameter '{name}' must be a list.")
-    return value
-
-
-def _token(offset: int, skip: int = 0) -> str:
-    fields = {"offset": offset, "skip": skip} if skip else {"offset": offset}
-    return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode()
-
-
-def _offset(data: dict) -> int:
-    raw = data.get("page_token")
-    if not raw:
-        return 0
-    try:
-        offset = json.loads(base64.urlsafe_b64decode(str(raw).encode()))["offset"]
-    except (ValueError, KeyError, TypeError):
-        raise MlflowError(INVALID, f"Invalid page token {raw!r}.") from None
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise MlflowError(INVALID, f"Invalid page token {raw!r}.")
-    return offset
 
 
 # MLflow's ViewType, by name or number: which lifecycle stages a search returns.
@@ -109,7 +87,7 @@ def experiment_create(request: HttpRequest, user, data: dict) -> JsonResponse:
     name = text(data, "name", required=True, limit=200)
     if not name.strip():
         raise MlflowError(INVALID, "An experiment name must not be blank.")
-    tags = store.checked_tags(_list(data, "tags"))
+    tags = store.checked_tags(list_param(data, "tags"))
     experiment = store.create_experiment(user, name, tags)
     return _ok({"experiment_id": str(experiment.id)})
 
@@ -132,13 +110,14 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
     if isinstance(data.get("order_by"), str):
         data = {**data, "order_by": [data["order_by"]]}
-    orders = search.parse_order(_list(data, "order_by"), attributes) or [
+    orders = search.parse_order(list_param(data, "order_by"), attributes) or [
         ("attributes", "last_update_time", True)
     ]
     stages = _view_type(data, "view_type")
-    limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
-                    high=MAX_SEARCH_RESULTS)  # fmt: skip
-    offset = _offset(data)
+    limit = integer(
+        data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1, high=MAX_SEARCH_RESULTS
+    )
+    offset = page_offset(data)
 
     records = [reads.experiment_json(e, user) for e in Experiment.objects.select_related("owner")]
     if store.default_experiment(user, create=False) is None:  # "0" exists for every user
@@ -157,7 +136,7 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     page = found[offset : offset + limit]
     body: dict[str, Any] = {"experiments": page}
     if offset + limit < len(found):
-        body["next_page_token"] = _token(offset + limit)
+        body["next_page_token"] = page_token(offset + limit)
     return _ok(body)
 
 
@@ -207,7 +186,7 @@ def run_create(request: HttpRequest, user, data: dict) -> JsonResponse:
     experiment = store.find_experiment(
         user, text(data, "experiment_id", limit=20) or "0", manage=True
     )
-    tags = store.checked_tags(_list(data, "tags"))
+    tags = store.checked_tags(list_param(data, "tags"))
     run = store.create_run(
         user,
         experiment,
@@ -266,14 +245,20 @@ def _points(entries: list) -> list[Point]:
     for i, entry in enumerate(entries):
         if type(entry) is dict:
             key, step, stamp, value = (
-                entry.get("key"), entry.get("step", 0), entry.get("timestamp"), entry.get("value")
-            )  # fmt: skip
+                entry.get("key"),
+                entry.get("step", 0),
+                entry.get("timestamp"),
+                entry.get("value"),
+            )
             if (
-                type(step) is int and STEP_MIN <= step <= STEP_MAX
-                and type(stamp) is int and 0 < stamp <= INT64_MAX
-                and type(value) is float and math.isfinite(value)
+                type(step) is int
+                and STEP_MIN <= step <= STEP_MAX
+                and type(stamp) is int
+                and 0 < stamp <= INT64_MAX
+                and type(value) is float
+                and math.isfinite(value)
                 and (key in good_keys if type(key) is str else False)
-            ):  # fmt: skip
+            ):
                 points.append(Point(key, value, stamp, step))
                 continue
         point = _point(entry, f"metrics[{i}]")
@@ -285,8 +270,10 @@ def _points(entries: list) -> list[Point]:
 @mlflow_view("POST")
 def log_batch(request: HttpRequest, user, data: dict) -> JsonResponse:
     raw_metrics, raw_params, raw_tags = (
-        _list(data, "metrics"), _list(data, "params"), _list(data, "tags")
-    )  # fmt: skip
+        list_param(data, "metrics"),
+        list_param(data, "params"),
+        list_param(data, "tags"),
+    )
     store.check_limits(len(raw_metrics), len(raw_params), len(raw_tags))
     run = store.find_run(user, run_id(data), manage=True)
     points = _points(raw_metrics)
@@ -353,7 +340,7 @@ def delete_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
 def log_inputs(request: HttpRequest, user, data: dict) -> JsonResponse:
     run = store.find_run(user, run_id(data), manage=True)
     store.tracked_of(run)
-    store.log_inputs(run, store.checked_inputs(_list(data, "datasets")))
+    store.log_inputs(run, store.checked_inputs(list_param(data, "datasets")))
     return _ok()
 
 
@@ -362,16 +349,17 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     attributes = ("run_name", "status", "run_id", "start_time", "end_time", "user_id")
     numeric = ("start_time", "end_time")
     clauses = search.parse_filter(text(data, "filter", limit=5000), attributes, numeric)
-    orders = search.parse_order(_list(data, "order_by"), attributes) or [
+    orders = search.parse_order(list_param(data, "order_by"), attributes) or [
         ("attributes", "start_time", True)
     ]
-    limit = integer(data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1,
-                    high=MAX_SEARCH_RESULTS)  # fmt: skip
-    offset = _offset(data)
+    limit = integer(
+        data, "max_results", default=DEFAULT_SEARCH_RESULTS, low=1, high=MAX_SEARCH_RESULTS
+    )
+    offset = page_offset(data)
     stages = _view_type(data, "run_view_type")
 
     experiment_ids = []
-    for raw in _list(data, "experiment_ids"):
+    for raw in list_param(data, "experiment_ids"):
         experiment = store.find_experiment(user, str(raw))
         if experiment is not None:
             experiment_ids.append(experiment.id)
@@ -396,7 +384,7 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     page = found[offset : offset + limit]
     body: dict[str, Any] = {"runs": page}
     if offset + limit < len(found):
-        body["next_page_token"] = _token(offset + limit)
+        body["next_page_token"] = page_token(offset + limit)
     return _ok(body)
 
 
@@ -411,7 +399,7 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
     start, skip = _history_position(data)
     if not has_earlier(run.id, key):  # one point a step: the fast path, in SQL
         listed, following = history_json(run.id, key, start, limit)
-        token = "" if following is None else f', "next_page_token": "{_token(following)}"'
+        token = "" if following is None else f', "next_page_token": "{page_token(following)}"'
         return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
     points = every_point_json(run.id, key, history_json(run.id, key, STEP_MIN, None)[0])
     first = next((i for i, p in enumerate(points) if p["step"] >= start), len(points))
@@ -423,7 +411,7 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
         taken = sum(1 for p in points[first:end] if p["step"] == step)
         if step == start:
             taken += skip
-        body["next_page_token"] = _token(step, taken)
+        body["next_page_token"] = page_token(step, taken)
     return _ok(body)
 
 

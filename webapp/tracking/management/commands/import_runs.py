@@ -167,24 +167,29 @@ class Command(BaseCommand):
         path = str(source.path)
         # A JSON lookup would not work on SQLite; an experiment's runs are few enough to scan.
         tracked = next(
-            (t for t in TrackedRun.objects.filter(run__experiment=experiment).select_related("run")
-             if t.tags.get(SOURCE_TAG) == path),
+            (
+                t
+                for t in TrackedRun.objects.filter(run__experiment=experiment).select_related("run")
+                if t.tags.get(SOURCE_TAG) == path
+            ),
             None,
-        )  # fmt: skip
+        )
         if tracked is None:
             run = store.create_run(
-                user, experiment, name=source.name, start_time=None,
-                tags={**tags, SOURCE_TAG: path}, user_id=user.get_username(),
-            )  # fmt: skip
+                user,
+                experiment,
+                name=source.name,
+                start_time=None,
+                tags={**tags, SOURCE_TAG: path},
+                user_id=user.get_username(),
+            )
         else:
             run = tracked.run
             store.update_run(run, status="RUNNING", end_time=None, name="")
             if tags:
                 store.log_batch(run, [], {}, tags)
         total, batch, last_wall = 0, [], None
-        bar = tqdm(
-            desc=source.name, unit=" points", disable=options["no_progress"], leave=False
-        )  # fmt: skip
+        bar = tqdm(desc=source.name, unit=" points", disable=options["no_progress"], leave=False)
         for scalar in source.scalars():
             if not self._fits(scalar, source):
                 continue
