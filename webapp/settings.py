@@ -94,6 +94,12 @@ else:
     _db["CONN_HEALTH_CHECKS"] = True
     # Fail within seconds, not minutes, when the server is down.
     _db["OPTIONS"].setdefault("connect_timeout", 5)
+    # Django turns psycopg's prepared statements off (threshold None); a threshold no
+    # statement reaches keeps Django's own queries unprepared, yet lets the few that ask
+    # (`webapp/metrics/lookups.py`: every API request's token look-up) be prepared: planning
+    # its joins cost four times running them. Behind PgBouncer in transaction mode, set it
+    # to None (`prepared statement does not exist`) or use PgBouncer >= 1.21.
+    _db["OPTIONS"].setdefault("prepare_threshold", 2**31 - 1)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,13 +89,20 @@ def parse(path: str) -> Address:
 
 
 def locate(root: Path, inner: str) -> Path:
-    """The file or folder `inner` under `root` (a run's or a model's), proved to lie inside."""
-    target = root / inner if inner else root
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(target)
-    if real != real_root and not real.startswith(real_root + os.sep):
-        raise MlflowError(INVALID, f"Artifact path '{inner}' leads outside its run.")
-    return target
+    """The file or folder `inner` under `root` (a run's or a model's), proved to lie inside:
+    its parts are plain names (`parse`), so only a symbolic link among them could lead out,
+    and Troupe makes none there. One `lstat` a part that exists, where resolving both paths
+    (`os.path.realpath`) looked at every folder from `/` down: a tenth of an upload's time."""
+    path = root
+    for part in inner.split("/") if inner else ():
+        path = path / part
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            break  # this part does not exist, so neither does anything below it
+        if link:
+            raise MlflowError(INVALID, f"Artifact path '{inner}' leads outside its run.")
+    return root / inner if inner else root
 
 
 @dataclass(frozen=True)
