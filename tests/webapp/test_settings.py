@@ -105,7 +105,11 @@ def test_database_url_switches_to_postgres(tmp_path):
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["NAME"], db["USER"], db["PASSWORD"]) == ("runs", "troupe", "p@ss")
     assert (db["HOST"], db["PORT"]) == ("db.example", "6543")
-    assert db["OPTIONS"] == {"sslmode": "require", "connect_timeout": 5}
+    assert db["OPTIONS"] == {
+        "sslmode": "require",
+        "connect_timeout": 5,
+        "prepare_threshold": 2**31 - 1,  # only the statements that ask are prepared
+    }
     assert 0 < db["CONN_MAX_AGE"] <= 300
 
 
