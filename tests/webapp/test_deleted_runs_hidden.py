@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.stats_runs import flat, stored_run
+from tests.stats_runs import flat, sharing_pairs, stored_run
 from vocabulary.names import ACCURACY_KEY, BEHAVIOUR_KEYS
 from webapp.attribution.matrix import attribution_cells
 from webapp.dashboards import data
@@ -21,7 +21,7 @@ from webapp.dashboards.pages import compare, matrix
 from webapp.experiments.models import Alert, Experiment, Run
 from webapp.runs.behaviour_cells import behaviour_cells
 from webapp.runs.summaries import clear_cache
-from webapp.stats.page import experiment_stats
+from webapp.stats.page import experiment_stats, queue_more_seeds
 from webapp.tracking import store
 
 pytestmark = pytest.mark.django_db
@@ -316,3 +316,22 @@ def test_a_deleted_runs_own_page_and_get_still_answer(world):
     assert _json(world, f"/api/v1/runs/{world.gone.id}")["id"] == world.gone.id
     series = _json(world, f"/api/v1/runs/{world.gone.id}/metrics?keys={ACCURACY_KEY}")
     assert series["series"][ACCURACY_KEY]["values"] == flat(0.5)
+
+
+def test_queueing_more_seeds_copies_no_deleted_run_and_skips_its_seed(alice):
+    """The statistics page's "queue more seeds" reads the live runs (the newest of a cell is
+    the one it copies), yet numbers new seeds past a deleted run's: restored, it keeps its
+    place."""
+    clear_cache()
+    experiment = Experiment.objects.create(owner=alice, name="more seeds", preset="cpu-demo")
+    sharing_pairs(experiment, [0.08, -0.02, 0.06, 0.0])  # undecided: 16 more pairs wanted
+    for sharing in ("shared", "per_role"):
+        run = stored_run(experiment, seed=4, sharing=sharing, accuracy=flat(0.9))
+        Run.objects.filter(id=run.id).update(config={**run.config, "lr": 0.123})
+        store.delete_run(run)
+
+    queued = Run.objects.filter(id__in=queue_more_seeds(experiment)["queued"])
+
+    assert queued.count() == 32
+    assert min(run.seed for run in queued) == 5
+    assert all(run.config["lr"] != 0.123 for run in queued)
