@@ -2,7 +2,8 @@
 
 Both list the newest events across runs (or one experiment's, one run's, one kind's), read
 from the `Alert` rows that `alerts.py` keeps after every write; anyone signed in may read
-them, as every other page and read of the API.
+them, as every other page and read of the API. Runs an MLflow client deleted, and their
+experiments, are left out until restored (`webapp/runs/lifecycle.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.shortcuts import render
 from webapp.alerts.radar import KINDS, alert_json, describe
 from webapp.api.http import ApiError, api_view
 from webapp.experiments.models import Alert, Experiment, Run
+from webapp.runs.lifecycle import live_experiments, live_run
 from webapp.runs.serialize import run_label
 
 PAGE_SIZE = 200  # the page shows this many of the newest
@@ -42,7 +44,8 @@ def filtered_alerts(params) -> tuple[QuerySet, dict[str, object], dict[str, str]
     }
     if filters["kind"] is not None and filters["kind"] not in KINDS:
         errors["kind"] = f"one of {', '.join(KINDS)}"
-    alerts = Alert.objects.select_related("run", "run__experiment").order_by("-created", "-id")
+    alerts = Alert.objects.filter(live_run("run__")).select_related("run", "run__experiment")
+    alerts = alerts.order_by("-created", "-id")
     if filters["experiment"] is not None:
         alerts = alerts.filter(run__experiment_id=filters["experiment"])
     if filters["run"] is not None:
@@ -64,7 +67,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "errors": errors,
         "kinds": KINDS,
-        "experiments": Experiment.objects.filter(runs__alerts__isnull=False)
+        "experiments": live_experiments(Experiment.objects.filter(runs__alerts__isnull=False))
         .distinct()
         .only("id", "name"),
         "page_size": PAGE_SIZE,

@@ -4,7 +4,9 @@ Reading is open to anyone signed in; changing an experiment or its runs (queuein
 metrics, cancelling, resuming, finishing, deleting) needs its owner or staff
 (`webapp/runs/access.py`). Validation of configs and matrices is `trainer.config`'s,
 the same as the form's; its errors come back as 400 with `fields` naming each bad field
-(`config.<field>`, `matrix.<axis>`, `preset`).
+(`config.<field>`, `matrix.<axis>`, `preset`). The lists and the many-run series leave out
+what an MLflow client deleted (`webapp/runs/lifecycle.py`); a deleted run's or experiment's
+own `GET` still answers, so it can be restored.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.metrics import read_runs_series, read_series, write_points
 from webapp.runs.access import get_experiment_for_user, get_run_for_user
 from webapp.runs.cells import run_columns
+from webapp.runs.lifecycle import live_experiments, live_runs
 from webapp.runs.queueing import cancel_run, create_experiment, resume_run
 from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import experiment_json, run_json
@@ -126,12 +129,13 @@ def _list_experiments(request: HttpRequest) -> JsonResponse:
     experiments must stay small); `GET /api/v1/experiments/<id>` has the runs."""
     limit = _count(request, "limit", LIST_LIMIT, 1, 1000)
     offset = _count(request, "offset", 0, 0, INT_MAX)
-    found = Experiment.objects.select_related("owner").order_by("-created", "-id")
+    found = live_experiments(Experiment.objects.select_related("owner"))
+    found = found.order_by("-created", "-id")
     total = found.count()
     page = list(found[offset : offset + limit])
     counts: dict[int, dict[str, int]] = {e.id: {} for e in page}
     rows = (
-        Run.objects.filter(experiment_id__in=list(counts))
+        live_runs(Run.objects.filter(experiment_id__in=list(counts)))
         .values_list("experiment_id", "status")
         .annotate(n=Count("id"))
         .order_by()
@@ -158,7 +162,7 @@ def experiment(request: HttpRequest, experiment_id: int) -> JsonResponse:
             delete_runs(found.runs.all())
             found.delete()
         return JsonResponse({"deleted": experiment_id})
-    return JsonResponse(experiment_json(found, list(found.runs.all())))
+    return JsonResponse(experiment_json(found, list(live_runs(found.runs.all()))))
 
 
 # --- runs ----------------------------------------------------------------------------------------
@@ -171,7 +175,7 @@ def runs(request: HttpRequest) -> JsonResponse:
         if raw is None:
             raise ApiError(400, "Say which experiment's runs.", {"experiment": "required"})
         found = get_experiment_for_user(request.user, _id(raw, "experiment"))
-        return JsonResponse({"runs": [run_json(run) for run in found.runs.all()]})
+        return JsonResponse({"runs": [run_json(run) for run in live_runs(found.runs.all())]})
 
     data = read_json(request)
     name = _text(data, "name", required=True, limit=200)
@@ -342,14 +346,17 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
 def runs_metrics(request: HttpRequest) -> JsonResponse:
     """The same keys of many runs in one request and one query (a compare view): the runs
     named (`?runs=3,7,9`) or every run of an experiment (`?experiment=5`), with `keys` and
-    `max_points` as for one run → {"runs": {"3": {key: series}, …}} in that order."""
+    `max_points` as for one run → {"runs": {"3": {key: series}, …}} in that order. A deleted
+    run is left out, even one named (`GET /api/v1/runs/<id>/metrics` still reads it)."""
     if ("runs" in request.GET) == ("experiment" in request.GET):
         raise ApiError(400, "Say which runs.", {"runs": "either runs=3,7,9 or experiment=<id>"})
     if "experiment" in request.GET:
         found = get_experiment_for_user(request.user, _id(request.GET["experiment"], "experiment"))
-        run_ids = list(found.runs.order_by("id").values_list("id", flat=True))
+        run_ids = list(live_runs(found.runs.order_by("id")).values_list("id", flat=True))
     else:
-        run_ids = _run_ids(request.GET["runs"])
+        named = _run_ids(request.GET["runs"])
+        live = set(live_runs(Run.objects.filter(id__in=named)).values_list("id", flat=True))
+        run_ids = [run_id for run_id in named if run_id in live]
     keys, max_points = _series_query(request)
     series = read_runs_series(run_ids, keys, max_points)
     return JsonResponse({"runs": {str(run_id): series[run_id] for run_id in run_ids}})

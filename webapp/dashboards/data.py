@@ -5,7 +5,9 @@ Every callback starts here. The signed-in user comes from the login wrapper
 (`webapp/dashboards/mount.py`), which sets `viewer()` for the length of each request. Troupe is
 a team tool (`webapp/runs/access.py`): anyone signed in may read every experiment and
 run, so the panel only checks that someone is signed in; outside a request nothing is visible.
-A run id that does not exist is ignored, never an error. Series for figures go through
+A run id that does not exist is ignored, never an error; so is a run an MLflow client deleted
+(or one of an experiment it deleted: `webapp/runs/lifecycle.py`), which no picker, comparison
+or count shows until it is restored, as MLflow's UI hides it. Series for figures go through
 `read_runs_series` (one query for all the runs) with `MAX_POINTS`, which keeps the first and
 last points, each bucket's minimum and maximum and its first gap (NaN/inf), so peaks,
 cliffs and divergences stay visible while a 10,000-step run costs 500 points.
@@ -23,6 +25,7 @@ from django.db.models import Count, Q
 from vocabulary.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import metric_keys, read_runs_series  # noqa: F401 (the pages' key list)
+from webapp.runs.lifecycle import live_experiments, live_run, live_runs
 
 MAX_POINTS = 500  # per series drawn: enough for a smooth line at any screen width
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
@@ -59,10 +62,11 @@ def experiments(user) -> list[Experiment]:
     """Every experiment, newest first, each with `n_runs` and `n_live` counted."""
     if not _signed_in(user):
         return []
+    live = live_run("runs__")
     return list(
-        Experiment.objects.select_related("owner").annotate(
-            n_runs=Count("runs"),
-            n_live=Count("runs", filter=Q(runs__status__in=LIVE_STATUSES)),
+        live_experiments(Experiment.objects.select_related("owner")).annotate(
+            n_runs=Count("runs", filter=live),
+            n_live=Count("runs", filter=live & Q(runs__status__in=LIVE_STATUSES)),
         )
     )
 
@@ -70,14 +74,14 @@ def experiments(user) -> list[Experiment]:
 def experiment(user, experiment_id: int | None) -> Experiment | None:
     if experiment_id is None or not _signed_in(user):
         return None
-    return Experiment.objects.filter(id=experiment_id).first()
+    return live_experiments(Experiment.objects.filter(id=experiment_id)).first()
 
 
 def runs(user, run_ids: Sequence[int]) -> list[Run]:
-    """The runs among `run_ids`, in the order given (unknown ids dropped)."""
+    """The runs among `run_ids`, in the order given (unknown and deleted ids dropped)."""
     if not run_ids or not _signed_in(user):
         return []
-    found = Run.objects.filter(id__in=run_ids).defer(*_BULKY).in_bulk()
+    found = live_runs(Run.objects.filter(id__in=run_ids)).defer(*_BULKY).in_bulk()
     return [found[i] for i in run_ids if i in found]
 
 
@@ -85,9 +89,13 @@ def experiment_run_ids(user, experiment_id: int | None) -> list[int]:
     """The ids of an experiment's runs, in the order they were made."""
     if experiment_id is None or not _signed_in(user):
         return []
-    return list(
-        Run.objects.filter(experiment_id=experiment_id).order_by("id").values_list("id", flat=True)
-    )
+    found = live_runs(Run.objects.filter(experiment_id=experiment_id))
+    return list(found.order_by("id").values_list("id", flat=True))
+
+
+def experiment_runs(experiment: Experiment) -> list[Run]:
+    """An experiment's runs: the attribution view's cells."""
+    return list(live_runs(experiment.runs.all()))
 
 
 def configs(run_ids: Sequence[int]) -> dict[int, dict]:
@@ -99,7 +107,7 @@ def sibling_runs(runs: Sequence[Run]) -> list[Run]:
     """Every run of the experiments the given runs belong to: what a compare view offers."""
     experiment_ids = {run.experiment_id for run in runs}
     return list(
-        Run.objects.filter(experiment_id__in=experiment_ids)
+        live_runs(Run.objects.filter(experiment_id__in=experiment_ids))
         .defer(*_BULKY)
         .order_by("experiment_id", *MATRIX_AXES, "id")
     )
@@ -114,7 +122,7 @@ def status_counts(runs: Sequence[Run]) -> dict[str, int]:
 
 def experiment_status_counts(experiment: Experiment) -> dict[str, int]:
     """{status: runs} in one aggregate query: a thousand-run matrix needs no Run rows."""
-    rows = experiment.runs.order_by().values_list("status").annotate(n=Count("id"))
+    rows = live_runs(experiment.runs.all()).order_by().values_list("status").annotate(n=Count("id"))
     return dict(rows)
 
 

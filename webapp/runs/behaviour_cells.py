@@ -14,6 +14,7 @@ from typing import Any
 from vocabulary.names import BEHAVIOUR_KEYS, CELL_AXES
 from webapp.experiments.models import Experiment
 from webapp.metrics import read_runs_series
+from webapp.runs.lifecycle import live_runs
 
 AT = ("final", "peak")
 
@@ -28,7 +29,7 @@ def behaviour_cells(experiment: Experiment, key: str, at: str = "final") -> list
         raise ValueError(f"at must be final or peak, not {at!r}")
     # Root runs only, as the accuracy matrix: branches are not seeds (DESIGN §6).
     runs = list(
-        experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
+        live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
         .only("id", "seed", *CELL_AXES)
         .order_by("seed", "id")
     )

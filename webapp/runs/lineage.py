@@ -16,6 +16,7 @@ from typing import Any
 from django.urls import reverse
 
 from webapp.experiments.models import Run
+from webapp.runs.lifecycle import live_runs
 
 CONTROL = "control (no change)"
 NAMES = {"lr": "lr", "kl_beta": "KL anchor", "coherence_lambda": "coherence λ"}
@@ -65,8 +66,9 @@ def lineage_text(run: Run) -> str:
 
 
 def children_of(run: Run) -> list[Run]:
-    """The run's branches: control continuations first, then in the order they were made."""
-    children = list(run.children.select_related("parent").order_by("id"))
+    """The run's branches (less those an MLflow client deleted): control continuations first,
+    then in the order they were made."""
+    children = list(live_runs(run.children.select_related("parent")).order_by("id"))
     children.sort(key=lambda child: bool(child.intervention))
     return children
 

@@ -24,7 +24,7 @@ from webapp.metrics import latest_points, read_series
 from webapp.runs import queueing
 from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.runs.forms import GROUPS, ExperimentForm, as_text, initial_for
-from webapp.runs.lifecycle import live_experiments, live_runs
+from webapp.runs.lifecycle import live_experiments, live_run, live_runs
 from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import log_tail, run_json, run_label
 from webapp.runs.sparkline import sparkline
@@ -37,15 +37,17 @@ SPARKLINE_POINTS = 120
 
 @login_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
+    live = live_run("runs__")  # the counts and progress leave deleted runs out too
     status_counts = {
-        f"n_{status}": Count("runs", filter=Q(runs__status=status)) for status, _ in Run.STATUSES
+        f"n_{status}": Count("runs", filter=live & Q(runs__status=status))
+        for status, _ in Run.STATUSES
     }
     experiments = (
         live_experiments(Experiment.objects.select_related("owner"))
         .annotate(
-            n_runs=Count("runs"),
+            n_runs=Count("runs", filter=live),
             **status_counts,
-            steps_total=Sum("runs__total_steps"),
+            steps_total=Sum("runs__total_steps", filter=live),
             # A succeeded run counts as done whatever step it stopped at (an early stop after
             # a cliff); a cancelled or failed one only as far as it trained: a run cancelled
             # while queued did no work, and counting it whole showed 50% of nothing done.
@@ -53,7 +55,8 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
                 Case(
                     When(runs__status=Run.SUCCEEDED, then=F("runs__total_steps")),
                     default=F("runs__step"),
-                )
+                ),
+                filter=live,
             ),
         )
         .order_by("-created", "-id")
@@ -164,7 +167,7 @@ def _spec_rows(experiment: Experiment) -> list[tuple[str, str]]:
 @login_required
 def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
     experiment = get_experiment_for_user(request.user, experiment_id)
-    runs = list(experiment.runs.all())
+    runs = list(live_runs(experiment.runs.all()))  # the rows the page lists
     # A running run's key results move with every evaluation: the page updates them from here
     # rather than showing the numbers of its last reload (once FINAL 0.128 on the
     # experiment page while the run page said 0.091). Summaries are cached per run, so only

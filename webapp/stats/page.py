@@ -6,7 +6,8 @@ every request); this module only chooses the runs, feeds it their stored series 
 answers into words.
 
 Which runs count: the experiment's own runs (branches, which continue a parent with a change,
-are left out) that *succeeded*. A queued or running run has no final numbers yet: it is
+are left out, and so are runs an MLflow client deleted: `webapp/runs/lifecycle.py`) that
+*succeeded*. A queued or running run has no final numbers yet: it is
 pending, and counts towards the seeds a cell already has on the way. A failed or cancelled run
 stopped somewhere arbitrary, so its "final" means nothing: it is left out and counted. Two
 finished runs claiming one place (same cell and seed: external runs can) keep the older.
@@ -38,6 +39,7 @@ from trainer.config import ConfigError, config_from_dict
 from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import series_of
+from webapp.runs.lifecycle import live_runs
 from webapp.runs.queueing import new_run, send_runs
 from webapp.runs.summaries import run_summaries
 
@@ -57,7 +59,8 @@ _cache_lock = threading.Lock()
 # --- choosing the runs -------------------------------------------------------------------------
 
 
-def _runs(experiment: Experiment) -> list[Run]:
+def _runs(experiment: Experiment, *, deleted_too: bool = False) -> list[Run]:
+    """The experiment's runs; those an MLflow client deleted only with `deleted_too`."""
     fields = (
         "id",
         "experiment_id",
@@ -68,7 +71,8 @@ def _runs(experiment: Experiment) -> list[Run]:
         "total_steps",
         *AXES,
     )
-    return list(experiment.runs.only(*fields).order_by("id"))
+    runs = experiment.runs.all() if deleted_too else live_runs(experiment.runs.all())
+    return list(runs.only(*fields).order_by("id"))
 
 
 def _cell(run: Run) -> dict[str, str]:
@@ -262,10 +266,13 @@ def queue_more_seeds(experiment: Experiment) -> dict[str, Any]:
 
 def _queue_more_seeds(experiment: Experiment) -> dict[str, Any]:
     stats = experiment_stats(experiment)
-    runs = _runs(experiment)
+    # New seeds skip those of deleted runs too: restored, they would claim the same places.
+    runs = _runs(experiment, deleted_too=True)
     templates: dict[tuple, Run] = {}
-    for run in Run.objects.filter(
-        experiment=experiment, parent__isnull=True, external=False, status=Run.SUCCEEDED
+    for run in live_runs(
+        Run.objects.filter(
+            experiment=experiment, parent__isnull=True, external=False, status=Run.SUCCEEDED
+        )
     ).order_by("id"):
         templates[tuple(getattr(run, a) for a in AXES)] = run
     out: dict[str, Any] = {"queued": [], "cells": [], "skipped": [], "capped": False}
