@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.tracking_vs_mlflow import mlflow_available
+from bench.common import mlflow_available
 from tests.helpers import ROOT
 
 MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
