@@ -8,6 +8,11 @@
   `timed_steps_config` + `train_steps`: a cpu-demo run whose training steps are what is timed
   (`grad_drill.py`, `episodes.py` read `sys/step_seconds` from the reporter).
 - The lines every summary carries: `machine()` and `load_average()`.
+- The comparisons with MLflow's server (`tracking_vs_mlflow.py`, `mlflow_endpoint.py`,
+  `mlflow_artifacts.py`): which MLflow venv to use (`chosen_mlflow_python`,
+  `mlflow_available`, `mlflow_wanted`), a smoke run's database names (`smoke_suffix`), the
+  sides' order (`abba`), and the summary's scaffolding: `comparison_head`, `median_of` and
+  `each_of` over the repeats' rows, `ratio` of Troupe to MLflow, `print_summary`.
 
 Django and the trainer are imported inside the helpers that need them: a bench of the web
 app never loads torch, and a bench of the trainer never sets Django up. Not a benchmark.
@@ -16,17 +21,22 @@ app never loads torch, and a bench of the trainer never sets Django up. Not a be
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
+DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"  # made as tracking_vs_mlflow.py says
 
 
 def log(line: str) -> None:
@@ -121,3 +131,87 @@ def train_steps(config):
     with tempfile.TemporaryDirectory() as out:
         train_module.train(config, out, reporter)
     return reporter
+
+
+# --- the comparisons with MLflow's server ------------------------------------------------------
+
+
+def chosen_mlflow_python(args) -> str | None:
+    """The python of the MLflow venv to compare with: none with `--without-mlflow`, else
+    `--mlflow-python` (its default $MLFLOW_PYTHON), else DEFAULT_MLFLOW_PYTHON where it exists."""
+    if args.without_mlflow:
+        return ""
+    if args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
+        return DEFAULT_MLFLOW_PYTHON
+    return args.mlflow_python
+
+
+def mlflow_available(python: str | None) -> bool:
+    if not python or not Path(python).exists():
+        return False
+    check = subprocess.run([python, "-c", "import mlflow, psycopg2"], capture_output=True)
+    return check.returncode == 0
+
+
+def mlflow_wanted(args) -> bool:
+    """Whether MLflow's side runs. Without its venv a smoke run goes on with Troupe's side
+    alone; any other run stops here (exit 2): one side is no comparison."""
+    with_mlflow = mlflow_available(args.mlflow_python)
+    if not with_mlflow and not args.smoke:
+        log(f"MLflow is not available (--mlflow-python {args.mlflow_python!r})")
+        sys.exit(2)
+    return with_mlflow
+
+
+def smoke_suffix(smoke: bool) -> str:
+    """What a run's database names end with: a smoke run's carry its process id, so smoke runs
+    side by side (CI, the tests) never drop each other's databases."""
+    return f"_smoke_{os.getpid()}" if smoke else ""
+
+
+def abba(sides: Sequence, repeat: int) -> Sequence:
+    """The sides in repeat `repeat`'s order, reversed every other repeat (A B, B A, ...), so
+    neither always goes first (onto a cold cache, or a quiet machine)."""
+    return sides if repeat % 2 == 0 else sides[::-1]
+
+
+def one_minute_load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def comparison_head(args, workload: Sequence[str], load_before: float) -> dict:
+    """What a comparison's summary opens with: the machine, the one-minute load average before
+    the servers started and now, and the settings in `workload` (names of `args`)."""
+    return {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "load_before": load_before,
+        "load_after": one_minute_load(),
+        "workload": {name: getattr(args, name) for name in workload},
+    }
+
+
+def median_of(rows: Sequence[dict], key: str, digits: int | None = None) -> float:
+    """The median of `key` over the repeats' rows, to `digits` places (None: a whole number)."""
+    return round(statistics.median(row[key] for row in rows), digits)
+
+
+def each_of(rows: Sequence[dict], key: str, digits: int | None = None) -> list[float]:
+    """Every repeat's `key`, in the order measured, to `digits` places (None: whole numbers)."""
+    return [round(row[key], digits) for row in rows]
+
+
+def ratio(troupe: dict, mlflow: dict, key: str, *, higher_is_better: bool = True) -> float:
+    """How many times Troupe is ahead of MLflow on the summary's figure `key`, two places: its
+    rate over MLflow's (points/s, MiB/s), or for seconds (`higher_is_better=False`) MLflow's
+    over Troupe's; above 1, Troupe is ahead either way."""
+    if higher_is_better:
+        return round(troupe[key] / mlflow[key], 2)
+    return round(mlflow[key] / troupe[key], 2)
+
+
+def print_summary(summary: dict) -> None:
+    """The result as indented JSON on stdout; its one-line `summary`, where it has one, on
+    stderr as well, for the person watching."""
+    print(json.dumps(summary, indent=2))
+    if "summary" in summary:
+        log(summary["summary"])

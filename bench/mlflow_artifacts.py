@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -36,13 +34,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
-from bench.common import DEFAULT_POSTGRES  # noqa: E402
-from bench.tracking_vs_mlflow import (  # noqa: E402
-    DEFAULT_MLFLOW_PYTHON,
-    MlflowServer,
+from bench.common import (  # noqa: E402
+    DEFAULT_POSTGRES,
+    abba,
+    chosen_mlflow_python,
+    comparison_head,
+    each_of,
     log,
-    mlflow_available,
+    median_of,
+    mlflow_wanted,
+    one_minute_load,
+    print_summary,
+    ratio,
+    smoke_suffix,
 )
+from bench.tracking_vs_mlflow import MlflowServer  # noqa: E402
 from bench.troupe_server import TroupeServer  # noqa: E402
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -52,6 +58,12 @@ import mlflow  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 
 MIB = 1024 * 1024
+WORKLOAD = ("files", "mib", "small_files", "small_kib", "workers", "repeats")
+RATIOS = {
+    "upload": "upload_mib_s",
+    "download": "download_mib_s",
+    "small_files": "small_files_per_s",
+}
 
 
 def measure(name: str, url: str, experiment: str, files: list[Path], tag: str) -> dict:
@@ -106,7 +118,8 @@ def measure_small(name: str, url: str, experiment: str, files: list[Path], tag: 
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line; `--smoke` makes the workload tiny."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlflow-python", default=os.environ.get("MLFLOW_PYTHON"))
     parser.add_argument("--without-mlflow", action="store_true", help="Troupe's side only")
@@ -119,105 +132,122 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
     args = parser.parse_args()
-    if args.without_mlflow:
-        args.mlflow_python = ""
-    elif args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
-        args.mlflow_python = DEFAULT_MLFLOW_PYTHON
-    suffix = ""
+    args.mlflow_python = chosen_mlflow_python(args)
     if args.smoke:
         args.files, args.mib, args.workers, args.repeats = 2, 1, 2, 1
         args.small_files = 20
-        suffix = f"_smoke_{os.getpid()}"
-    with_mlflow = mlflow_available(args.mlflow_python)
-    if not with_mlflow and not args.smoke:
-        log(f"MLflow is not available (--mlflow-python {args.mlflow_python!r})")
-        sys.exit(2)
-    load_before = round(os.getloadavg()[0], 2)
+    return args
+
+
+def make_files(folder: str, args) -> tuple[list[Path], list[Path]]:
+    """Random bytes in `folder`, made before any clock starts: `--files` files of `--mib` MiB
+    (none with `--mib 0`), and `--small-files` of `--small-kib` KiB in `small/`."""
+    files = []
+    for i in range(args.files if args.mib else 0):
+        files.append(Path(folder, f"blob-{i}.bin"))
+        files[-1].write_bytes(os.urandom(args.mib * MIB))
+    Path(folder, "small").mkdir()
+    small = []
+    for i in range(args.small_files):
+        small.append(Path(folder, "small", f"note-{i:05d}.txt"))
+        small[-1].write_bytes(os.urandom(args.small_kib * 1024))
+    return files, small
+
+
+def measure_repeats(sides: list[tuple], args, files: list[Path], small: list[Path]) -> dict:
+    """`--repeats` repeats on every side (ABBA), each the large files then the small ones, on
+    fresh runs: a row a repeat for each side."""
     rows: dict[str, list[dict]] = {}
-    with tempfile.TemporaryDirectory(prefix="artifact-bench-up-") as up:
-        files = []
-        for i in range(args.files if args.mib else 0):
-            files.append(Path(up, f"blob-{i}.bin"))
-            files[-1].write_bytes(os.urandom(args.mib * MIB))
-        Path(up, "small").mkdir()
-        small = []
-        for i in range(args.small_files):
-            small.append(Path(up, "small", f"note-{i:05d}.txt"))
-            small[-1].write_bytes(os.urandom(args.small_kib * 1024))
-        with TroupeServer(
-            args.postgres, f"troupe_artifact_bench{suffix}", args.workers, log=log
-        ) as troupe:
-            os.environ["MLFLOW_TRACKING_TOKEN"] = troupe.token  # MLflow's server ignores it
-            made = MlflowClient(tracking_uri=troupe.url).create_experiment("artifacts")
-            sides = [("troupe", troupe.url, made)]
-            server = None
-            try:
-                if with_mlflow:
-                    server = MlflowServer(
-                        args.mlflow_python,
-                        args.postgres,
-                        f"mlflow_artifact_bench{suffix}",
-                        args.workers,
-                        serve_artifacts=True,
-                    ).__enter__()
-                    made = MlflowClient(tracking_uri=server.url).create_experiment("artifacts")
-                    sides.append(("mlflow", server.url, made))
-                for rep in range(args.repeats):
-                    for name, url, experiment in sides if rep % 2 == 0 else sides[::-1]:
-                        row = {}
-                        with contextlib.redirect_stdout(sys.stderr):  # the client's notes
-                            if files:
-                                row |= measure(name, url, experiment, files, f"rep{rep}")
-                            if small:
-                                row |= measure_small(name, url, experiment, small, f"rep{rep}")
-                        rows.setdefault(name, []).append(row)
-                        log(
-                            f"repeat {rep + 1}/{args.repeats} {name}: "
-                            + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
-                        )
-            finally:
-                if server is not None:
-                    server.__exit__(None, None, None)
-    workload = ("files", "mib", "small_files", "small_kib", "workers", "repeats")
-    summary: dict = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "load_before": load_before,
-        "load_after": round(os.getloadavg()[0], 2),
-        "workload": {k: getattr(args, k) for k in workload},
-    }
+    for rep in range(args.repeats):
+        for name, url, experiment in abba(sides, rep):
+            row = {}
+            with contextlib.redirect_stdout(sys.stderr):  # the client's notes
+                if files:
+                    row |= measure(name, url, experiment, files, f"rep{rep}")
+                if small:
+                    row |= measure_small(name, url, experiment, small, f"rep{rep}")
+            rows.setdefault(name, []).append(row)
+            log(
+                f"repeat {rep + 1}/{args.repeats} {name}: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
+            )
+    return rows
+
+
+def measure_both(args, with_mlflow: bool, files: list[Path], small: list[Path]) -> dict:
+    """Start Troupe's server (and MLflow's with `--serve-artifacts`, `with_mlflow`) on fresh
+    databases and measure each: its rows, by side."""
+    suffix = smoke_suffix(args.smoke)
+    with TroupeServer(
+        args.postgres, f"troupe_artifact_bench{suffix}", args.workers, log=log
+    ) as troupe:
+        os.environ["MLFLOW_TRACKING_TOKEN"] = troupe.token  # MLflow's server ignores it
+        made = MlflowClient(tracking_uri=troupe.url).create_experiment("artifacts")
+        sides = [("troupe", troupe.url, made)]
+        mlflow_server = (
+            MlflowServer(
+                args.mlflow_python,
+                args.postgres,
+                f"mlflow_artifact_bench{suffix}",
+                args.workers,
+                serve_artifacts=True,
+            )
+            if with_mlflow
+            else contextlib.nullcontext()
+        )
+        with mlflow_server as server:
+            if server is not None:
+                made = MlflowClient(tracking_uri=server.url).create_experiment("artifacts")
+                sides.append(("mlflow", server.url, made))
+            return measure_repeats(sides, args, files, small)
+
+
+def add_ratios(summary: dict, args, n_files: int, n_small: int) -> None:
+    """Troupe / MLflow for each measure taken (above 1: Troupe ahead), and the one-line
+    summary."""
+    t, m = summary["troupe"], summary["mlflow"]
+    parts = []
+    for label, key in RATIOS.items():
+        if f"{key}_median" in t:
+            summary[f"ratio_{label}"] = ratio(t, m, f"{key}_median")
+            parts.append(
+                f"{label} {t[f'{key}_median']} vs {m[f'{key}_median']} = "
+                f"{summary[f'ratio_{label}']}x"
+            )
+    summary["summary"] = (
+        f"artifacts, {n_files} x {args.mib} MiB and {n_small} x {args.small_kib} KiB: "
+        + "; ".join(parts)
+        + " (Troupe / MLflow --serve-artifacts; MiB/s, small files a "
+        f"second) | load average {summary['load_before']} before, {summary['load_after']} "
+        "after"
+    )
+
+
+def summarise(args, load_before: float, rows: dict, n_files: int, n_small: int) -> dict:
+    """The printed result: the head, each side's medians then every repeat's figures (to one
+    decimal place), and with MLflow's side the ratios and the one-line summary."""
+    summary = comparison_head(args, WORKLOAD, load_before)
     measures = [
-        *(["upload_mib_s", "download_mib_s"] if files else []),
-        *(["small_files_per_s", "first_tenth_ms", "last_tenth_ms"] if small else []),
+        *(["upload_mib_s", "download_mib_s"] if n_files else []),
+        *(["small_files_per_s", "first_tenth_ms", "last_tenth_ms"] if n_small else []),
     ]
     for name, measured in rows.items():
-        summary[name] = {
-            f"{m}_median": round(statistics.median(r[m] for r in measured), 1) for m in measures
-        } | {f"{m}_each": [round(r[m], 1) for r in measured] for m in measures}
-    if "mlflow" in summary:
-        t, m = summary["troupe"], summary["mlflow"]
-        parts = []
-        ratios = {
-            "upload": "upload_mib_s",
-            "download": "download_mib_s",
-            "small_files": "small_files_per_s",
+        summary[name] = {f"{m}_median": median_of(measured, m, 1) for m in measures} | {
+            f"{m}_each": each_of(measured, m, 1) for m in measures
         }
-        for label, key in ratios.items():
-            if f"{key}_median" in t:
-                summary[f"ratio_{label}"] = round(t[f"{key}_median"] / m[f"{key}_median"], 2)
-                parts.append(
-                    f"{label} {t[f'{key}_median']} vs {m[f'{key}_median']} = "
-                    f"{summary[f'ratio_{label}']}x"
-                )
-        summary["summary"] = (
-            f"artifacts, {len(files)} x {args.mib} MiB and {len(small)} x {args.small_kib} KiB: "
-            + "; ".join(parts)
-            + " (Troupe / MLflow --serve-artifacts; MiB/s, small files a "
-            f"second) | load average {summary['load_before']} before, {summary['load_after']} "
-            "after"
-        )
-    print(json.dumps(summary, indent=2))
-    if "summary" in summary:
-        log(summary["summary"])
+    if "mlflow" in summary:
+        add_ratios(summary, args, n_files, n_small)
+    return summary
+
+
+def main() -> None:
+    args = parse_args()
+    with_mlflow = mlflow_wanted(args)
+    load_before = one_minute_load()
+    with tempfile.TemporaryDirectory(prefix="artifact-bench-up-") as up:
+        files, small = make_files(up, args)
+        rows = measure_both(args, with_mlflow, files, small)
+    print_summary(summarise(args, load_before, rows, len(files), len(small)))
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ import contextlib
 import json
 import math
 import os
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -45,13 +43,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.client_threads import timed_clients  # noqa: E402
-from bench.common import DEFAULT_POSTGRES  # noqa: E402
-from bench.tracking_vs_mlflow import (  # noqa: E402
-    DEFAULT_MLFLOW_PYTHON,
-    MlflowServer,
+from bench.common import (  # noqa: E402
+    DEFAULT_POSTGRES,
+    abba,
+    chosen_mlflow_python,
+    comparison_head,
+    each_of,
     log,
-    mlflow_available,
+    median_of,
+    mlflow_wanted,
+    one_minute_load,
+    print_summary,
+    ratio,
+    smoke_suffix,
 )
+from bench.tracking_vs_mlflow import MlflowServer  # noqa: E402
 from bench.troupe_server import TroupeServer  # noqa: E402
 from vocabulary.names import LOSS_KEY  # noqa: E402
 
@@ -66,6 +72,7 @@ from mlflow.utils.proto_json_utils import message_to_json  # noqa: E402
 
 BATCH_LIMIT = 1000
 ROLES = ("generator", "aggregator", "evaluator", "solver")
+WORKLOAD = ("runs", "keys", "steps", "clients", "workers", "repeats", "history_steps", "reads")
 
 
 def metric_keys(n: int) -> list[str]:
@@ -205,7 +212,8 @@ def read_history(side: Side, run_id: str) -> tuple[float, list]:
     return seconds, [(m.step, m.value, m.timestamp) for m in history]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line; `--smoke` makes the workload tiny."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlflow-python", default=os.environ.get("MLFLOW_PYTHON"))
     parser.add_argument("--without-mlflow", action="store_true", help="Troupe's side only")
@@ -220,121 +228,110 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
     args = parser.parse_args()
-    if args.without_mlflow:
-        args.mlflow_python = ""
-    elif args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
-        args.mlflow_python = DEFAULT_MLFLOW_PYTHON
-    suffix = ""
+    args.mlflow_python = chosen_mlflow_python(args)
     if args.smoke:
         args.runs, args.keys, args.steps, args.clients, args.workers = 2, 4, 60, 2, 2
         args.repeats, args.history_steps, args.reads = 1, 1500, 2
-        suffix = f"_smoke_{os.getpid()}"
-    with_mlflow = mlflow_available(args.mlflow_python)
-    if not with_mlflow and not args.smoke:
-        log(f"MLflow is not available (--mlflow-python {args.mlflow_python!r})")
-        sys.exit(2)
-    keys = metric_keys(args.keys)
-    load_before = round(os.getloadavg()[0], 2)
+    return args
+
+
+def measure_ingestion(sides: list[Side], args, keys: list[str]) -> dict[str, list[dict]]:
+    """The workload `--repeats` times on every side (ABBA), through the client and on the wire:
+    a row a repeat for each side."""
     rows: dict[str, list[dict]] = {}
-    reads: dict[str, list[float]] = {}
-    wire_rows: dict[str, list[dict]] = {}
-    wire_reads: dict[str, list[float]] = {}
+    for rep in range(args.repeats):
+        for side in abba(sides, rep):
+            row = ingest(side, args, keys, f"rep{rep}")
+            wire = ingest_wire(side, args, keys, f"rep{rep}")
+            rows.setdefault(side.name, []).append(
+                {"points_per_s": row["points_per_s"], "wire_points_per_s": wire["points_per_s"]}
+            )
+            log(
+                f"repeat {rep + 1}/{args.repeats} {side.name}: "
+                f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), wire "
+                f"{wire['points_per_s']:.0f}, load {os.getloadavg()[0]:.2f}"
+            )
+    return rows
+
+
+def measure_history(sides: list[Side], args) -> dict[str, list[dict]]:
+    """One `--history-steps` series on every side, read `--reads` times (ABBA) through the
+    client and on the wire: a row a read for each side. The sides' answers must agree."""
+    history_runs = {side.name: history_run(side, args.history_steps) for side in sides}
+    reads: dict[str, list[dict]] = {}
+    answers = {}
+    for i in range(args.reads):
+        for side in abba(sides, i):
+            seconds, answers[side.name] = read_history(side, history_runs[side.name])
+            wire_seconds = read_history_wire(side, history_runs[side.name])
+            reads.setdefault(side.name, []).append(
+                {"history_s": seconds, "wire_history_s": wire_seconds}
+            )
+    assert len(answers["troupe"]) == args.history_steps
+    if "mlflow" in answers:
+        assert [a[:2] for a in answers["troupe"]] == [a[:2] for a in answers["mlflow"]]
+    return reads
+
+
+def measure_both(args, with_mlflow: bool) -> tuple[dict, dict]:
+    """Start Troupe's server (and MLflow's, `with_mlflow`) on fresh databases and measure
+    each: (ingestion rows, history reads), by side."""
+    suffix = smoke_suffix(args.smoke)
+    keys = metric_keys(args.keys)
     with TroupeServer(args.postgres, f"troupe_mlflow_bench{suffix}", args.workers, log=log) as t:
         os.environ["MLFLOW_TRACKING_TOKEN"] = t.token  # MLflow's server ignores it
         experiment = MlflowClient(tracking_uri=t.url).create_experiment("mlflow-bench")
         sides = [Side("troupe", t.url, experiment)]
-        mlflow_server = None
-        try:
-            if with_mlflow:
-                mlflow_server = MlflowServer(
-                    args.mlflow_python,
-                    args.postgres,
-                    f"mlflow_endpoint_bench{suffix}",
-                    args.workers,
-                ).__enter__()
-                mlflow_experiment = MlflowClient(tracking_uri=mlflow_server.url).create_experiment(
-                    "bench"
-                )
-                sides.append(Side("mlflow", mlflow_server.url, mlflow_experiment))
-            for rep in range(args.repeats):
-                for side in sides if rep % 2 == 0 else sides[::-1]:  # ABBA
-                    row = ingest(side, args, keys, f"rep{rep}")
-                    rows.setdefault(side.name, []).append(row)
-                    wire = ingest_wire(side, args, keys, f"rep{rep}")
-                    wire_rows.setdefault(side.name, []).append(wire)
-                    log(
-                        f"repeat {rep + 1}/{args.repeats} {side.name}: "
-                        f"{row['points_per_s']:.0f} points/s ({row['seconds']:.1f} s), wire "
-                        f"{wire['points_per_s']:.0f}, load {os.getloadavg()[0]:.2f}"
-                    )
-            history_runs = {side.name: history_run(side, args.history_steps) for side in sides}
-            answers = {}
-            for i in range(args.reads):
-                for side in sides if i % 2 == 0 else sides[::-1]:
-                    seconds, answer = read_history(side, history_runs[side.name])
-                    reads.setdefault(side.name, []).append(seconds)
-                    answers[side.name] = answer
-                    wire_reads.setdefault(side.name, []).append(
-                        read_history_wire(side, history_runs[side.name])
-                    )
-            assert len(answers["troupe"]) == args.history_steps
-            if with_mlflow:
-                assert [a[:2] for a in answers["troupe"]] == [a[:2] for a in answers["mlflow"]]
-        finally:
-            if mlflow_server is not None:
-                mlflow_server.__exit__(None, None, None)
-
-    summary: dict = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "load_before": load_before,
-        "load_after": round(os.getloadavg()[0], 2),
-        "workload": {
-            k: getattr(args, k)
-            for k in (
-                "runs",
-                "keys",
-                "steps",
-                "clients",
-                "workers",
-                "repeats",
-                "history_steps",
-                "reads",
+        mlflow_server = (
+            MlflowServer(
+                args.mlflow_python, args.postgres, f"mlflow_endpoint_bench{suffix}", args.workers
             )
-        },
-    }
-    for name in rows:
-        summary[name] = {
-            "points_per_s_median": round(statistics.median(r["points_per_s"] for r in rows[name])),
-            "points_per_s_each": [round(r["points_per_s"]) for r in rows[name]],
-            "history_s_median": round(statistics.median(reads[name]), 4),
-            "history_s_each": [round(s, 4) for s in reads[name]],
-            "wire_points_per_s_median": round(
-                statistics.median(r["points_per_s"] for r in wire_rows[name])
-            ),
-            "wire_points_per_s_each": [round(r["points_per_s"]) for r in wire_rows[name]],
-            "wire_history_s_median": round(statistics.median(wire_reads[name]), 4),
-            "wire_history_s_each": [round(s, 4) for s in wire_reads[name]],
-        }
+            if with_mlflow
+            else contextlib.nullcontext()
+        )
+        with mlflow_server as server:
+            if server is not None:
+                made = MlflowClient(tracking_uri=server.url).create_experiment("bench")
+                sides.append(Side("mlflow", server.url, made))
+            return measure_ingestion(sides, args, keys), measure_history(sides, args)
+
+
+def side_summary(ingestion: list[dict], reads: list[dict]) -> dict:
+    """One side's medians and every repeat's figure: points/s whole, history seconds to 4 places."""
+    out = {}
+    for rows, key, digits in (
+        (ingestion, "points_per_s", None),
+        (reads, "history_s", 4),
+        (ingestion, "wire_points_per_s", None),
+        (reads, "wire_history_s", 4),
+    ):
+        out[f"{key}_median"] = median_of(rows, key, digits)
+        out[f"{key}_each"] = each_of(rows, key, digits)
+    return out
+
+
+def summarise(args, load_before: float, ingestion: dict, reads: dict) -> dict:
+    """The printed result: the head, each side's figures and, with MLflow's side, the ratios
+    (above 1: Troupe ahead) and the one-line summary."""
+    summary = comparison_head(args, WORKLOAD, load_before)
+    for name in ingestion:
+        summary[name] = side_summary(ingestion[name], reads[name])
     if "mlflow" in summary:
-        summary["ratio_points_per_s"] = round(
-            summary["troupe"]["points_per_s_median"] / summary["mlflow"]["points_per_s_median"], 2
-        )
-        summary["ratio_history"] = round(
-            summary["mlflow"]["history_s_median"] / summary["troupe"]["history_s_median"], 2
-        )
-        summary["ratio_wire_points_per_s"] = round(
-            summary["troupe"]["wire_points_per_s_median"]
-            / summary["mlflow"]["wire_points_per_s_median"],
-            2,
-        )
-        summary["ratio_wire_history"] = round(
-            summary["mlflow"]["wire_history_s_median"] / summary["troupe"]["wire_history_s_median"],
-            2,
-        )
+        t, m = summary["troupe"], summary["mlflow"]
+        summary["ratio_points_per_s"] = ratio(t, m, "points_per_s_median")
+        summary["ratio_history"] = ratio(t, m, "history_s_median", higher_is_better=False)
+        summary["ratio_wire_points_per_s"] = ratio(t, m, "wire_points_per_s_median")
+        summary["ratio_wire_history"] = ratio(t, m, "wire_history_s_median", higher_is_better=False)
         summary["summary"] = summary_line(summary)
-    print(json.dumps(summary, indent=2))
-    if "summary" in summary:
-        log(summary["summary"])
+    return summary
+
+
+def main() -> None:
+    args = parse_args()
+    with_mlflow = mlflow_wanted(args)
+    load_before = one_minute_load()
+    ingestion, reads = measure_both(args, with_mlflow)
+    print_summary(summarise(args, load_before, ingestion, reads))
 
 
 def summary_line(summary: dict) -> str:

@@ -47,7 +47,6 @@ import math
 import os
 import platform
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,18 +60,26 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.client_threads import timed_clients  # noqa: E402
-from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    DEFAULT_MLFLOW_PYTHON,
+    DEFAULT_POSTGRES,
+    abba,
+    chosen_mlflow_python,
+    drop_database,
+    each_of,
+    log,
+    median_of,
+    mlflow_available,
+    ratio,
+    recreate_database,
+    smoke_suffix,
+)
 from bench.troupe_server import TroupeServer, free_port, points_body, stop, wait_http  # noqa: E402
 from vocabulary.names import ENTROPY, GRAD_NORM, GRAD_SHARE, KL, PG_LOSS, TOKENS, role_key  # noqa: E402
 
-DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log-batch request (MLflow's documented limit)
 COMPARE_POINTS = 500
 REPLAYS = 5
-
-
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 # --- the workload ------------------------------------------------------------------------------
@@ -397,10 +404,6 @@ def replay(side: Side, args, keys: list[str], row: dict) -> dict:
     return out
 
 
-def median(rows: list[dict], key: str) -> float:
-    return statistics.median(r[key] for r in rows)
-
-
 def report(results: dict[str, list[dict]], replays: dict[str, dict], args, note: str) -> dict:
     summary: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
@@ -412,34 +415,28 @@ def report(results: dict[str, list[dict]], replays: dict[str, dict], args, note:
         summary["note"] = note
     for name, rows in results.items():
         summary[name] = {
-            "points_per_s": round(median(rows, "points_per_s")),
-            "full_read_s": round(median(rows, "full_read_s"), 4),
-            "compare_s": round(median(rows, "compare_s"), 4),
+            "points_per_s": median_of(rows, "points_per_s"),
+            "full_read_s": median_of(rows, "full_read_s", 4),
+            "compare_s": median_of(rows, "compare_s", 4),
             "compare_points": rows[-1]["compare_points"],
-            "all_points_per_s": [round(r["points_per_s"]) for r in rows],
+            "all_points_per_s": each_of(rows, "points_per_s"),
         }
         if name == "mlflow":
-            summary[name]["compare_sampled_s"] = round(median(rows, "compare_sampled_s"), 4)
+            summary[name]["compare_sampled_s"] = median_of(rows, "compare_sampled_s", 4)
             summary[name]["compare_sampled_points"] = rows[-1]["compare_sampled_points"]
         summary[name]["replay"] = replays.get(name)
     if "mlflow" in results:
         t, m = summary["troupe"], summary["mlflow"]
         summary["ratios"] = {
-            "ingestion (troupe / mlflow points/s)": round(t["points_per_s"] / m["points_per_s"], 2),
-            "full read (mlflow s / troupe s)": round(m["full_read_s"] / t["full_read_s"], 2),
-            "compare (mlflow full s / troupe s)": round(m["compare_s"] / t["compare_s"], 2),
+            "ingestion (troupe / mlflow points/s)": ratio(t, m, "points_per_s"),
+            "full read (mlflow s / troupe s)": ratio(t, m, "full_read_s", higher_is_better=False),
+            "compare (mlflow full s / troupe s)": ratio(t, m, "compare_s", higher_is_better=False),
+            # Troupe has no sampled read of its own: set against its one compare read.
             "compare (mlflow sampled s / troupe s)": round(
                 m["compare_sampled_s"] / t["compare_s"], 2
             ),
         }
     return summary
-
-
-def mlflow_available(python: str | None) -> bool:
-    if not python or not Path(python).exists():
-        return False
-    check = subprocess.run([python, "-c", "import mlflow, psycopg2"], capture_output=True)
-    return check.returncode == 0
 
 
 def main() -> None:
@@ -462,15 +459,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny workload, 1 repeat")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    if args.without_mlflow:
-        args.mlflow_python = ""
-    elif args.mlflow_python is None and Path(DEFAULT_MLFLOW_PYTHON).exists():
-        args.mlflow_python = DEFAULT_MLFLOW_PYTHON
-    suffix = ""
+    args.mlflow_python = chosen_mlflow_python(args)
+    suffix = smoke_suffix(args.smoke)
     if args.smoke:
         args.runs, args.keys, args.steps, args.batch = 2, 4, 50, 100
         args.clients, args.workers, args.repeats = 2, 2, 1
-        suffix = f"_smoke_{os.getpid()}"
     if args.batch > MLFLOW_BATCH_LIMIT:
         parser.error(f"--batch: MLflow takes at most {MLFLOW_BATCH_LIMIT} metrics a request")
     note = ""
@@ -497,8 +490,7 @@ def main() -> None:
                 sides.append(MlflowSide(mlflow_ctx))
                 results["mlflow"] = []
             for rep in range(args.repeats):
-                order = sides if rep % 2 == 0 else sides[::-1]  # ABBA
-                for side in order:
+                for side in abba(sides, rep):
                     row = measure(side, args, keys, f"rep{rep}")
                     results[side.name].append(row)
                     log(

@@ -3,15 +3,16 @@ client against Troupe's artifact store (and MLflow's own `--serve-artifacts` ser
 venv is installed), every download checked byte for byte by the bench itself."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from bench.tracking_vs_mlflow import mlflow_available
+from bench.common import mlflow_available
 from tests.helpers import ROOT
 
-MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
+MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 

@@ -2,6 +2,7 @@
 against Troupe's MLflow endpoint (and MLflow's own server where its venv is installed)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"
+MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
