@@ -79,9 +79,19 @@ def live_troupe(
                 time.sleep(0.2)
         yield base
     finally:
-        # gunicorn's quick shutdown: its graceful one (SIGTERM) waited 2.5 s for the MLflow
-        # client's idle keep-alive connection, at every test's end.
-        os.killpg(process.pid, signal.SIGQUIT)
+        stop(process)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """gunicorn's quick shutdown, then SIGKILL: nothing the test server holds needs saving.
+    Its graceful one (SIGTERM) waited 2.5 s for the MLflow client's idle keep-alive
+    connection at every test's end, and a worker busy in a request (a cut upload, a write
+    waiting on SQLite's lock) can outlast even the quick one's grace."""
+    os.killpg(process.pid, signal.SIGQUIT)
+    try:
+        process.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=15)
 
 
