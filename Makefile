@@ -21,10 +21,15 @@ test: export TROUPE_DATA_DIR ?= $(CURDIR)/.data/test
 # a core wait on each other: the tiny-s warm start ran 3.4x faster with PASSIVE when two ran
 # at once on 2 cores (5.4 vs 1.6 steps/s), at about 10% cost on a quiet machine.
 test: export OMP_WAIT_POLICY ?= PASSIVE
+# Two test processes (pytest-xdist), each file whole on one of them (its module fixtures built
+# once): most tests wait on a worker, a server or a browser, or keep one core busy, so the
+# PostgreSQL leg took 1,012 s instead of 1,584 on two cores (BENCHMARKS.md, "The test suite").
+# PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	@bash scripts/ensure_chromium.sh      # the browser tests' Chromium: installed, or how to
 	$(PY) -m trainer build-model tiny-s   # shipped: at once (a changed recipe: built, cached)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 venv: $(STAMP)
 

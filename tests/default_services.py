@@ -12,11 +12,18 @@ falls back to the embedded default (SQLite, the filesystem broker), tests that n
 service skip with a reason, and the header of the session's output says so in one line; with
 TROUPE_REQUIRE_SERVICES=1 the session stops at once instead, naming the service.
 To run on the embedded default on purpose, set DATABASE_URL=sqlite:///path/to/test.sqlite3.
+
+Under pytest-xdist (`-n 2`, as `make test` runs) each worker is a session of its own: its own
+test database and broker keys (named after its process) and its own data directory, a folder
+named after the worker inside TROUPE_DATA_DIR. Run N's files live in `<data>/runs/N/`, and
+both workers' databases number their runs from 1. The built models are shared: each worker's
+`models` is a link to the parent's, where a lock keeps two builders of one model apart.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -73,12 +80,28 @@ def _choose(variable: str, url: str, service: str, probe, fallback: str) -> None
         )
 
 
+def _own_data_dir(worker: str) -> None:
+    """An xdist worker's own TROUPE_DATA_DIR, its models shared with the other workers'."""
+    parent = Path(
+        os.environ.get("TROUPE_DATA_DIR") or Path(__file__).resolve().parent.parent / ".data"
+    ).resolve()
+    own = parent / worker
+    (parent / "models").mkdir(parents=True, exist_ok=True)
+    own.mkdir(exist_ok=True)
+    if not (own / "models").is_symlink():
+        (own / "models").symlink_to(parent / "models", target_is_directory=True)
+    os.environ["TROUPE_DATA_DIR"] = str(own)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args) -> None:
     """Before pytest-django loads the settings: point the unset variables at the local
     services that answer. (Also runs for --help; probing costs milliseconds when the services
     are up and PROBE_SECONDS each when a host does not answer at all.)"""
     _header.clear()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        _own_data_dir(worker)
     _choose("DATABASE_URL", LOCAL_POSTGRES, "PostgreSQL", _postgres_answers, "SQLite")
     _choose("CELERY_BROKER_URL", LOCAL_REDIS, "Redis", _redis_answers, "the filesystem broker")
     if not os.access(CHROMIUM, os.X_OK):
