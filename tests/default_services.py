@@ -82,9 +82,12 @@ def _choose(variable: str, url: str, service: str, probe, fallback: str) -> None
 
 def _own_data_dir(worker: str) -> None:
     """An xdist worker's own TROUPE_DATA_DIR, its models shared with the other workers'."""
-    parent = Path(
-        os.environ.get("TROUPE_DATA_DIR") or Path(__file__).resolve().parent.parent / ".data"
-    ).resolve()
+    # The settings' own reading of the variable: `~` expanded, a relative path resolved.
+    parent = (
+        Path(os.environ.get("TROUPE_DATA_DIR") or Path(__file__).resolve().parent.parent / ".data")
+        .expanduser()
+        .resolve()
+    )
     own = parent / worker
     (parent / "models").mkdir(parents=True, exist_ok=True)
     own.mkdir(exist_ok=True)
