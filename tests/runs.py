@@ -3,9 +3,12 @@
 - `tiny_model` (session fixture): the warm-started `tiny-s` under this session's data
   directory, built once (8–15 minutes on two cores) in a subprocess, so the test
   process never imports torch; workers started by the tests share it.
-- `SMALL`: config values that make a `cpu-demo` run take seconds.
+- `SMALL`: config values that make a `cpu-demo` run take seconds; `ONE_STEP`, a run of one
+  step that a test trains in its own process (`workers.execute.train_run`).
 - `wait_for(condition)`: poll the database until a condition holds, riding out a database
   that is restarting.
+- `database_outage(seconds)`: what a PostgreSQL restart does to this session's test database
+  (its connections cut, new ones refused for a while), and to no other session's.
 - `points_of(run)`: the stored (key, step) pairs of a run.
 - `form_data(**overrides)`: what a browser posts from the new-experiment form.
 """
@@ -18,11 +21,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from tests.helpers import ROOT, service_env
+from tests.helpers import ROOT, database_url, service_env
 from trainer.config import field_help
 from vocabulary.names import MATRIX_AXES
 from webapp.experiments.models import MetricPoint, Run
@@ -35,6 +39,16 @@ SMALL = {
     "group_size": 2,
     "eval_problems": 16,
     "max_new_tokens": 24,
+}
+
+ONE_STEP = {
+    "steps": 1,
+    "prompts_per_step": 1,
+    "group_size": 2,
+    "eval_problems": 2,
+    "eval_every": 1,
+    "checkpoint_every": 1,
+    "max_new_tokens": 4,
 }
 
 # A worker that notices a dead colleague within seconds rather than minutes (yet not so fast
@@ -94,6 +108,26 @@ def require_postgres() -> None:
     """
     if connection.vendor != "postgresql":
         pytest.skip(f"this test is about PostgreSQL; the test database is {connection.vendor}")
+
+
+def database_outage(seconds: float) -> None:
+    """Cut every connection to the test database and refuse new ones for `seconds`: what a
+    restart of the server does to a worker, without restarting it. A restart would cut the
+    connections of every test session on the server too (pytest-xdist's other process among
+    them), which is not this test's to break. This process's own connection goes as well."""
+    name = connection.settings_dict["NAME"]
+    server = database_url(connection.settings_dict).rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                [name],
+            )
+            time.sleep(seconds)
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    connection.close()
 
 
 def wait_for(

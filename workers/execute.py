@@ -35,7 +35,7 @@ from webapp.alerts.radar import settle_run
 from webapp.episodes.store import delete_from as delete_episodes_from
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import delete_points_from
-from workers.reporter import TRANSIENT_DB_ERRORS, DatabaseReporter, drop_connection
+from workers.reporter import DatabaseReporter, retrying
 
 
 def run_dir(run_id: int) -> Path:
@@ -90,8 +90,9 @@ def train_run(run: Run) -> dict[str, Any]:
         # branch point, or the base-model evaluation, when it has none): drop what an earlier
         # attempt stored for them.
         first = first_logged_step(out, config.init_from)
-        delete_points_from(run.id, first)
-        delete_episodes_from(run.id, first)  # recorded episodes too, as points
+        # Recorded episodes too, as points; a database restarting just now delays the attempt
+        # rather than failing the run.
+        retrying(lambda: forget_from(run.id, first))
         if start is None:
             where = "starting"
         elif is_own(start, out):
@@ -145,19 +146,22 @@ def train_run(run: Run) -> dict[str, Any]:
 def finish(run: Run, *, status: str, line: str, wait_seconds: float = 300.0, **fields) -> bool:
     """Record the outcome if this attempt still holds the run, retrying while the database is
     unreachable. False when the run was taken over (or deleted) meanwhile."""
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            with transaction.atomic():  # the outcome and the radar's verdict on it, together
-                updated = Run.objects.filter(
-                    id=run.id, status=Run.RUNNING, attempts=run.attempts
-                ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
-                if updated:
-                    RunLog.objects.create(run_id=run.id, line=line)
-                    settle_run(run.id)
-            return bool(updated)
-        except TRANSIENT_DB_ERRORS:
-            drop_connection()
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(2)
+
+    def record() -> bool:
+        with transaction.atomic():  # the outcome and the radar's verdict on it, together
+            updated = Run.objects.filter(
+                id=run.id, status=Run.RUNNING, attempts=run.attempts
+            ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
+            if updated:
+                RunLog.objects.create(run_id=run.id, line=line)
+                settle_run(run.id)
+        return bool(updated)
+
+    return retrying(record, wait_seconds)
+
+
+def forget_from(run_id: int, step: int) -> None:
+    """Delete the points and recorded episodes an earlier attempt stored from `step` on."""
+    with transaction.atomic():
+        delete_points_from(run_id, step)
+        delete_episodes_from(run_id, step)

@@ -63,6 +63,22 @@ def drop_connection() -> None:
 
 
 Call = TypeVar("Call", bound=Callable[..., Any])
+Result = TypeVar("Result")
+
+
+def retrying(call: Callable[[], Result], wait_seconds: float = 300.0) -> Result:
+    """`call()`, again every 2 s while the database is unreachable, for up to `wait_seconds`
+    (then its error): for a worker's writes outside the reporter's buffer, which a restart
+    must not turn into a failed run."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return call()
+        except TRANSIENT_DB_ERRORS:
+            drop_connection()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(2)
 
 
 def timed(method: Call) -> Call:

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 
 from tests.people import make_experiment
+from tests.runs import ONE_STEP
 from tests.trainer.test_warm_start_progress import short_recipe  # noqa: F401
 from trainer import tiny
 from webapp.experiments.models import Run
@@ -16,16 +17,6 @@ from webapp.runs.queueing import cancel_run
 from workers.execute import claim, train_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-QUICK = dict(
-    steps=1,
-    prompts_per_step=1,
-    group_size=2,
-    eval_problems=2,
-    eval_every=1,
-    checkpoint_every=1,
-    max_new_tokens=4,
-)
 
 
 def _cancel_once_warm_starting(run_id: int, pressed: list[float]) -> None:
@@ -54,7 +45,7 @@ def test_a_cancel_during_the_warm_start_ends_the_run_within_seconds(
     settings.TROUPE_HEARTBEAT_SECONDS = 0.5  # the phase reaches the database quickly
     # A warm start of 100,000 steps: hours, unless the cancel is honoured.
     monkeypatch.setitem(tiny.RECIPE, "sft_steps", {**tiny.RECIPE["sft_steps"], "tiny-s": 100_000})
-    run = make_experiment(alice, **QUICK).runs.get()
+    run = make_experiment(alice, **ONE_STEP).runs.get()
     claimed = claim(run.id, "test@here", "task-1")
     pressed: list[float] = []
     canceller = threading.Thread(target=_cancel_once_warm_starting, args=(run.id, pressed))

@@ -2,6 +2,7 @@
 Redis, and through the embedded filesystem broker; and a worker takes only its own queues."""
 
 import pytest
+from celery.exceptions import TimeoutError as NoReply
 from django.db import connection
 
 from tests.helpers import service_env, start_worker
@@ -44,7 +45,13 @@ def test_a_gpu_worker_does_not_take_tasks_queued_for_cpu(tmp_path):
 
 
 def test_the_session_worker_runs_tasks_sent_from_the_test_process(celery_worker):
-    reply = ping.delay().get(timeout=30)
+    result = ping.delay()
+    try:
+        # Generous, and the worker's log if no reply comes: CI once had none within 30 s while
+        # the other test process kept the same two cores busy.
+        reply = result.get(timeout=120)
+    except NoReply as exc:
+        raise AssertionError(f"no reply; worker log:\n{celery_worker.log_tail()}") from exc
 
     assert reply["hostname"] == celery_worker.name
     # Wired to the test database, where the test's committed rows are.
