@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth import get_user_model
 
-from webapp.dashboards import data, figures, state, tables
+from webapp.dashboards import components, data, figures, labels, state, tables
 from webapp.dashboards.pages import compare, gradients, home, matrix
 from webapp.demo.build import LEAD, build_demo_experiment
 from webapp.experiments.models import Run
@@ -128,10 +128,18 @@ def test_the_cells_table_downloads_as_csv(demo, viewer):
 
 
 def test_the_matrix_lists_experiments_and_mirrors_its_state_in_the_url(demo, viewer):
-    options = matrix.experiment_options("/dash/matrix")
+    options = components.experiment_options("/dash/matrix")
     assert demo.experiment.id in [o["value"] for o in options]
     assert matrix.sync_url(demo.experiment.id, "gain") == f"?experiment={demo.experiment.id}"
     assert matrix.sync_url(5, "final_gain") == "?experiment=5&colour=final_gain"
+
+
+def test_an_experiment_is_labelled_with_its_run_count():
+    def experiment(n_runs):
+        return SimpleNamespace(name="sweep", id=5, n_runs=n_runs)
+
+    assert labels.experiment_label(experiment(1)) == "sweep (#5, 1 run)"
+    assert labels.experiment_label(experiment(12)) == "sweep (#5, 12 runs)"
 
 
 def test_an_unknown_experiment_draws_nothing(demo, viewer):

@@ -16,8 +16,8 @@ import pytest
 from tests.stats_runs import flat, sharing_pairs, stored_run
 from vocabulary.names import ACCURACY_KEY, BEHAVIOUR_KEYS
 from webapp.attribution.matrix import attribution_cells
-from webapp.dashboards import data
-from webapp.dashboards.pages import compare, matrix
+from webapp.dashboards import components, data
+from webapp.dashboards.pages import compare
 from webapp.experiments.models import Alert, Experiment, Run
 from webapp.runs.behaviour_cells import behaviour_cells
 from webapp.runs.summaries import clear_cache
@@ -207,7 +207,9 @@ def api_experiment_list_shows(world: World) -> bool:
 
 
 def panel_picker_shows(world: World) -> bool:
-    return world.experiment.id in {option["value"] for option in matrix.experiment_options(None)}
+    return world.experiment.id in {
+        option["value"] for option in components.experiment_options(None)
+    }
 
 
 def panel_matrix_shows(world: World) -> bool:

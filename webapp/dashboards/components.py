@@ -1,6 +1,6 @@
-"""Layout pieces every page of the panel uses: header, labelled controls, the runs picker,
-the image-format switch and its callback, the graph card, the live-refresh timer, the status
-line, tables, CSV buttons and the links between views.
+"""Layout pieces every page of the panel uses: header, labelled controls, the experiment and
+runs pickers, the image-format switch and its callback, the graph card, the live-refresh
+timer, the status line, tables, CSV buttons and the links between views.
 
 Styling lives in `assets/panel.css`. Tables are plain HTML (`render_table`), not
 dash_table.DataTable, which Dash 4 deprecates; a page that sorts its table (seed bands) gets
@@ -72,6 +72,34 @@ def graph_card(id_: str, filename: str) -> html.Div:
         id=id_, figure=figures.empty("Loading…"), config=figures.graph_config("png", filename)
     )
     return html.Div(graph, className="card graph-card")
+
+
+def experiment_control(page: str, experiment_id: int | None) -> html.Div:
+    """The experiment picker (`<page>-experiment`); `connect_experiment_options` fills in
+    every experiment's label."""
+    dropdown = dcc.Dropdown(
+        id=f"{page}-experiment",
+        value=experiment_id,
+        clearable=False,
+        placeholder="Choose an experiment",
+        options=placeholder_options([experiment_id] if experiment_id else [], "Experiment #{}"),
+    )
+    return control("Experiment", dropdown, width="28rem")
+
+
+def experiment_options(_pathname) -> list[dict]:
+    """Every experiment, for the picker (anyone signed in may read them all)."""
+    return [
+        {"label": labels.experiment_label(e), "value": e.id}
+        for e in data.experiments(data.viewer())
+    ]
+
+
+def connect_experiment_options(page: str) -> None:
+    """Register the page's experiment picker to be filled when the page (`<page>-url`) loads."""
+    callback(Output(f"{page}-experiment", "options"), Input(f"{page}-url", "pathname"))(
+        experiment_options
+    )
 
 
 def runs_control(id_: str, run_ids: list[int], width: str) -> html.Div:

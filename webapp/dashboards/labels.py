@@ -72,6 +72,12 @@ def run_label(run) -> str:
     return f"run {run.id} · {cell} · {sharing} · seed {run.seed}"
 
 
+def experiment_label(experiment) -> str:
+    """'sweep (#5, 12 runs)': `experiment` carries its run count as `n_runs`."""
+    runs = "1 run" if experiment.n_runs == 1 else f"{experiment.n_runs} runs"
+    return f"{experiment.name} (#{experiment.id}, {runs})"
+
+
 def plot_text(text: str) -> str:
     """`text` as plotly will show it, literally. Plotly renders a subset of HTML in titles,
     legends, ticks, hover boxes and annotations (<a href>, <span style>, <b>, <br>) and fills

@@ -49,21 +49,7 @@ def layout(experiment=None, **_ignored) -> html.Div:
             ),
             html.Div(
                 className="controls",
-                children=[
-                    components.control(
-                        "Experiment",
-                        dcc.Dropdown(
-                            id="attribution-experiment",
-                            value=experiment_id,
-                            clearable=False,
-                            placeholder="Choose an experiment",
-                            options=components.placeholder_options(
-                                [experiment_id] if experiment_id else [], "Experiment #{}"
-                            ),
-                        ),
-                        width="28rem",
-                    )
-                ],
+                children=[components.experiment_control("attribution", experiment_id)],
             ),
             components.graph_card("attribution-graph", "troupe-attribution"),
             components.section("Cells and roles", components.table("attribution-table"), note=NOTE),
@@ -125,13 +111,6 @@ def table_rows(rows: list[dict]) -> list[dict]:
     ]
 
 
-def experiment_options(_pathname) -> list[dict]:
-    return [
-        {"label": f"{e.name} (#{e.id}, {e.n_runs} runs)", "value": e.id}
-        for e in data.experiments(data.viewer())
-    ]
-
-
 def update(experiment_id):
     """Query → rows → figure: (figure, table)."""
     experiment = data.experiment(data.viewer(), state.parse_int(experiment_id))
@@ -146,9 +125,7 @@ def sync_url(experiment_id) -> str:
     return state.query(experiment=experiment_id)
 
 
-callback(Output("attribution-experiment", "options"), Input("attribution-url", "pathname"))(
-    experiment_options
-)
+components.connect_experiment_options("attribution")
 callback(
     Output("attribution-graph", "figure"),
     Output("attribution-table", "children"),

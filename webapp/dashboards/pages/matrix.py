@@ -57,19 +57,7 @@ def layout(experiment=None, colour=None, metric=None, at=None, **_ignored) -> ht
             html.Div(
                 className="controls",
                 children=[
-                    components.control(
-                        "Experiment",
-                        dcc.Dropdown(
-                            id="matrix-experiment",
-                            value=experiment_id,
-                            clearable=False,
-                            placeholder="Choose an experiment",
-                            options=components.placeholder_options(
-                                [experiment_id] if experiment_id else [], "Experiment #{}"
-                            ),
-                        ),
-                        width="28rem",
-                    ),
+                    components.experiment_control("matrix", experiment_id),
                     components.control(
                         "Colour cells by",
                         components.radio("matrix-colour", COLOURS, colour),
@@ -112,14 +100,6 @@ def layout(experiment=None, colour=None, metric=None, at=None, **_ignored) -> ht
 
 
 # --- callbacks: plain functions, registered at the bottom --------------------------------------
-
-
-def experiment_options(_pathname) -> list[dict]:
-    """Every experiment, for the dropdown (anyone signed in may read them all)."""
-    return [
-        {"label": f"{e.name} (#{e.id}, {e.n_runs} runs)", "value": e.id}
-        for e in data.experiments(data.viewer())
-    ]
 
 
 def update_matrix(experiment_id, colour, _tick, metric=VOTER_AGREEMENT_KEY, at="final"):
@@ -189,9 +169,7 @@ def image_format(fmt):
 
 
 callback(Output("matrix-bands", "href"), Input("matrix-experiment", "value"))(bands_href)
-callback(Output("matrix-experiment", "options"), Input("matrix-url", "pathname"))(
-    experiment_options
-)
+components.connect_experiment_options("matrix")
 callback(
     Output("matrix-graph", "figure"),
     Output("matrix-table", "children"),
