@@ -13,9 +13,11 @@
   `mlflow_available`, `mlflow_wanted`), a smoke run's database names (`smoke_suffix`), the
   sides' order (`abba`), and the summary's scaffolding: `comparison_head`, `median_of` and
   `each_of` over the repeats' rows, `ratio` of Troupe to MLflow, `print_summary`.
+- A one-row result (`decode_step.py`, `trl_step.py`, `rollout.py`): `print_row`.
 
-Django and the trainer are imported inside the helpers that need them: a bench of the web
-app never loads torch, and a bench of the trainer never sets Django up. Not a benchmark.
+Django, psycopg and the trainer are imported inside the helpers that need them: a bench of
+the web app never loads torch, and a bench of the trainer never sets Django up nor needs the
+web stack installed (the GPU machine has none). Not a benchmark.
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg
-
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_MLFLOW_PYTHON = "/tmp/mlflow-venv/bin/python"  # made as tracking_vs_mlflow.py says
 
@@ -50,6 +50,8 @@ def database_url(server_url: str, name: str) -> str:
 
 def recreate_database(server_url: str, name: str) -> str:
     """Drop (if present) and create database `name` on the server; returns its URL."""
+    import psycopg
+
     with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -57,6 +59,8 @@ def recreate_database(server_url: str, name: str) -> str:
 
 
 def drop_database(server_url: str, name: str) -> None:
+    import psycopg
+
     with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -215,3 +219,13 @@ def print_summary(summary: dict) -> None:
     print(json.dumps(summary, indent=2))
     if "summary" in summary:
         log(summary["summary"])
+
+
+def print_row(row: dict, as_json: bool) -> None:
+    """A one-row result on stdout: a JSON line (`--json`), else a `key: value` line each."""
+    if as_json:
+        print(json.dumps(row))
+        return
+    width = max(map(len, row))
+    for key, value in row.items():
+        print(f"{key:>{width}}: {value}")

@@ -17,7 +17,6 @@ the same script times both, Troupe's side with its CUDA graphs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -30,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from bench.common import print_row  # noqa: E402
 from trainer import sampling  # noqa: E402
 from trainer.tiny import SPECS  # noqa: E402
 
@@ -145,11 +145,7 @@ def main() -> None:
         "host_reads_per_token": {k: round(v, 3) for k, v in reads.items()},
         "smoke": args.smoke,
     }
-    if args.json:
-        print(json.dumps(row))
-        return
-    for key, value in row.items():
-        print(f"{key:>22}: {value}")
+    print_row(row, args.json)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ interleaved in one process so machine noise hits both alike.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -21,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from bench.common import print_row  # noqa: E402
 from trainer.config import make_config
 from trainer.models import load_model
 from trainer.rollout import Codec, FrozenPolicies, make_prompts, rollout
@@ -81,11 +81,7 @@ def main() -> None:
         "ratio": round(batched / single, 2),
         "repeats": args.repeats,
     }
-    if args.json:
-        print(json.dumps(row))
-    else:
-        for key, value in row.items():
-            print(f"{key:>22}: {value}")
+    print_row(row, args.json)
 
 
 if __name__ == "__main__":

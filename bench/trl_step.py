@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -60,6 +59,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from bench.common import print_row  # noqa: E402
 from trainer.advantages import compute_advantages  # noqa: E402
 from trainer.config import Config, make_config  # noqa: E402
 from trainer.policies import PolicySet  # noqa: E402
@@ -357,11 +357,7 @@ def main() -> None:
         )
         trainer.train()
     row = _compared(args, troupe, callback)
-    if args.json:
-        print(json.dumps(row))
-        return
-    for key, value in row.items():
-        print(f"{key:>24}: {value}")
+    print_row(row, args.json)
 
 
 def _arguments() -> argparse.Namespace:
