@@ -6,6 +6,8 @@ thread, so such a run goes back to the queue by itself and resumes from its last
 on whichever worker takes it, with no extra process to deploy (no Celery beat) and nothing
 for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
 conditional UPDATE, so a stale run is queued again exactly once.
+The same sweep queues again the swap jobs (mix-and-match evaluations, attribution) whose
+worker stopped beating (`webapp.attribution.queueing.requeue_stale_jobs`).
 `python manage.py sweep_runs` runs one sweep by hand. A sweep also settles the live radar's
 alerts of runs that finished (`webapp.alerts.radar.settle_finished_runs`), and records
 how many GPUs this worker gives a run (`webapp.runs.worker_gpus.advertise`).
@@ -38,6 +40,7 @@ def sweep_once() -> list[int]:
     from django.db import DatabaseError
 
     from webapp.alerts.radar import settle_finished_runs
+    from webapp.attribution.queueing import requeue_stale_jobs
     from webapp.runs.queueing import requeue_stale_runs
     from webapp.runs.worker_gpus import advertise
     from workers.ranks import worker_gpus
@@ -48,6 +51,7 @@ def sweep_once() -> list[int]:
             if _name:  # this worker's GPUs, for the form's refusal (webapp/.../worker_gpus.py)
                 advertise(_name, worker_gpus())
             requeued = requeue_stale_runs()
+            jobs = requeue_stale_jobs()
             settle_finished_runs()  # the live radar's last word on runs that ended
         except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
             log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
@@ -56,6 +60,8 @@ def sweep_once() -> list[int]:
             drop_connection()
     if requeued:
         log.warning("queued again runs whose worker stopped answering: %s", requeued)
+    if jobs:
+        log.warning("queued again swap jobs whose worker stopped answering: %s", jobs)
     return requeued
 
 

@@ -7,6 +7,10 @@ for it, `webapp/attribution/planning.py`); `evaluations` fills in as the worker 
 key → `{"accuracy", "per_problem", "seconds", "reused_step"}`, per-problem accuracies kept so
 every comparison stays paired; `result` is `analysis.attribution.attribute`'s answer (gain and
 cliff jobs; a `mix` job is one evaluation and has none).
+
+A running job's worker beats (`heartbeat`); the stale-run sweep queues a job whose worker
+stopped beating again, and the next attempt evaluates only what the last one did not store
+(`attempts` is the worker's lease, as a run's; past TROUPE_MAX_ATTEMPTS the job fails).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class SwapJob(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     worker = models.CharField(max_length=200, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)

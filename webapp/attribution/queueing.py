@@ -5,13 +5,22 @@ imports the worker (nor torch), once the transaction that stored the job commits
 to the queue its run trained on (`cpu` or `gpu`): the evaluations need the same device. A
 second request for a kind already queued or running for the run gets that job back instead
 of a duplicate.
+
+`requeue_stale_jobs`, part of every worker's stale-run sweep (`workers/sweep.py`), sends a
+running job whose worker stopped beating back to the queue, where the next attempt evaluates
+only what the last one did not store; a job that lost its worker TROUPE_MAX_ATTEMPTS times
+fails, so that a new one of its kind can be queued.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+from functools import partial
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.attribution.models import SwapJob
@@ -51,3 +60,30 @@ def send_job(job: SwapJob, queue: str) -> None:
             finished=timezone.now(),
             error=f"Could not reach the task queue: {reason}. Queue it again later.",
         )
+
+
+def requeue_stale_jobs() -> list[int]:
+    """Queue again each running job silent for over TROUPE_STALE_RUN_SECONDS (a job claimed
+    before jobs beat has only its start time); fail one that lost its worker too often.
+    Returns the ids queued again."""
+    cutoff = timezone.now() - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
+    silent = Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff)
+    requeued = []
+    for job in SwapJob.objects.filter(silent, status=SwapJob.RUNNING).select_related("run"):
+        # The same conditions again, plus the attempt: a job that beat, finished or was
+        # claimed again since the SELECT is left alone.
+        mine = SwapJob.objects.filter(
+            silent, id=job.id, status=SwapJob.RUNNING, attempts=job.attempts
+        )
+        lost = f"Worker {job.worker or '?'} stopped answering"
+        if job.attempts >= settings.TROUPE_MAX_ATTEMPTS:
+            mine.update(
+                status=SwapJob.FAILED,
+                finished=timezone.now(),
+                error=f"{lost}; the job lost its worker {job.attempts} times. It may need "
+                "more memory than the worker has.",
+            )
+        elif mine.update(status=SwapJob.QUEUED, worker="", heartbeat=None):
+            requeued.append(job.id)
+            transaction.on_commit(partial(send_job, job, job.run.queue))
+    return requeued
