@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,26 @@ def log_tail(path: Path, lines: int = 8) -> str:
         return ""
 
 
+DEATH_GRACE_SECONDS = 10.0
+
+
+def _a_dead_child(children, grace: float = DEATH_GRACE_SECONDS):
+    """(rank, exit status, log) of a child that ended badly, waiting up to `grace` seconds
+    for one; None when all are still running (or ended cleanly) after that.
+
+    The wait matters: a killed child's sockets close before the kernel lets its parent reap
+    it, so rank 0 can see the broken collective while `poll()` still says "running".
+    """
+    deadline = time.monotonic() + grace
+    while True:
+        for rank, child, log in children:
+            if child.poll() not in (None, 0):
+                return rank, child.returncode, log
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def ranks(config, out: Path) -> Iterator:
     """Start ranks 1…N−1 of the run in `out` and join them as rank 0; yields the `World`."""
@@ -116,9 +137,8 @@ def ranks(config, out: Path) -> Iterator:
         try:
             yield world
         except Exception as exc:
-            dead = [(r, c.poll(), log) for r, c, log in children if c.poll() not in (None, 0)]
-            if dead:
-                rank, code, log = dead[0]
+            if dead := _a_dead_child(children):
+                rank, code, log = dead
                 raise RankLost(
                     f"rank {rank} of {size} exited with status {code}"
                     + (f"; its log ends: {tail}" if (tail := log_tail(log, 3)) else "")
