@@ -91,13 +91,49 @@ def test_writing_the_points_again_changes_no_alert(client, run, alice):
     assert list(Alert.objects.filter(run=run).values()) == before
 
 
-def test_a_provisional_cliff_the_run_recovers_from_is_removed(client, run, alice):
+def test_a_provisional_cliff_the_run_recovers_from_is_kept_as_retracted(client, run, alice, bob):
     send(client, alice, run, accuracy_points(upto=70))
     assert rows(run) == [("cliff", "", 50, 70, True)]
 
     send(client, alice, run, [{"key": "eval/accuracy", "step": 80, "value": 0.8}])
 
-    assert rows(run) == []
+    assert rows(run) == [("cliff", "", 50, 70, True)]  # kept, not deleted …
+    alert = Alert.objects.get(run=run)
+    assert alert.retracted is not None  # … with when and why
+    assert alert.retraction == "no longer seen at step 80: the series recovered"
+    client.force_login(bob)
+    listed = client.get(f"/api/v1/alerts?run={run.id}").json()["alerts"]
+    assert [(a["kind"], a["retraction"]) for a in listed] == [("cliff", alert.retraction)]
+    assert listed[0]["retracted"] == alert.retracted.isoformat()
+    assert client.get(f"/api/v1/alerts?run={run.id}&state=current").json()["alerts"] == []
+    retracted = client.get(f"/api/v1/alerts?run={run.id}&state=retracted").json()["alerts"]
+    assert [a["id"] for a in retracted] == [alert.pk]
+    page = client.get(f"/alerts/?run={run.id}").content.decode()
+    assert "data-retracted" in page and "the series recovered" in page
+    run_page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "data-radar-retracted" in run_page  # the radar panel shows current events only
+    assert client.get("/api/v1/alerts?state=gone").status_code == 400
+
+
+def test_a_retracted_cliff_seen_again_is_current_again(client, run, alice):
+    send(client, alice, run, accuracy_points(upto=70))
+    send(client, alice, run, [{"key": "eval/accuracy", "step": 80, "value": 0.8}])
+    assert Alert.objects.get(run=run).retracted is not None
+
+    send(client, alice, run, [{"key": "eval/accuracy", "step": 80, "value": 0.2}])
+
+    alert = Alert.objects.get(run=run)
+    assert (alert.retracted, alert.retraction) == (None, "")
+
+
+def test_a_retracted_alert_is_no_work_for_the_finished_runs_sweep(client, run, alice):
+    send(client, alice, run, accuracy_points(upto=70))
+    send(client, alice, run, [{"key": "eval/accuracy", "step": 80, "value": 0.8}])
+    run.status = run.SUCCEEDED
+    run.save(update_fields=["status"])
+
+    # A retracted alert is not waiting for a verdict: the sweep leaves the run alone.
+    assert settle_finished_runs() == []
 
 
 def test_per_role_events_come_from_role_series(client, run, alice):

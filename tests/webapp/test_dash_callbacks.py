@@ -184,7 +184,7 @@ def test_curves_overlay_accuracy_with_peak_and_cliff_markers(demo, viewer):
     assert cliff.x[0] == demo.cliff_onset
     assert row["onset"] == str(demo.cliff_onset)
     assert demo.cliff_onset in [shape.x0 for shape in figure.layout.shapes]
-    assert row["cliff"] == "cliff"
+    assert row["cliff"] == f"cliff @{demo.cliff_onset}"  # the words every page uses
     assert timer_off is True
     assert state.gradients_url(cell) in str(links)
 
@@ -349,7 +349,7 @@ def test_a_running_run_gets_a_provisional_verdict(demo, viewer):
     Run.objects.filter(id=demo.cliff_run.id).update(status=Run.RUNNING)
 
     table = compare.update_compare([demo.cliff_run.id], "eval/accuracy", "0", "sharing", 0)[1]
-    assert read_table(table, tables.RUN_COLUMNS)[0]["cliff"] == "provisional"
+    assert read_table(table, tables.RUN_COLUMNS)[0]["cliff"].startswith("provisional cliff @")
 
 
 def test_the_front_page_links_each_experiment_to_its_matrix(demo, viewer):

@@ -133,7 +133,7 @@ def panel_behaviour_matrix(world: World) -> set[int]:
 
 def panel_attribution(world: World) -> set[int]:
     """The runs of the cells /dash/attribution draws (`attribution.update`'s rows)."""
-    rows = attribution_cells(data.experiment_runs(world.experiment))
+    rows = attribution_cells(data.experiment_seeds(world.experiment))
     return {run_id for row in rows for run_id in row["run_ids"]}
 
 

@@ -153,8 +153,8 @@ def test_rows_hold_config_fields_and_accuracy_results():
     _runs, _configs, rows = _runs_and_rows()
     assert rows[0]["config.sharing"] == "shared" and rows[0]["config.lr"] == 1e-5
     assert rows[0]["peak"] == 0.9 and rows[0]["final"] == 0.5
-    assert rows[0]["cliff"] == "cliff" and rows[0]["cliff_onset"] == rows[0]["onset"] == 60
-    assert rows[3]["peak"] is None and rows[3]["cliff"] == "insufficient"
+    assert rows[0]["cliff"] == "cliff @60" and rows[0]["cliff_onset"] == rows[0]["onset"] == 60
+    assert rows[3]["peak"] is None and rows[3]["cliff"] == "no evaluations"
     assert rows[3]["config.tags"] == "[1, 2]"
 
 
@@ -175,7 +175,7 @@ def test_sorting_is_numeric_and_puts_empty_cells_last_both_ways():
     assert by("peak", desc=True) == [1, 2, 3, 4]  # the run with no peak stays last
     assert by("config.lr") == [1, 2, 3, 4]  # ties keep run order
     assert by("config.lr", desc=True) == [3, 4, 1, 2]
-    assert by("cliff") == [1, 4, 2, 3]  # words: cliff, insufficient, none, none
+    assert by("cliff") == [1, 4, 2, 3]  # words: cliff @60, no evaluations, none, none
     assert by(None) == [1, 2, 3, 4]
 
 

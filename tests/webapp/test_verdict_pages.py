@@ -80,7 +80,7 @@ def test_the_dash_run_table_has_a_threshold_column_and_the_evidence_on_hover(col
     summaries = run_summaries([collapsed])
     (row,) = tables.run_rows([collapsed], summaries)
     accuracy = expected()
-    assert row["cliff"] == "cliff"
+    assert row["cliff"] == f"cliff @{accuracy['cliff_onset']}" and row["cliff_status"] == "cliff"
     assert row["cliff_threshold"] == pytest.approx(accuracy["threshold"])
     table = components.render_table(tables.RUN_COLUMNS, [row])
     cells = table.children[1].children[0].children

@@ -95,7 +95,7 @@ def test_a_degradation_has_its_onset_in_the_compare_table_too(client, experiment
     onset = summary["accuracy"]["degradation_onset"]
     assert summary["accuracy"]["cliff_status"] == "degradation" and onset is not None
     (row,) = tables.run_rows([run], run_summaries([run]))
-    assert row["onset"] == onset and row["cliff"] == "degradation"
+    assert row["onset"] == onset and row["cliff"] == f"degradation @{onset}"
     client.force_login(alice)
     assert f"degradation @{onset}" in client.get(f"/runs/{run.id}/").content.decode()
 

@@ -18,9 +18,12 @@ decided by `analysis.radar.radar` alone: this module stores its verdicts, and th
 
 - an event is a row unique on (run, kind, role, step); a provisional event that becomes
   confirmed is the same row updated; a provisional one the radar no longer reports (a cliff
-  the run recovered from) is deleted. Confirmed events are stable by the radar's contract (a
-  later call returns them unchanged), so they only go when the points under them were
-  rewritten (a resumed run logs its steps again).
+  the run recovered from, or one the run ended without confirming) is kept as *retracted*:
+  `retracted` says when, `retraction` why ("no longer seen at step 90: the series
+  recovered"), and the Alerts page and API show it as such; reported again, it is current
+  again. Confirmed events are stable by the radar's contract (a later call returns them
+  unchanged), so they only go when the points under them were rewritten (a resumed run logs
+  its steps again): those are deleted.
 - a confirmed event is handed once to the webhook (`TROUPE_ALERT_WEBHOOK_URL`): the
   conditional UPDATE that sets `notified` picks who sends it, and the POST is made by a
   background thread after the transaction commits, with a short timeout; a failure is
@@ -74,7 +77,7 @@ KINDS = (
     "reward_hacking_suspected",  # an independent re-check failed a passing answer
     *NON_FINITE_KINDS.values(),
 )
-_UPDATED = ["key", "seen_at", "provisional", "value", "limit"]
+_UPDATED = ["key", "seen_at", "provisional", "value", "limit", "retracted", "retraction"]
 RADAR_QUEUE = "radar"  # its own worker: a run's worker trains, one task at a time
 LOST_AFTER_SECONDS = 300
 
@@ -149,7 +152,9 @@ def settle_run(run_id: int) -> list[Alert] | None:
 def settle_finished_runs() -> list[int]:
     """Evaluate, as finished, every finished run that still has provisional alerts."""
     runs = (
-        Run.objects.filter(status__in=Run.FINISHED, alerts__provisional=True)
+        Run.objects.filter(
+            status__in=Run.FINISHED, alerts__provisional=True, alerts__retracted__isnull=True
+        )
         .distinct()
         .only("id", "status", "total_steps", "sharing")
     )
@@ -168,9 +173,11 @@ def radar_series(run_id: int) -> dict[str, tuple[list[int], list[float | None]]]
 
 
 def _refresh(run: Run) -> list[Alert]:
+    series = radar_series(run.id)
+    running = run.status in Run.ACTIVE
     result = radar(
-        radar_series(run.id),
-        running=run.status in Run.ACTIVE,
+        series,
+        running=running,
         sharing=run.sharing or None,
         total_steps=run.total_steps or None,  # external runs may not say how long they are
     )
@@ -188,16 +195,7 @@ def _refresh(run: Run) -> list[Alert]:
         )
         for event in result["events"]
     ]
-    current = {(a.kind, a.role, a.step) for a in rows}
-    stale = [
-        pk
-        for pk, kind, role, step in Alert.objects.filter(run_id=run.id).values_list(
-            "pk", "kind", "role", "step"
-        )
-        if (kind, role, step) not in current
-    ]
-    if stale:
-        Alert.objects.filter(pk__in=stale).delete()
+    _retire(run.id, {(a.kind, a.role, a.step) for a in rows}, _why_gone(series, running))
     if rows:
         Alert.objects.bulk_create(
             rows,
@@ -206,7 +204,33 @@ def _refresh(run: Run) -> list[Alert]:
             update_fields=_UPDATED,
         )
     _notify_new(run.id)
-    return list(Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role"))
+    return list(
+        Alert.objects.filter(run_id=run.id, retracted__isnull=True).order_by("step", "kind", "role")
+    )
+
+
+def _retire(run_id: int, current: set[tuple], why: str) -> None:
+    """The run's events the radar no longer reports: a provisional one is retracted (kept,
+    with when and `why`), a confirmed one deleted (its points were rewritten)."""
+    gone: dict[bool, list[int]] = {True: [], False: []}
+    stored = Alert.objects.filter(run_id=run_id, retracted__isnull=True)
+    for pk, kind, role, step, provisional in stored.values_list(
+        "pk", "kind", "role", "step", "provisional"
+    ):
+        if (kind, role, step) not in current:
+            gone[provisional].append(pk)
+    if gone[True]:
+        Alert.objects.filter(pk__in=gone[True]).update(retracted=timezone.now(), retraction=why)
+    if gone[False]:
+        Alert.objects.filter(pk__in=gone[False]).delete()
+
+
+def _why_gone(series: dict, running: bool) -> str:
+    """Why a provisional event is no longer reported, in words for the Alerts page."""
+    if not running:
+        return "the run ended without confirming it"
+    last = max((max(steps) for steps, _values in series.values() if steps), default=None)
+    return f"no longer seen at step {last}: the series recovered"
 
 
 def _notify_new(run_id: int) -> None:
@@ -237,6 +261,9 @@ def alert_json(alert: Alert, run: Run | None = None) -> dict[str, Any]:
         "value": alert.value,
         "limit": alert.limit,
         "created": alert.created.isoformat() if alert.created else None,
+        # When and why the radar stopped reporting a provisional event (None: it still does)
+        "retracted": alert.retracted.isoformat() if alert.retracted else None,
+        "retraction": alert.retraction or None,
         "run_url": f"/runs/{alert.run_id}/",
     }
 
@@ -256,6 +283,8 @@ def describe(alert: Alert, run: Run | None = None) -> str:
     """One line for a person: "Run 12: cliff at step 140 (confirmed at 180)"."""
     who = f" of role {alert.role}" if alert.role else ""
     state = "provisional" if alert.provisional else f"confirmed at step {alert.seen_at}"
+    if alert.retracted:
+        state = f"retracted: {alert.retraction}"
     label = alert.kind.replace("_", " ")
     return f"Run {alert.run_id}: {label}{who} at step {alert.step} ({state})"
 

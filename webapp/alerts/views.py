@@ -1,7 +1,9 @@
 """The live radar's alerts: the page at /alerts/ and GET /api/v1/alerts.
 
-Both list the newest events across runs (or one experiment's, one run's, one kind's), read
-from the `Alert` rows that `alerts.py` keeps after every write; anyone signed in may read
+Both list the newest events across runs (or one experiment's, one run's, one kind's; with
+`state=current` only those the radar still reports, with `state=retracted` only the provisional
+ones it stopped reporting, each with when and why), read from the `Alert` rows that
+`alerts.py` keeps after every write; anyone signed in may read
 them, as every other page and read of the API. Runs an MLflow client deleted, and their
 experiments, are left out until restored (`webapp/runs/lifecycle.py`).
 """
@@ -22,6 +24,7 @@ from webapp.runs.serialize import run_label
 PAGE_SIZE = 200  # the page shows this many of the newest
 API_DEFAULT_LIMIT = 100
 API_MAX_LIMIT = 1000
+STATES = {"current": "still reported", "retracted": "retracted"}  # "" (the default): both
 
 
 def _whole(params, name: str, errors: dict[str, str], maximum: int = 2**31 - 1) -> int | None:
@@ -41,9 +44,12 @@ def filtered_alerts(params) -> tuple[QuerySet, dict[str, object], dict[str, str]
         "experiment": _whole(params, "experiment", errors),
         "run": _whole(params, "run", errors),
         "kind": params.get("kind", "").strip() or None,
+        "state": params.get("state", "").strip() or None,
     }
     if filters["kind"] is not None and filters["kind"] not in KINDS:
         errors["kind"] = f"one of {', '.join(KINDS)}"
+    if filters["state"] is not None and filters["state"] not in STATES:
+        errors["state"] = f"one of {', '.join(STATES)} (or none: both)"
     alerts = Alert.objects.filter(live_run("run__")).select_related("run", "run__experiment")
     alerts = alerts.order_by("-created", "-id")
     if filters["experiment"] is not None:
@@ -52,6 +58,8 @@ def filtered_alerts(params) -> tuple[QuerySet, dict[str, object], dict[str, str]
         alerts = alerts.filter(run_id=filters["run"])
     if filters["kind"] and "kind" not in errors:
         alerts = alerts.filter(kind=filters["kind"])
+    if filters["state"] in STATES:
+        alerts = alerts.filter(retracted__isnull=filters["state"] == "current")
     return alerts, filters, errors
 
 
@@ -67,6 +75,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "errors": errors,
         "kinds": KINDS,
+        "states": STATES,
         "experiments": live_experiments(Experiment.objects.filter(runs__alerts__isnull=False))
         .distinct()
         .only("id", "name"),
@@ -77,7 +86,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET")
 def alerts_api(request: HttpRequest) -> JsonResponse:
-    """?experiment=&run=&kind=&limit= → {"alerts": [...]}, newest first."""
+    """?experiment=&run=&kind=&state=&limit= → {"alerts": [...]}, newest first."""
     alerts, filters, errors = filtered_alerts(request.GET)
     limit = _whole(request.GET, "limit", errors, API_MAX_LIMIT) or API_DEFAULT_LIMIT
     if errors:

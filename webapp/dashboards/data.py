@@ -26,6 +26,7 @@ from vocabulary.names import GRAD_COS_PREFIX, MATRIX_AXES, ROLE_PREFIX
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import metric_keys, read_runs_series  # noqa: F401 (the pages' key list)
 from webapp.runs.lifecycle import live_experiments, live_run, live_runs
+from webapp.runs.seeds import NOT_SEEDS, seeds_only
 
 MAX_POINTS = 500  # per series drawn: enough for a smooth line at any screen width
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
@@ -93,9 +94,11 @@ def experiment_run_ids(user, experiment_id: int | None) -> list[int]:
     return list(found.order_by("id").values_list("id", flat=True))
 
 
-def experiment_runs(experiment: Experiment) -> list[Run]:
-    """An experiment's runs: the attribution view's cells."""
-    return list(live_runs(experiment.runs.all()))
+def experiment_seeds(experiment: Experiment) -> list[Run]:
+    """An experiment's seeds (`webapp/runs/seeds.py`: root runs, not failed or cancelled):
+    the attribution view's cells."""
+    roots = experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
+    return list(seeds_only(live_runs(roots)))
 
 
 def configs(run_ids: Sequence[int]) -> dict[int, dict]:
@@ -124,6 +127,15 @@ def experiment_status_counts(experiment: Experiment) -> dict[str, int]:
     """{status: runs} in one aggregate query: a thousand-run matrix needs no Run rows."""
     rows = live_runs(experiment.runs.all()).order_by().values_list("status").annotate(n=Count("id"))
     return dict(rows)
+
+
+def seeds_left_out(experiment: Experiment) -> dict[str, int]:
+    """{status: root runs} of the failed and cancelled root runs: not seeds, and the matrix
+    says how many it left out."""
+    roots = live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
+    rows = roots.filter(status__in=NOT_SEEDS).order_by().values_list("status")
+    counts = dict(rows.annotate(n=Count("id")))
+    return {status: counts[status] for status in NOT_SEEDS if counts.get(status)}
 
 
 def any_live(runs: Sequence[Run]) -> bool:

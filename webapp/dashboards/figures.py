@@ -427,7 +427,7 @@ def _cliff_onset(
     y_at = _value_at(points["steps"], points["values"], onset) if is_accuracy else None
     if y_at is None:
         return
-    verdict = "provisional cliff" if accuracy.cliff_status == "provisional" else "cliff"
+    verdict = labels.plot_text(accuracy.label)  # "provisional cliff @140", as every page says
     fig.add_trace(
         go.Scatter(
             x=[onset],
@@ -441,7 +441,7 @@ def _cliff_onset(
             },
             legendgroup=str(run.id),
             showlegend=False,
-            hovertemplate=f"run {run.id}: {verdict} from step {onset}<extra></extra>",
+            hovertemplate=f"run {run.id}: {verdict}<extra></extra>",
         )
     )
 

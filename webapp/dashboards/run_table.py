@@ -77,7 +77,9 @@ def rows(
         row = {"run": run.id, "status": run.status, "branch_of": branch_of(run)}
         row.update({f"config.{k}": _shown(v) for k, v in (configs.get(run.id) or {}).items()})
         row.update({k: getattr(accuracy, k) for k in ("peak", "peak_step", "final", "cliff_onset")})
-        row["cliff"] = accuracy.cliff_status
+        # The verdict in words, as on every page (`analysis.cliffs.cliff_label`).
+        row["cliff"] = accuracy.label
+        row["cliff_status"] = accuracy.cliff_status
         # Whichever fall the verdict names, as the run page's "degradation @2".
         row["onset"] = (
             accuracy.cliff_onset if accuracy.cliff_onset is not None else accuracy.degradation_onset

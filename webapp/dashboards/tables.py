@@ -45,7 +45,7 @@ def show(value: Any, kind: str) -> str:
 def cell_class(column: Column, row: dict) -> str:
     """CSS classes of one table cell: numbers right-aligned, verdicts in red or green."""
     value = row.get(column.id)
-    if column.id == "cliff" and value in ("cliff", "provisional"):
+    if column.id == "cliff" and row.get("cliff_status") in ("cliff", "provisional"):
         return "bad"
     if column.id == "cliffs" and row.get("n_cliffs"):
         return "bad"
@@ -141,6 +141,7 @@ RUN_CSV = [
     "gain",
     "final_gain",
     "cliff",
+    "cliff_status",
     "cliff_onset",
     "cliff_threshold",
     "cliff_evidence",
@@ -165,13 +166,15 @@ def run_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, Any]]
                 "total_steps": run.total_steps,
                 **{k: getattr(accuracy, k) for k in ("base", "peak", "peak_step", "final")},
                 **{k: getattr(accuracy, k) for k in ("gain", "final_gain", "cliff_onset")},
-                "cliff": accuracy.cliff_status,
+                # The verdict in words, as the run and experiment pages say it (one label
+                # function: `analysis.cliffs.cliff_label`); the code stays in the CSV.
+                "cliff": accuracy.label,
+                "cliff_status": accuracy.cliff_status,
                 # The onset of whichever fall the verdict names: a degradation has one too, as
                 # the run page says "degradation @2".
                 "onset": accuracy.cliff_onset
                 if accuracy.cliff_onset is not None
                 else accuracy.degradation_onset,
-                "cliff_label": accuracy.label,
                 # The threshold in use beside the verdict, the evidence on hover;
                 # none where the run was not judged (a line at or below 0 cannot be crossed).
                 "cliff_threshold": accuracy.threshold if accuracy.judged else None,

@@ -212,7 +212,10 @@ class Alert(models.Model):
     """One live-radar event of a run (`analysis/radar.py`), kept as the radar last said it.
 
     Unique on (run, kind, role, step): evaluating the radar again after more points updates a
-    row (a provisional cliff becoming confirmed) instead of adding one (`alerts.py`).
+    row (a provisional cliff becoming confirmed) instead of adding one (`alerts.py`). A
+    provisional event the radar stops reporting (the run recovered, or ended without
+    confirming it) is kept, `retracted` with when and why, not deleted: a reader who saw it
+    learns where it went.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts", db_index=False)
@@ -228,6 +231,10 @@ class Alert(models.Model):
     # Set when the event was handed to the webhook (or found confirmed with none set): the
     # conditional UPDATE that sets it is what makes a delivery happen once.
     notified = models.DateTimeField(null=True, blank=True)
+    # When the radar stopped reporting a provisional event, and why in words; None while the
+    # radar reports it (a retracted event it reports again is current again).
+    retracted = models.DateTimeField(null=True, blank=True)
+    retraction = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]

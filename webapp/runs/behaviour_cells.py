@@ -15,6 +15,7 @@ from vocabulary.names import BEHAVIOUR_KEYS, CELL_AXES
 from webapp.experiments.models import Experiment
 from webapp.metrics import read_runs_series
 from webapp.runs.lifecycle import live_runs
+from webapp.runs.seeds import seeds_only
 
 AT = ("final", "peak")
 
@@ -27,9 +28,10 @@ def behaviour_cells(experiment: Experiment, key: str, at: str = "final") -> list
         raise ValueError(f"{key!r} is not a behaviour metric; one of {', '.join(BEHAVIOUR_KEYS)}")
     if at not in AT:
         raise ValueError(f"at must be final or peak, not {at!r}")
-    # Root runs only, as the accuracy matrix: branches are not seeds (DESIGN §6).
+    # Seeds only, as the accuracy matrix: not branches, nor failed or cancelled runs (seeds.py).
+    roots = experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
     runs = list(
-        live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
+        seeds_only(live_runs(roots))
         .only("id", "seed", *CELL_AXES)
         .order_by("seed", "id")
     )

@@ -40,6 +40,7 @@ from vocabulary.names import (
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import matching_series, signatures
 from webapp.runs.lifecycle import live_runs
+from webapp.runs.seeds import seeds_only
 
 LIVE_STATUSES = Run.ACTIVE  # queued or running: verdicts are provisional, views refresh
 
@@ -106,9 +107,11 @@ def run_summaries(runs: Iterable[Run], *, gradients: bool = True) -> dict[int, d
 def cell_summaries(experiment: Experiment, *, gradients: bool = True) -> list[CellSummary]:
     """`analysis.cells.summarize_cells` for the experiment's root runs, each cell with
     `runs`: the ids of its runs in seed order (for links to the panel's compare view).
-    Branches are not seeds (DESIGN §6): they continue a parent's seed with a change."""
+    Branches are not seeds (DESIGN §6): they continue a parent's seed with a change; nor are
+    failed or cancelled runs (`webapp/runs/seeds.py`, the statistics page's rule)."""
+    roots = experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
     runs = list(
-        live_runs(experiment.runs.filter(parent__isnull=True, branch_step__isnull=True))
+        seeds_only(live_runs(roots))
         .only(
             "id",
             *MATRIX_AXES,

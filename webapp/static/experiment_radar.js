@@ -48,7 +48,7 @@
   }
 
   function poll() {
-    fetch("/api/v1/alerts?experiment=" + experiment + "&limit=1000",
+    fetch("/api/v1/alerts?experiment=" + experiment + "&state=current&limit=1000",
       { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (data) { render(data.alerts); window.setTimeout(poll, 5000); })

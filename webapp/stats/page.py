@@ -41,6 +41,7 @@ from webapp.experiments.models import Experiment, Run
 from webapp.metrics import series_of
 from webapp.runs.lifecycle import live_runs
 from webapp.runs.queueing import new_run, send_runs
+from webapp.runs.seeds import seed_status
 from webapp.runs.summaries import run_summaries
 
 AXES = CELL_AXES
@@ -90,7 +91,7 @@ def _sort_runs(runs: list[Run]) -> dict[str, Any]:
             left_out["branches"] += 1
         elif run.status in Run.ACTIVE:
             pending.append(run)
-        elif run.status != Run.SUCCEEDED:
+        elif not seed_status(run.status):  # failed, cancelled: webapp/runs/seeds.py
             left_out[run.status] = left_out.get(run.status, 0) + 1
         else:
             place = (*_cell(run).values(), run.seed)

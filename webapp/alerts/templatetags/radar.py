@@ -38,10 +38,12 @@ def _rank(alert: Alert) -> tuple:
 
 @register.inclusion_tag("experiments/_radar.html")
 def radar_panel(run: Run) -> dict:
-    alerts = list(Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role"))
+    shown = Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role")
+    alerts = [a for a in shown if a.retracted is None]
     return {
         "run": run,
         "alerts": alerts,
+        "retracted": sum(a.retracted is not None for a in shown),
         "best": best_checkpoint(run.id),
         "active": run.status in Run.ACTIVE,
     }
@@ -51,7 +53,8 @@ def radar_panel(run: Run) -> dict:
 def attach_radar(runs) -> str:
     """Give each run `radar` = {"count", "confirmed", "worst"} (None without alerts)."""
     by_run: dict[int, list[Alert]] = {}
-    for alert in Alert.objects.filter(run_id__in=[run.id for run in runs]):
+    current = Alert.objects.filter(run_id__in=[run.id for run in runs], retracted__isnull=True)
+    for alert in current:
         by_run.setdefault(alert.run_id, []).append(alert)
     for run in runs:
         alerts = by_run.get(run.id)

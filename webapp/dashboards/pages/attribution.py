@@ -117,7 +117,7 @@ def update(experiment_id):
     if experiment is None:
         message = "Choose an experiment." if experiment_id is None else "No such experiment."
         return figures.empty(message), []
-    rows = attribution_cells(data.experiment_runs(experiment))
+    rows = attribution_cells(data.experiment_seeds(experiment))
     return attribution_figure(rows), components.render_table(COLUMNS, table_rows(rows))
 
 

@@ -15,6 +15,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html
 
 from webapp.dashboards import components, data, figures, run_table, seed_bands, state
 from webapp.runs import lineage
+from webapp.runs.seeds import left_out, left_out_note, seed_status
 from webapp.runs.summaries import run_summaries
 
 SORT_ID = "bands-sort"
@@ -157,9 +158,16 @@ def field_and_key_options(run_ids) -> tuple[list[dict], list[dict]]:
     return by, [{"label": k, "value": k} for k in keys]
 
 
+def chosen_seeds(run_ids) -> tuple[list, list]:
+    """(the chosen runs that are seeds, those left out: failed or cancelled runs have no
+    final numbers, `webapp/runs/seeds.py`)."""
+    chosen = data.runs(data.viewer(), state.parse_ids(run_ids))
+    return [r for r in chosen if seed_status(r.status)], chosen
+
+
 def update_bands(run_ids, key, by, smooth, band, scale, _tick):
     """Query → bands → figure: (figure, status, timer disabled, links)."""
-    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    runs, chosen = chosen_seeds(run_ids)
     key = key or state.DEFAULT_KEY
     ids = [r.id for r in runs]
     configs = data.configs(ids)
@@ -179,17 +187,20 @@ def update_bands(run_ids, key, by, smooth, band, scale, _tick):
         state.parse_choice(smooth, seed_bands.SMOOTHING, "0"),
         key,
     )
-    figure = (
-        seed_bands.bands_figure(groups, key, by, band, scale)
-        if runs
-        else figures.empty("Choose runs, or open the view from an experiment.")
-    )
+    if runs:
+        figure = seed_bands.bands_figure(groups, key, by, band, scale)
+    elif chosen:
+        figure = figures.empty("No seed among these runs: failed and cancelled runs are left out.")
+    else:
+        figure = figures.empty("Choose runs, or open the view from an experiment.")
     live = data.any_live(runs)
     n_groups = sum(1 for g in groups if g["band"]["steps"])
     extra = f"{n_groups} group{'s' if n_groups != 1 else ''}" if runs else ""
+    note = left_out_note(left_out(chosen))
+    extra = " · ".join(t for t in (extra, note) if t)
     return (
         figure,
-        components.status_line(data.status_counts(runs), live, extra) if runs else [],
+        components.status_line(data.status_counts(chosen), live, extra) if chosen else [],
         not live,
         components.view_links(runs, "Compare these runs →", state.compare_url(ids)),
     )
@@ -209,7 +220,7 @@ def _pair(points: dict) -> tuple[list, list]:
 
 
 def update_table(run_ids, by, sort, _tick):
-    runs = data.runs(data.viewer(), state.parse_ids(run_ids))
+    runs, _chosen = chosen_seeds(run_ids)
     ids = [r.id for r in runs]
     configs = data.configs(ids)
     _fields, varying = seed_bands.config_fields(list(configs.values()))

@@ -18,6 +18,7 @@ from vocabulary.names import BEHAVIOUR_KEYS, VOTER_AGREEMENT_KEY
 from webapp.dashboards import components, data, figures, state, tables
 from webapp.dashboards.behaviour_matrix import SCALE_NOTE, behaviour_matrix_figure, behaviour_name
 from webapp.runs.behaviour_cells import AT, behaviour_cells
+from webapp.runs.seeds import left_out_note
 from webapp.runs.summaries import cell_summaries
 
 COLOURS = {
@@ -121,7 +122,7 @@ def update_matrix(experiment_id, colour, _tick, metric=VOTER_AGREEMENT_KEY, at="
     return (
         figure,
         components.render_table(tables.CELL_COLUMNS, tables.cell_rows(cells)),
-        components.status_line(counts, live),
+        components.status_line(counts, live, left_out_note(data.seeds_left_out(experiment))),
         not live,
     )
 
