@@ -77,3 +77,32 @@ def test_an_experiment_without_attributions_says_so(alice, bob):
     with data.viewing_as(bob):
         figure, _ = page.update(experiment.id)
     assert "No run of this experiment has an attribution yet" in str(figure.layout)
+
+
+def test_a_share_whose_interval_crosses_zero_says_so_in_the_table_and_the_figure(alice, bob):
+    experiment = make_experiment(alice, workflow="voting", sharing="per_role")
+    run = experiment.runs.get()
+    change = {"value": 0.2, "low": 0.1, "high": 0.3}
+    shares = {
+        "generator": {"value": 0.014, "low": -0.04, "high": 0.068},  # 7% [−20%, 34%]
+        "aggregator": {"value": 0.186, "low": 0.122, "high": 0.25},  # 93% [61%, 125%]
+    }
+    result = {"roles": list(shares), "change": change, "shares": shares, "interaction": change}
+    SwapJob.objects.create(run=run, kind="gain", status="succeeded", result=result)
+    with data.viewing_as(bob):
+        figure, table = page.update(experiment.id)
+    text = str(table)
+    assert "7% [−20%, 34%] crosses 0" in text
+    assert "93% [61%, 125%]" in text and "125%] crosses" not in text
+    gain = next(t for t in figure.data if t.name == "generator" and t.xaxis == "x")
+    assert gain.error_x.arrayminus == pytest.approx((0.27,))
+    assert gain.error_x.array == pytest.approx((0.27,))
+
+
+def test_the_panel_home_and_the_matrix_link_to_the_attribution_view(experiment, bob):
+    from webapp.dashboards.pages import home, matrix
+
+    with data.viewing_as(bob):
+        table, _off = home.list_experiments("/dash/", 0)
+    assert f"/dash/attribution?experiment={experiment.id}" in str(table)
+    assert f"/dash/attribution?experiment={experiment.id}" in str(matrix.layout(experiment.id))

@@ -94,9 +94,10 @@ def test_the_url_holds_the_controls(study):
 
 
 def test_the_matrix_and_compare_views_link_to_the_bands(study):
-    assert (
-        matrix.bands_href(str(study.experiment.id))
-        == f"/dash/bands?experiment={study.experiment.id}"
+    experiment = study.experiment.id
+    assert matrix.view_hrefs(str(experiment)) == (
+        f"/dash/bands?experiment={experiment}",
+        f"/dash/attribution?experiment={experiment}",
     )
     runs = data.runs(data.viewer(), study.ids[:2])
     (link,) = components.bands_link(runs)

@@ -7,7 +7,11 @@ v(none); none when the change is 0), and each role's gradient mass, the mean ove
 steps of ‖g_role‖ / Σ_roles ‖g_role‖ (from `role/<r>/grad_norm`). Under `shared` that is the
 role's `grad_share`; under `per_role` every role has a policy of its own, so its logged
 `grad_share` is 1 and the norms are what compare the roles. Per cell: the means over the
-runs that have each figure, with how many runs have an attribution. The panel's attribution
+runs that have each figure, with how many runs have an attribution, and the interval of the
+share of the gain: with one attributed run, its paired-bootstrap 95% interval over problems
+(the Shapley value's, over the change); with several, the span of theirs (from the lowest
+low to the highest high: no narrower than any run's, as a mean of a handful of runs earns no
+tighter claim here). The panel's attribution
 page (`webapp/dashboards/pages/attribution.py`) draws the two side by side.
 """
 
@@ -58,10 +62,24 @@ def _fractions(result: dict) -> dict[str, float]:
     return {role: share["value"] / change for role, share in result["shares"].items()}
 
 
+def _fraction_bounds(result: dict) -> dict[str, tuple[float, float]]:
+    """{role: (low, high)}: the share's 95% interval over the change (swapped when the change
+    is negative)."""
+    change = result["change"]["value"]
+    if change == 0:
+        return {}
+    bounds = {}
+    for role, share in result["shares"].items():
+        a, b = share["low"] / change, share["high"] / change
+        bounds[role] = (min(a, b), max(a, b))
+    return bounds
+
+
 def attribution_cells(runs: list[Run], kind: str = "gain") -> list[dict]:
     """One row per (cell, role): the cell's axes (`CELL_AXES`), "role", "share", "fraction",
-    "gradient", "attributed", "runs", "run_ids"; `share` the mean Shapley value, `fraction`
-    the mean share of the change, `gradient` the mean gradient mass (None where no run has
+    "fraction_low", "fraction_high", "gradient", "attributed", "runs", "run_ids"; `share` the
+    mean Shapley value, `fraction` the mean share of the change with its interval (the
+    module docstring says which), `gradient` the mean gradient mass (None where no run has
     it)."""
     ids = [run.id for run in runs]
     results = latest_results(ids, kind)
@@ -80,6 +98,7 @@ def attribution_cells(runs: list[Run], kind: str = "gain") -> list[dict]:
         for role in roles:
             shares = [res["shares"][role]["value"] for res in attributed if role in res["shares"]]
             fractions = [f[role] for res in attributed if role in (f := _fractions(res))]
+            bounds = [b[role] for res in attributed if role in (b := _fraction_bounds(res))]
             grads = [m[role] for m in masses if role in m]
             rows.append(
                 {
@@ -87,6 +106,8 @@ def attribution_cells(runs: list[Run], kind: str = "gain") -> list[dict]:
                     "role": role,
                     "share": statistics.fmean(shares) if shares else None,
                     "fraction": statistics.fmean(fractions) if fractions else None,
+                    "fraction_low": min(lo for lo, _ in bounds) if bounds else None,
+                    "fraction_high": max(hi for _, hi in bounds) if bounds else None,
                     "gradient": statistics.fmean(grads) if grads else None,
                     "attributed": len(attributed),
                     "runs": len(members),

@@ -1,15 +1,18 @@
 """The run page's attribution panel, as plain data: the plans, the latest jobs, the bars.
 
 Each role's bar is its share of the change with its 95% interval, drawn on one axis with zero
-in the middle, beside the interaction term and the change itself; the table lists every
-evaluated combination (which roles came from where, its accuracy, and whether the run's own
-evaluation stood for it).
+in the middle, above the change itself. The interaction term is a line of text under the
+bars, not a bar: exact Shapley values already add up to the change, so a bar for it would
+make the bars seem to sum to the wrong figure (with leave-one-out shares, which do not add
+up, it is what is left). The table lists every evaluated combination (which roles came from
+where, named as the user chose them: "latest (step 12)", its accuracy, and whether the run's
+own evaluation stood for it).
 """
 
 from __future__ import annotations
 
 from analysis.attribution import parse_coalition_key
-from trainer.checkpoint_index import list_checkpoints
+from trainer.checkpoint_index import list_checkpoints, parse_checkpoint
 from trainer.routing import WORKFLOW_ROLES
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import KINDS, plan_job, run_dir
@@ -20,10 +23,12 @@ ROW = 22  # px per bar
 
 
 def bars(result: dict) -> dict:
-    """SVG geometry of the shares, the interaction and the change: {"rows", "height",
-    "zero"}; each row {"label", "value", "low", "high", "x", "width", "lo_x", "hi_x", "y"}."""
+    """SVG geometry of the shares and the change: {"rows", "height", "zero", "interaction",
+    "adds_up"}; each row {"label", "value", "low", "high", "x", "width", "lo_x", "hi_x",
+    "y"}. `interaction` is the term with its interval, said in words beside the bars;
+    `adds_up` whether the shares add up to the change (exact Shapley values do)."""
     items = [(role, result["shares"][role]) for role in result["roles"]]
-    items += [("interaction", result["interaction"]), ("total change", result["change"])]
+    items += [("total change", result["change"])]
     reach = max([1e-9] + [abs(v[k]) for _, v in items for k in ("value", "low", "high")])
     zero, scale = WIDTH / 2, (WIDTH / 2 - 8) / reach
     rows = []
@@ -41,7 +46,30 @@ def bars(result: dict) -> dict:
                 "total": label == "total change",
             }
         )
-    return {"rows": rows, "height": len(rows) * ROW, "zero": zero, "width": WIDTH}
+    return {
+        "rows": rows,
+        "height": len(rows) * ROW,
+        "zero": zero,
+        "width": WIDTH,
+        "interaction": result.get("interaction"),
+        "adds_up": result.get("method") == "shapley",
+    }
+
+
+def source_text(stored: str, chosen: str = "") -> str:
+    """A role's source as the user named it: "latest (step 12)" for a checkpoint (the name
+    chosen in the form, else its kind, and the step its directory names), else the stored
+    source as it is ("base", "latest")."""
+    ref = parse_checkpoint(stored) if stored and stored != "base" else None
+    if ref is None:
+        return stored or "—"
+    name = chosen if chosen and "/" not in chosen else ref.kind
+    return f"{name} (step {ref.step})"
+
+
+def _chosen(key: str) -> dict[str, str]:
+    """{role: source as chosen} from a mix evaluation's key, "aggregator=latest judge=base"."""
+    return dict(part.split("=", 1) for part in key.split() if "=" in part)
 
 
 def combinations(job: SwapJob) -> list[dict]:
@@ -50,10 +78,14 @@ def combinations(job: SwapJob) -> list[dict]:
     for planned in job.plan.get("evaluations", []):
         done = job.evaluations.get(planned["key"])
         trained = parse_coalition_key(planned["key"]) if job.kind != "mix" else None
+        chosen = _chosen(planned["key"]) if job.kind == "mix" else {}
         rows.append(
             {
                 "key": planned["key"],
-                "sources": [planned["sources"].get(r, "") for r in roles],
+                "sources": [
+                    source_text(str(planned["sources"].get(r, "")), chosen.get(r, ""))
+                    for r in roles
+                ],
                 "trained": sorted(trained or []),
                 "accuracy": done["accuracy"] if done else None,
                 "reused_step": done.get("reused_step") if done else planned["reuse_step"],

@@ -68,5 +68,9 @@ def bands_url(experiment_id: int | None = None, run_ids: Iterable[int] = ()) -> 
     return f"{PREFIX}/bands" + query(runs=list(run_ids), experiment=experiment_id)
 
 
+def attribution_url(experiment_id: int | None) -> str:
+    return f"{PREFIX}/attribution" + query(experiment=experiment_id)
+
+
 def gradients_url(run_ids: Iterable[int]) -> str:
     return f"{PREFIX}/gradients" + query(runs=list(run_ids))

@@ -30,11 +30,7 @@ def behaviour_cells(experiment: Experiment, key: str, at: str = "final") -> list
         raise ValueError(f"at must be final or peak, not {at!r}")
     # Seeds only, as the accuracy matrix: not branches, nor failed or cancelled runs (seeds.py).
     roots = experiment.runs.filter(parent__isnull=True, branch_step__isnull=True)
-    runs = list(
-        seeds_only(live_runs(roots))
-        .only("id", "seed", *CELL_AXES)
-        .order_by("seed", "id")
-    )
+    runs = list(seeds_only(live_runs(roots)).only("id", "seed", *CELL_AXES).order_by("seed", "id"))
     series = read_runs_series([run.id for run in runs], [key])
     cells: dict[tuple, dict[str, Any]] = {}
     for run in runs:

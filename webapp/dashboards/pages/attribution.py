@@ -19,14 +19,16 @@ COLUMNS = [
     tables.Column("cell", "Cell"),
     tables.Column("sharing_name", "Sharing"),
     tables.Column("role", "Role"),
-    tables.Column("fraction", "Share of the gain", "pct"),
+    tables.Column("fraction_text", "Share of the gain [95% interval]"),
     tables.Column("share", "Shapley value", "signed"),
     tables.Column("gradient", "Share of the gradient", "pct"),
     tables.Column("attributed_text", "Runs attributed"),
 ]
 NOTE = (
     "Share of the gain: each role's Shapley value divided by the change (final − base), mean "
-    "over the cell's attributed runs; queue an attribution from a run's page. Share of the "
+    "over the cell's attributed runs, with its 95% interval (one run: its paired bootstrap "
+    "over problems; several: the span of theirs); an interval that crosses 0 is no evidence "
+    "the role carried any of it. Queue an attribution from a run's page. Share of the "
     "gradient: the role's gradient norm over the roles' sum, mean over logged steps (under a "
     'shared policy, its grad_share). docs/analysis.md, "Attribution", says what the shares '
     "assume."
@@ -83,6 +85,7 @@ def attribution_figure(rows: list[dict]) -> go.Figure:
             fig.add_trace(
                 go.Bar(
                     x=[r[field] for r in mine],
+                    error_x=_error_bars(mine) if field == "fraction" else None,
                     y=y,
                     orientation="h",
                     name=role,
@@ -99,10 +102,33 @@ def attribution_figure(rows: list[dict]) -> go.Figure:
     return figures.styled(fig, barmode="group", height=160 + 70 * cells)
 
 
+def fraction_text(row: dict) -> str:
+    """ "7% [−20%, 34%] crosses 0", "93% [61%, 120%]", or "—" with no attribution."""
+    if row["fraction"] is None:
+        return "—"
+    low, high = row.get("fraction_low"), row.get("fraction_high")
+    if low is None:
+        return f"{row['fraction']:.0%}"
+    text = f"{row['fraction']:.0%} [{low:.0%}, {high:.0%}]".replace("-", "−")
+    return text + (" crosses 0" if low < 0 < high else "")
+
+
+def _error_bars(rows: list[dict]) -> dict:
+    """The share of the gain's interval as error bars (none where a cell has none)."""
+    plus = [_gap(r.get("fraction_high"), r["fraction"]) for r in rows]
+    minus = [_gap(r["fraction"], r.get("fraction_low")) for r in rows]
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
+
+
+def _gap(a, b):
+    return None if a is None or b is None else a - b
+
+
 def table_rows(rows: list[dict]) -> list[dict]:
     return [
         {
             **row,
+            "fraction_text": fraction_text(row),
             "cell": _cell_name(row),
             "sharing_name": labels.sharing_name(row["sharing"]),
             "attributed_text": f"{row['attributed']} of {row['runs']}",

@@ -24,6 +24,11 @@ VIEWS = [
         "per-role gradient norms, shares and cosines, and whether a role's "
         "gradient amplified before the cliff or captured a shared policy.",
     ),
+    (
+        "Attribution",
+        "which role carries each cell's gain (Shapley shares from role swaps, with their "
+        "intervals) beside which role took the gradient.",
+    ),
 ]
 
 
@@ -67,7 +72,17 @@ def list_experiments(_pathname, _tick):
                 html.Td(e.created.strftime("%Y-%m-%d %H:%M")),
                 html.Td(e.n_runs),
                 html.Td(e.n_live or "—"),
-                html.Td(html.A("Matrix →", href=state.matrix_url(e.id))),
+                html.Td(
+                    [
+                        html.A("Matrix →", href=state.matrix_url(e.id)),
+                        " ",
+                        html.A(
+                            "Attribution →",
+                            href=state.attribution_url(e.id),
+                            className="attribution-link",
+                        ),
+                    ]
+                ),
             ]
         )
         for e in found

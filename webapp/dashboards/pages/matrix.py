@@ -53,6 +53,12 @@ def layout(experiment=None, colour=None, metric=None, at=None, **_ignored) -> ht
                     href=state.bands_url(experiment_id),
                     className="button secondary",
                 ),
+                html.A(
+                    "Attribution →",
+                    id="matrix-attribution",
+                    href=state.attribution_url(experiment_id),
+                    className="button secondary",
+                ),
                 html.A("All experiments", href="/dash/", className="button secondary"),
             ),
             html.Div(
@@ -148,9 +154,11 @@ def download_cells(_clicks, experiment_id):
     }
 
 
-def bands_href(experiment_id) -> str:
-    """The header's link to the seed bands of the chosen experiment's runs."""
-    return state.bands_url(state.parse_int(experiment_id))
+def view_hrefs(experiment_id) -> tuple[str, str]:
+    """The header's links to the seed bands and the attribution view of the chosen
+    experiment."""
+    chosen = state.parse_int(experiment_id)
+    return state.bands_url(chosen), state.attribution_url(chosen)
 
 
 def sync_url(experiment_id, colour, metric=None, at=None) -> str:
@@ -169,7 +177,11 @@ def image_format(fmt):
     return figures.image_format(fmt, "troupe-matrix")
 
 
-callback(Output("matrix-bands", "href"), Input("matrix-experiment", "value"))(bands_href)
+callback(
+    Output("matrix-bands", "href"),
+    Output("matrix-attribution", "href"),
+    Input("matrix-experiment", "value"),
+)(view_hrefs)
 components.connect_experiment_options("matrix")
 callback(
     Output("matrix-graph", "figure"),
