@@ -140,3 +140,16 @@ def test_the_web_process_never_imports_torch():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_panel_is_set_up_before_its_first_request():
+    """Dash's lazy setup ran in the first requests' threads and raced (a page stuck at
+    "Loading…", `DashRenderer is not defined`); the WSGI application does it as it is built."""
+    code = (
+        "import webapp.wsgi; from webapp.dashboards.app import app; "
+        "print(sorted(app._got_first_request.items()), 'new DashRenderer' in app.renderer)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[('pages', True), ('setup_server', True)] True"

@@ -558,7 +558,8 @@ def gradients_figure(
         for key in pairs:
             gaps = _pair_cosine(fig, r, run, key, points[key], pair_colours[key], shown) or gaps
         if not pairs:
-            _note(fig, r, 3, "no two gradients share a policy in this run")
+            _hold_panel(fig, r, 3, points)
+            _note(fig, r, 3, _no_cosine(run, roles))
         if run.sharing != "shared" and any(role_key(role, GRAD_SHARE) in points for role in roles):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
@@ -574,6 +575,7 @@ def gradients_figure(
         margin={"l": 60, "r": 20, "t": 140, "b": 50},
     )
     fig.update_xaxes(title_text="training step", row=len(runs))
+    fig.update_xaxes(rangemode="nonnegative")  # steps start at 0: no axis reaching below it
     return fig
 
 
@@ -667,6 +669,31 @@ def _pair_cosine(
         col=3,
     )
     return _add_gaps(fig, points["steps"], points["values"], key, f"cos({pair})", row=r, col=3)
+
+
+def _no_cosine(run, roles: Sequence[str]) -> str:
+    """Why a row's cosine panel is empty, truthfully: under a shared policy two roles do share
+    it, and the trainer logs their cosine only from a step where both put a nonzero gradient
+    on it."""
+    if run.sharing == "shared" and len(roles) >= 2:
+        return (
+            "no cosine logged: no step had two roles' gradients<br>"
+            "on the shared policy both nonzero"
+        )
+    return "no two gradients share a policy in this run"
+
+
+def _hold_panel(fig: go.Figure, r: int, col: int, points: dict) -> None:
+    """An invisible trace over the row's steps, so plotly draws an empty panel (it drops a
+    subplot with no trace, and a note meant for it lands in the first panel, stretching that
+    panel's x axis below 0 to fit the text)."""
+    steps = [s for p in points.values() for s in p["steps"]]
+    span = [min(steps), max(steps)] if steps else [0, 1]
+    fig.add_trace(
+        go.Scatter(x=span, y=[None, None], mode="lines", showlegend=False, hoverinfo="skip"),
+        row=r,
+        col=col,
+    )
 
 
 def _gradient_axes(fig: go.Figure, r: int, points: dict) -> None:

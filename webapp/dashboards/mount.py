@@ -1,7 +1,8 @@
 """The Dash panel beside Django in one WSGI application, behind Django's own login.
 
 `mount_dash(django_app)` returns werkzeug's DispatcherMiddleware: /dash/… goes to the Dash
-(Flask) app, everything else to Django. Dash never sees a request Django would refuse:
+(Flask) app, everything else to Django. It sets the Dash app up first (`set_up_now`), so the
+first requests cannot race Dash's lazy setup. Dash never sees a request Django would refuse:
 `LoginRequired` builds a Django request from the WSGI environ and runs what Django's
 middleware would for a view behind `@login_required` —
 
@@ -53,7 +54,20 @@ def mount_dash(django_app: Callable) -> DispatcherMiddleware:
     """Django at /, the panel at /dash/ behind the login."""
     from webapp.dashboards.app import app as dash_app  # needs Django set up: import late
 
+    set_up_now(dash_app)
     return DispatcherMiddleware(django_app, {PREFIX: LoginRequired(dash_app.server)})
+
+
+def set_up_now(dash_app) -> None:
+    """Run Dash's one-time setup (its script tags, callbacks and page router) here, in the one
+    thread that builds the WSGI application, before any request. Dash runs it in the first
+    request's `before_request` hooks and marks it done as it starts, so under gunicorn's
+    threads a second first request raced it: that page's scripts came from a half-built
+    registry and it stayed at "Loading…" with `DashRenderer is not defined`. Once done,
+    every page is served the same scripts in the same order. Nothing is read from the
+    database: with no viewer, the pages' layouts list nothing."""
+    with dash_app.server.test_request_context("/"):
+        dash_app.server.preprocess_request()
 
 
 def _dash_view(request):  # CsrfViewMiddleware checks a view; this one stands for all of Dash

@@ -14,6 +14,11 @@ Nothing is trained: the series are drawn from a seeded model of the study's find
 - under a shared policy the role with the most gradient mass takes most of `grad_share`, and in
   some runs captures the policy (share above 0.6 for most of the last half).
 
+Every run then goes through the live radar (`webapp.alerts.radar.refresh_alerts`), as a
+trained run's points do, so the radar cards and Alerts say what the key results say. The
+experiment's preset reads `synthetic` (`SYNTHETIC`): its runs' configs are the cpu-demo
+preset's, but nothing was trained.
+
 Two runs are fixed, whatever the seed draws, so tests can check the panel against known
 answers: `cliff_run` (voting · math · tiny-s · per_role · seed 0) falls off a cliff at
 `cliff_onset`, and its `amplified_role` ("generator") amplifies exactly `LEAD` (10) steps
@@ -50,6 +55,7 @@ from vocabulary.names import (
     REWARD_KEY,
     role_key,
 )
+from webapp.alerts.radar import refresh_alerts
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import load_new_points
 from webapp.runs.name_claims import claim_name
@@ -61,6 +67,7 @@ DEMO_MATRIX = {
     "sharing": ["shared", "per_role"],
     "seed": [0, 1, 2],
 }
+SYNTHETIC = "synthetic"  # the experiment's preset: not "cpu-demo", which would claim training
 LEAD = 10  # steps between the known run's amplification onset and its cliff
 
 # Base accuracy of the untrained model, by task and model; gains by workflow and task.
@@ -154,7 +161,7 @@ def build_demo_experiment(
             owner=owner,
             name=name or f"Demo: workflows × tasks × models × sharing ({len(members)} runs)",
             description="Synthetic metric series (webapp/experiments/demo.py); nothing trained.",
-            preset="cpu-demo",
+            preset=SYNTHETIC,
             base_config={"steps": steps, "eval_every": eval_every},
             matrix={axis: sorted({m[axis] for m in members}, key=str) for axis in DEMO_MATRIX},
         )
@@ -187,6 +194,8 @@ def build_demo_experiment(
                 for key, step, value in _series(run, plan, steps, eval_every)
             ]
         load_new_points(rows)  # new points: COPY on PostgreSQL
+        for run in made:  # the alerts of finished runs: the radar's final word on each
+            refresh_alerts(run)
 
     known = {
         (m["workflow"], m["task"], m["model"], m["sharing"], m["seed"]): r

@@ -243,7 +243,14 @@ class Card:
         ]
 
     def share_lines(self) -> list[str]:
-        return [f"carried {s:.0%} of the {role}'s gradient" for role, s in self.shares.items()]
+        return [
+            f"carried {_percent(s)} of the {role}'s gradient" for role, s in self.shares.items()
+        ]
+
+
+def _percent(share: float) -> str:
+    """ "12%"; a share that rounds to 0 is "0%", never "-0%" (a float a hair below 0)."""
+    return f"{share if round(share, 2) != 0 else 0.0:.0%}"
 
 
 def detail(card: Card) -> dict[str, Any]:
