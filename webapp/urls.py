@@ -1,7 +1,9 @@
 """Top-level URL routes. Each app owns its own routes; this file only mounts them."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from webapp.tracking import bulk_history
 from webapp.tracking import views as tracking_views
@@ -29,6 +31,8 @@ urlpatterns = [
     path("", include("webapp.tracking.page_urls")),  # artifact downloads from the run page
     # login/, logout/, password_change/ … from Django, with templates in webapp/templates.
     path("accounts/", include("django.contrib.auth.urls")),
+    # where a browser looks for a page's icon when the page names none (a 404 on every page)
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
 ]
 

@@ -35,6 +35,7 @@ SMOOTHING = {
 BANDS = {"ci": "Mean ± 95% interval", "minmax": "Min … max", "none": "Mean only"}
 SCALES = {"linear": "Linear", "log": "Log"}
 MAX_BAND_POINTS = 600  # steps drawn per band: the statistics use every point, the eye needs fewer
+LEGEND_BELOW_MAX = 6  # groups whose legend fits in a row or two below the plot
 
 
 def smoothing_options(choice: str) -> dict[str, Any]:
@@ -198,5 +199,13 @@ def bands_figure(
             )
         )
     curve_layout(fig, key)
+    if len(groups) > LEGEND_BELOW_MAX:
+        # Many groups: a legend below the plot wraps into rows that run over the x-axis title
+        # (24 cells did); to the right, one entry a line, the figure as tall as they need.
+        fig.update_layout(
+            legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
+            height=max(520, 140 + 20 * len(groups)),
+            margin={"b": 60},
+        )
     fig.update_yaxes(type="log" if scale == "log" else "linear")
     return fig

@@ -87,7 +87,12 @@ def layout(experiment=None, colour=None, metric=None, at=None, **_ignored) -> ht
                 ],
             ),
             html.Div(id="matrix-status", className="status-line"),
-            html.P(SCALE_NOTE, id="matrix-behaviour-note", className="small muted"),
+            html.P(
+                SCALE_NOTE,
+                id="matrix-behaviour-note",
+                className="small muted",
+                hidden=behaviour_note_hidden(colour),
+            ),
             components.graph_card("matrix-graph", "troupe-matrix"),
             components.section(
                 "Cells",
@@ -131,6 +136,11 @@ def update_matrix(experiment_id, colour, _tick, metric=VOTER_AGREEMENT_KEY, at="
         components.status_line(counts, live, left_out_note(data.seeds_left_out(experiment))),
         not live,
     )
+
+
+def behaviour_note_hidden(colour) -> bool:
+    """The behaviour scale's explanation only where the cells are coloured by behaviour."""
+    return colour != "behaviour"
 
 
 def open_cell(click_data) -> str:
@@ -211,6 +221,9 @@ callback(
     Input("matrix-behaviour-at", "value"),
     prevent_initial_call=True,
 )(sync_url)
+callback(Output("matrix-behaviour-note", "hidden"), Input("matrix-colour", "value"))(
+    behaviour_note_hidden
+)
 components.connect_format_switch("matrix", image_format)
 
 # Registered by app.py, which imports the pages (a page never imports the app).
