@@ -8,7 +8,7 @@
   may change (its owner or staff, `webapp/runs/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
   Every point is kept, as MLflow keeps it: at each (key, step) the latest stands in the metric
-  table (`write_points`) and the others are kept as earlier points (`repeats.py`); an exact
+  table (`record_points`) and the others are kept as earlier points (`repeats.py`); an exact
   repeat is dropped. `webapp.tracking.keymap` adds each recognised key's Troupe alias, except
   onto a Troupe key the client logs itself (`TrackedRun.shadowed`).
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
@@ -31,14 +31,14 @@ from django.db import IntegrityError, transaction
 
 from trainer.config import INT_MAX
 from vocabulary.names import MATRIX_AXES
-from webapp.alerts.radar import after_points, settle_run
+from webapp.alerts.points import record_points
+from webapp.alerts.radar import settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.metrics import (
     delete_series,
     lookups,
     stored_keys,
     write_point_times,
-    write_points,
     write_signs,
     write_step_times,
 )
@@ -109,17 +109,6 @@ def default_experiment(user, create: bool) -> Experiment | None:
     except IntegrityError:  # a concurrent first request made it
         return default_experiment(user, create=False)
     return experiment
-
-
-def mlflow_experiment_id(experiment_id: int, user) -> str:
-    """ "0" for the user's own Default experiment, else the Troupe id."""
-    default = TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id")
-    return "0" if (experiment_id,) in list(default) else str(experiment_id)
-
-
-def experiment_tags(experiment: Experiment) -> dict[str, str]:
-    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
-    return dict(tracked.tags) if tracked else {}
 
 
 def parse_experiment_id(raw: str) -> int:
@@ -501,13 +490,11 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun, replace: bool)
         tracked.accuracy_key or None,
         own=tracked.shadowed,
     )
-    written = write_points(run_id, plain)
+    written = record_points(run_id, plain)
     _write_point_times(run_id, points, {**times, **before}, before)
     # Which gaps were ±inf (`PointSign`); no query for a batch of finite values.
     if odd := {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}:
         write_signs(run_id, odd)
-    if plain:
-        after_points(run_id, {key for key, _, _ in plain})
     return written
 
 
