@@ -13,11 +13,11 @@ run: `TROUPE_WEB_THREADS` threads a worker (8), `TROUPE_WEB_WORKERS` workers (2)
 thread that served a request keeps a database connection (`CONN_MAX_AGE`).
 """
 
-import os
+from webapp.env import env_int
 
 worker_class = "gthread"
-workers = int(os.environ.get("TROUPE_WEB_WORKERS", "2"))
-threads = int(os.environ.get("TROUPE_WEB_THREADS", "8"))
+workers = env_int("TROUPE_WEB_WORKERS", 2, minimum=1)  # a bad value stops the start, named
+threads = env_int("TROUPE_WEB_THREADS", 8, minimum=1)
 timeout = 30  # a worker whose main loop is silent this long is restarted; not per request
 graceful_timeout = 10  # on SIGTERM, requests in flight get this long to finish
 keepalive = 5  # seconds an idle client connection stays open (MLflow's client reuses them)

@@ -3,7 +3,8 @@
 It implements the trainer's reporter interface (`trainer/reporting.py`):
 
 - `log(step, metrics)` buffers points and writes them in batches (one upsert per flush,
-  `webapp.metrics.write_points`), at most every `flush_seconds`.
+  `webapp.alerts.points.record_points`, which tells the live radar too), at most every
+  `flush_seconds`.
 - `should_stop()` reads the run's cancel flag; the loop calls it after every step.
 - `on_checkpoint(step, path)` flushes first, waiting for the database if it must: points up
   to a checkpoint are never logged again after a resume, so they have to be stored before it.
@@ -42,10 +43,10 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from vocabulary.names import DB_SECONDS_KEY
-from webapp.alerts.radar import after_points
+from webapp.alerts.points import record_points
 from webapp.episodes.store import write_episodes
 from webapp.experiments.models import Run, RunLog
-from webapp.metrics import Point, write_points
+from webapp.metrics import Point
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +242,7 @@ class DatabaseReporter:
                 with transaction.atomic():
                     # The row first: when the run is no longer ours, nothing else is written.
                     if self._hold(row):
-                        write_points(self.run_id, points)
-                        after_points(self.run_id, {key for key, _, _ in points})
+                        record_points(self.run_id, points)
                         RunLog.objects.bulk_create(
                             [RunLog(run_id=self.run_id, line=text) for text in lines]
                         )

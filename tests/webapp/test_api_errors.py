@@ -25,7 +25,7 @@ def failing_write(run_id, points):
 
 
 def test_an_unexpected_error_is_a_json_500_and_is_logged(client, run, alice, monkeypatch, caplog):
-    monkeypatch.setattr(views, "write_points", failing_write)
+    monkeypatch.setattr(views, "record_points", failing_write)
 
     response = client.post(
         f"/api/v1/runs/{run.id}/metrics",

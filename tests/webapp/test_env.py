@@ -55,3 +55,19 @@ def test_postgresql_scheme_and_default_port():
 def test_errors_name_the_variable_they_were_read_from():
     with pytest.raises(EnvError, match=r"^TEST_DB='redis://x' is not supported"):
         parse_database_url("redis://x", name="TEST_DB")
+
+
+def test_gunicorn_reads_its_worker_counts_with_the_typed_helper(monkeypatch):
+    import importlib
+
+    import webapp.gunicorn_conf as conf
+
+    monkeypatch.setenv("TROUPE_WEB_WORKERS", "3")
+    monkeypatch.setenv("TROUPE_WEB_THREADS", "4")
+    assert (importlib.reload(conf).workers, conf.threads) == (3, 4)
+    monkeypatch.setenv("TROUPE_WEB_THREADS", "0")
+    with pytest.raises(EnvError, match="TROUPE_WEB_THREADS"):
+        importlib.reload(conf)
+    monkeypatch.delenv("TROUPE_WEB_WORKERS")
+    monkeypatch.delenv("TROUPE_WEB_THREADS")
+    importlib.reload(conf)

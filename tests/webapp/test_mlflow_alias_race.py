@@ -61,15 +61,16 @@ def log_first_then_second(monkeypatch, run_id: int, first: list[Point], second: 
     on it; then `first` commits. Each in its own thread, with its own connection."""
     written, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
-    real_after_points = store.after_points
+    real_record_points = store.record_points
 
-    def pausing_after_points(run_id_, keys):  # runs inside log_batch's transaction
-        real_after_points(run_id_, keys)
+    def pausing_record_points(run_id_, points):  # runs inside log_batch's transaction
+        written_ = real_record_points(run_id_, points)
         if threading.current_thread().name == "first":
             written.set()
             assert release.wait(60), "never released"
+        return written_
 
-    monkeypatch.setattr(store, "after_points", pausing_after_points)
+    monkeypatch.setattr(store, "record_points", pausing_record_points)
 
     def log(points):
         try:
@@ -91,7 +92,7 @@ def log_first_then_second(monkeypatch, run_id: int, first: list[Point], second: 
         release.set()
         one.join()
         two.join()
-    monkeypatch.setattr(store, "after_points", real_after_points)
+    monkeypatch.setattr(store, "record_points", real_record_points)
     assert [repr(e) for e in errors] == []
 
 

@@ -143,7 +143,7 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(
     (best / "state.pt").write_bytes(b"weights")
     Run.objects.filter(id=run.id).update(checkpoint_dir=str(tmp_path / "out"))
     search = {"experiment_ids": [str(run.experiment_id)], "filter": f"source_run_id = '{run.id}'"}
-    assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}
+    assert call(client, alice, "post", "logged-models/search", search).json() == {}
     write_points(run.id, [("ckpt/best_step", 40, 40.0), ("ckpt/best_accuracy", 40, 0.75)])
 
     found = call(client, alice, "post", "logged-models/search", search).json()["models"]
@@ -167,7 +167,7 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(
         "INVALID_PARAMETER_VALUE",
     )
     Run.objects.filter(id=run.id).update(external=True)  # an MLflow-logged run: none
-    assert call(client, alice, "post", "logged-models/search", search).json() == {"models": []}
+    assert call(client, alice, "post", "logged-models/search", search).json() == {}
 
 
 def test_a_troupe_runs_best_checkpoint_downloads_read_only_as_a_model_and_a_folder(

@@ -70,13 +70,13 @@ def test_progress_and_checkpoints_reach_the_runs_row_with_a_log_line(held):
 def test_each_step_carries_the_training_threads_database_time(held, monkeypatch):
     import workers.reporter
 
-    real_write = workers.reporter.write_points
+    real_write = workers.reporter.record_points
 
     def slow_write(*args):  # a slow database: every flush takes at least 0.2 s
         time.sleep(0.2)
         return real_write(*args)
 
-    monkeypatch.setattr(workers.reporter, "write_points", slow_write)
+    monkeypatch.setattr(workers.reporter, "record_points", slow_write)
     reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=0)
 
     reporter.log(1, {"train/reward": 0.5})  # flushes: 0.2 s, logged with the next step

@@ -1,7 +1,8 @@
 """The live radar's alerts: evaluate `analysis/radar.py` after points are written, keep its events.
 
-`after_points(run_id, keys)` is the hook every writer of points calls after `write_points`
-(the metrics API, the workers' reporter, the MLflow endpoints). It does nothing unless the
+`after_points(run_id, keys)` is the hook called after points are written, by the one write
+path every writer uses (`webapp.alerts.points.record_points`: the metrics API, the workers'
+reporter, the MLflow endpoints). It does nothing unless the
 batch touched a key the radar reads (`eval/accuracy`, `train/frac_zero_std`,
 `role/<r>/grad_norm|grad_share|entropy`, and `train/loss` and `train/reward`, whose
 non-finite value is an alert of its own: `analysis.radar.non_finite_events`): most batches

@@ -21,10 +21,11 @@ from django.utils import timezone
 
 from trainer.config import FIELDS, INT_MAX, ConfigError
 from vocabulary.names import CELL_AXES
-from webapp.alerts.radar import after_points, settle_run
+from webapp.alerts.points import record_points
+from webapp.alerts.radar import settle_run
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.models import Experiment, Run, RunLog
-from webapp.metrics import read_runs_series, read_series, write_points
+from webapp.metrics import read_runs_series, read_series
 from webapp.runs.access import get_experiment_for_user, get_run_for_user
 from webapp.runs.cells import run_columns
 from webapp.runs.lifecycle import live_experiments, live_runs
@@ -327,14 +328,13 @@ def metrics(request: HttpRequest, run_id: int) -> JsonResponse:
     if request.method == "POST":
         found = get_run_for_user(request.user, run_id, manage=True)
         points = _points(read_json(request))
-        write_points(found.id, points)  # one statement on PostgreSQL, atomic by itself
+        record_points(found.id, points)  # one statement on PostgreSQL, atomic by itself
         if found.external and points:
             # An external run's progress is the last step its client logged: no worker counts
             # its steps, and a finished run once read "step 0 of 8". A conditional
             # UPDATE, so concurrent batches only ever move it forward.
             last = max(int(step) for _, step, _ in points)
             Run.objects.filter(id=found.id, step__lt=last).update(step=last)
-        after_points(found.id, {key for key, _, _ in points})
         return JsonResponse({"accepted": len(points)})
 
     found = get_run_for_user(request.user, run_id)

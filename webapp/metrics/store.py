@@ -8,8 +8,8 @@ it already wrote instead of adding new ones. Every batch is written in one order
 (key, step): two writers of one run whose batches overlap then lock the rows they share in
 the same order, so one waits for the other instead of each holding a row the other needs
 (PostgreSQL's `deadlock detected`, which aborted concurrent API writes sent in different
-orders). The store stores; what reacts to new points (the live radar,
-`webapp.alerts.radar.after_points`) is called by the writers after it.
+orders). The store stores; writers call `webapp.alerts.points.record_points`, which writes
+here and then tells what reacts to new points (the live radar).
 
 Reads of series are whole (`max_points=0`) or downsampled by `analysis.downsample`,
 which keeps the first and last points, each bucket's minimum and maximum and its first gap

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Case, Count, F, Q, Sum, When
@@ -262,17 +263,32 @@ def _run_context(request: HttpRequest, run: Run) -> dict:
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    context = {**_run_context(request, run), "config_groups": _config_groups(run.config)}
+    groups = _config_groups(run.config, _cut_params(run))
+    context = {**_run_context(request, run), "config_groups": groups}
     return render(request, "experiments/run.html", context)
 
 
-def _config_groups(config: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+def _cut_params(run: Run) -> dict[str, int]:
+    """{param: characters its client sent} of an MLflow run's params cut at MLflow's limit."""
+    try:
+        return run.tracked.cut.get("params", {})
+    except ObjectDoesNotExist:  # not an MLflow run
+        return {}
+
+
+def _config_groups(
+    config: dict, cut: dict[str, int] | None = None
+) -> list[tuple[str, list[tuple[str, str, int | None]]]]:
+    """[(group title, [(name, value, characters sent where the value was cut, else None)])]."""
+    cut = cut or {}
     grouped: dict[str, list] = {}
     for row in field_help():
-        if row["name"] in config:
-            grouped.setdefault(row["group"], []).append((row["name"], as_text(config[row["name"]])))
+        if (name := row["name"]) in config:
+            grouped.setdefault(row["group"], []).append(
+                (name, as_text(config[name]), cut.get(name))
+            )
     known = {row["name"] for row in field_help()}
-    if extra := [(k, str(v)) for k, v in sorted(config.items()) if k not in known]:
+    if extra := [(k, str(v), cut.get(k)) for k, v in sorted(config.items()) if k not in known]:
         grouped["other"] = extra
     return [(GROUPS.get(group, group.capitalize()), rows) for group, rows in grouped.items()]
 

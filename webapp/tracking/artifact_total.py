@@ -59,8 +59,11 @@ class Tally:
 @contextmanager
 def tally(run_id: int) -> Iterator[Tally]:
     path = _total_file(run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # the run's first upload: its folder is made here
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         yield Tally(handle, run_id)
     finally:

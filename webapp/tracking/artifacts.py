@@ -160,14 +160,21 @@ def save(
     limit = settings.TROUPE_ARTIFACT_MAX_BYTES
     room = settings.TROUPE_RUN_ARTIFACTS_MAX_BYTES - used
     target = locate(root, inner)
-    if target.is_dir():
+    try:  # one stat for what the target is: a folder, the file it replaces, or nothing yet
+        mode, size = (found := os.stat(target)).st_mode, found.st_size
+    except FileNotFoundError:
+        mode = size = 0
+    if stat.S_ISDIR(mode):
         raise MlflowError(INVALID, f"Artifact '{inner}' is a folder; upload files into it.")
-    replaced = target.stat().st_size if target.is_file() else 0
+    replaced = size if stat.S_ISREG(mode) else 0
     room += replaced  # replaced, not added
     if length is not None:
         check_size(length, limit, room)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    locate(root, inner)  # again, now that the folders exist
+    # Most uploads go into a folder that is there already (the 2nd to 1,000th file of a
+    # logged folder): then neither the folders nor the second look are needed.
+    if not mode and not target.parent.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        locate(root, inner)  # again, now that the folders exist
     temporary, written = receive(stream, length, target.parent, limit, room)
     try:
         os.replace(temporary, target)

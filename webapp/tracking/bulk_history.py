@@ -75,6 +75,8 @@ def bulk_interval(request: HttpRequest, user, data: dict) -> JsonResponse:
     runs = [store.find_run(user, raw) for raw in run_ids]  # each must exist, as in MLflow
     metrics = []
     for raw, run in zip(run_ids, runs, strict=True):
+        if store.is_alias(run, key):  # Troupe's copy, not a key the client logged
+            continue
         points = every_point_json(run.id, key, history_json(run.id, key, STEP_MIN, None)[0])
         if start is not None:
             points = [p for p in points if start <= p["step"] <= end]

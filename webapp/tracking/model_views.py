@@ -15,6 +15,7 @@ from webapp.tracking.protocol import (
     mlflow_view,
     page_offset,
     page_token,
+    proto_shape,
     run_id,
     text,
 )
@@ -30,8 +31,8 @@ def create(request: HttpRequest, user, data: dict) -> JsonResponse:
         run_id=text(data, "source_run_id", limit=64),
         name=text(data, "name", limit=250),
         model_type=text(data, "model_type", limit=500),
-        tags=store.checked_tags(list_param(data, "tags")),
-        params=store.checked_params(list_param(data, "params")),
+        tags=store.checked_tags(list_param(data, "tags"), limit=store.TAG_VALUE_LIMIT),
+        params=store.checked_params(list_param(data, "params"), limit=store.PARAM_VALUE_LIMIT),
     )
     return JsonResponse({"model": logged_models.model_json(model)})
 
@@ -55,7 +56,9 @@ def model(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse
 @mlflow_view("PATCH")
 def set_tags(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
     found = logged_models.find(user, model_id, manage=True)
-    logged_models.update(found, tags=store.checked_tags(list_param(data, "tags")))
+    logged_models.update(
+        found, tags=store.checked_tags(list_param(data, "tags"), limit=store.TAG_VALUE_LIMIT)
+    )
     return JsonResponse({})
 
 
@@ -69,7 +72,10 @@ def delete_tag(request: HttpRequest, user, data: dict, model_id: str, key: str) 
 @mlflow_view("POST")
 def log_params(request: HttpRequest, user, data: dict, model_id: str) -> JsonResponse:
     found = logged_models.find(user, model_id, manage=True)
-    logged_models.update(found, params=store.checked_params(list_param(data, "params")))
+    logged_models.update(
+        found,
+        params=store.checked_params(list_param(data, "params"), limit=store.PARAM_VALUE_LIMIT),
+    )
     return JsonResponse({})
 
 
@@ -86,7 +92,7 @@ def search(request: HttpRequest, user, data: dict) -> JsonResponse:
     body = {"models": [logged_models.model_json(m) for m in found[offset : offset + limit]]}
     if offset + limit < len(found):
         body["next_page_token"] = page_token(offset + limit)
-    return JsonResponse(body)
+    return JsonResponse(proto_shape(body))
 
 
 @mlflow_view("POST")

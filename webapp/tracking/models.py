@@ -74,6 +74,9 @@ class TrackedRun(models.Model):
     # When `runs/delete` (or its experiment's delete) put it in MLflow's "deleted" stage (ms);
     # NULL while active. Its points and files stay until restored or purged.
     deleted_time = models.BigIntegerField(null=True, blank=True)
+    # The param and tag values cut at MLflow's limits, as MLflow's server cuts them:
+    # {"params": {key: characters sent}, "tags": {…}}; the run page marks them.
+    cut = models.JSONField(default=dict)
 
 
 class StepTime(models.Model):

@@ -263,6 +263,13 @@ def number(value: Any, where: str) -> float:
 # --- paging and list parameters, shared by every search endpoint ---------------------------------
 
 
+def proto_shape(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as MLflow's server writes it (`message_to_json`): an empty list is a repeated
+    field with nothing in it, which protobuf's JSON leaves out, so a search that finds
+    nothing answers `{}`, not `{"runs": []}`."""
+    return {name: value for name, value in body.items() if value != []}
+
+
 def list_param(data: dict, name: str) -> list:
     """The list parameter `name` of a request body (absent: an empty list)."""
     value = data.get(name) or []

@@ -21,6 +21,10 @@ from webapp.tracking import artifacts
 from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
+# MLflow 3.17's server names each experiment's workspace; with workspaces off (Troupe has
+# none: experiments belong to their owner) every one is in "default".
+WORKSPACE = "default"
+
 
 def _pairs(mapping: dict[str, Any]) -> list[dict[str, str]]:
     return [{"key": k, "value": str(v)} for k, v in mapping.items()]
@@ -40,6 +44,7 @@ def experiment_json(experiment: Experiment, user) -> dict[str, Any]:
         "tags": _pairs(
             {**(tracked.tags if tracked else {}), "troupe.owner": str(experiment.owner)}
         ),
+        "workspace": WORKSPACE,
     }
 
 
@@ -50,7 +55,7 @@ def unmade_default_json() -> dict[str, Any]:
         "name": "Default",
         "artifact_location": "",
         "lifecycle_stage": "active",
-        "tags": [],
+        "workspace": WORKSPACE,
     }
 
 

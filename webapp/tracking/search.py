@@ -9,10 +9,18 @@ values are 'strings' or numbers. Entities: `metrics.`, `params.`, `tags.`, and a
 for experiments `name`, `creation_time`, `last_update_time`). Anything else is an
 INVALID_PARAMETER_VALUE naming the part that could not be read. An ordering is
 `<entity> [ASC|DESC]`; missing values sort last.
+
+NaN and ±inf, as MLflow's SQL store treats them (`sqlalchemy_store._get_sqlalchemy_filter_clauses`
+and `_get_orderby_clauses`): a getter hands a NaN metric over as `math.nan`, never as None
+(the metric exists: IS NOT NULL holds, IS NULL does not). A comparison with NaN is false for
+every operator but `!=`, which holds (`metrics.x != 1` finds the NaN runs); ±inf compare
+as the numbers they are (`inf > 1e308`, `-inf < 0`, `inf = inf`). Ordered, a NaN value comes
+after every number and before the missing values, whichever the direction.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +63,7 @@ class Clause:
     value: str | float | tuple[str, ...]  # a tuple for IN and NOT IN
 
 
-Getter = Callable[[str, str], Any]  # (kind, name) → the record's value, or None
+Getter = Callable[[str, str], Any]  # (kind, name) → the record's value (NaN: math.nan), or None
 
 
 def _unquote(text: str) -> str:
@@ -129,7 +137,7 @@ def _holds(clause: Clause, value: Any) -> bool:
         return (str(value) in clause.value) == (clause.op == "IN")
     target = clause.value
     if isinstance(target, float):
-        value = float(value)
+        value = float(value)  # NaN compares false but for "!=", as IEEE 754 (and MLflow) say
     else:
         value = str(value)
     match clause.op:
@@ -173,10 +181,17 @@ def parse_order(items: Sequence[str], attributes: Sequence[str]) -> list[tuple[s
 
 def order(records: list, orders: Sequence[tuple[str, str, bool]], get: Callable) -> list:
     """Sorted by each ordering in turn (the last given is applied first, so the first rules);
-    a record missing a value goes last whichever the direction."""
+    a record whose value is NaN goes after the others, one missing a value last, whichever
+    the direction."""
     for kind, name, descending in reversed(orders):
-        present = [r for r in records if get(r, kind, name) is not None]
-        missing = [r for r in records if get(r, kind, name) is None]
-        present.sort(key=lambda r: get(r, kind, name), reverse=descending)
-        records = present + missing
+        ranked: tuple[list, list, list] = ([], [], [])  # values, NaN, missing
+        for record in records:
+            value = get(record, kind, name)
+            ranked[2 if value is None else 1 if _is_nan(value) else 0].append(record)
+        ranked[0].sort(key=lambda r: get(r, kind, name), reverse=descending)
+        records = [*ranked[0], *ranked[1], *ranked[2]]
     return records
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)

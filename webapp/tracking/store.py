@@ -7,8 +7,12 @@
   MLflow client can read every run. Writing needs an external run of an experiment the caller
   may change (its owner or staff, `webapp/runs/access.py`).
 - `log_batch` validates the whole request first and stores nothing when any of it is wrong.
+  A param value over 6,000 characters or a tag value over 8,000 is not wrong: it is cut
+  there, as MLflow's server cuts it (`MLFLOW_TRUNCATE_LONG_VALUES`), and the rest of the
+  batch stored; the run's `cut` records what was cut, the run's log and the server's log
+  say so, and the run page marks the value.
   Every point is kept, as MLflow keeps it: at each (key, step) the latest stands in the metric
-  table (`write_points`) and the others are kept as earlier points (`repeats.py`); an exact
+  table (`record_points`) and the others are kept as earlier points (`repeats.py`); an exact
   repeat is dropped. `webapp.tracking.keymap` adds each recognised key's Troupe alias, except
   onto a Troupe key the client logs itself (`TrackedRun.shadowed`).
   Params become the run's config (MLflow's rule: a param never changes value); tags and params
@@ -19,6 +23,7 @@ The offline importer (`webapp/tracking/importers.py`) logs through `log_batch` t
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import time
@@ -31,14 +36,14 @@ from django.db import IntegrityError, transaction
 
 from trainer.config import INT_MAX
 from vocabulary.names import MATRIX_AXES
-from webapp.alerts.radar import after_points, settle_run
+from webapp.alerts.points import record_points
+from webapp.alerts.radar import settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.metrics import (
     delete_series,
     lookups,
     stored_keys,
     write_point_times,
-    write_points,
     write_signs,
     write_step_times,
 )
@@ -51,9 +56,12 @@ from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 from webapp.tracking.repeats import standing_points
 
-# MLflow's limits on one log-batch request, and on the values of params and tags.
+log = logging.getLogger(__name__)
+
+# MLflow's limits on one log-batch request, and on the values of params and tags (a longer
+# run's param or tag value is cut there; a longer experiment tag value is refused).
 MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 100, 1000
-PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT = 6000, 8000
+PARAM_VALUE_LIMIT, TAG_VALUE_LIMIT, EXPERIMENT_TAG_LIMIT = 6000, 8000, 20000
 METRIC_KEY_LIMIT = keymap.MAX_KEY_LENGTH  # Troupe's column (MLflow allows 250)
 
 ACCURACY_TAG = "troupe.accuracy_key"
@@ -109,17 +117,6 @@ def default_experiment(user, create: bool) -> Experiment | None:
     except IntegrityError:  # a concurrent first request made it
         return default_experiment(user, create=False)
     return experiment
-
-
-def mlflow_experiment_id(experiment_id: int, user) -> str:
-    """ "0" for the user's own Default experiment, else the Troupe id."""
-    default = TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id")
-    return "0" if (experiment_id,) in list(default) else str(experiment_id)
-
-
-def experiment_tags(experiment: Experiment) -> dict[str, str]:
-    tracked = TrackedExperiment.objects.filter(experiment=experiment).first()
-    return dict(tracked.tags) if tracked else {}
 
 
 def parse_experiment_id(raw: str) -> int:
@@ -269,6 +266,16 @@ def is_deleted(run: Run) -> bool:
         return False
 
 
+def is_alias(run: Run, key: str) -> bool:
+    """Whether `key` of the run is only Troupe's copy of a key the client logged (its
+    `train/loss`, `eval/accuracy`, `role/<x>/grad_norm`): MLflow's reads answer as for a
+    key never logged, while Troupe's own pages read the copy by that name."""
+    try:
+        return key in run.tracked.aliases
+    except TrackedRun.DoesNotExist:
+        return False
+
+
 def mlflow_run_id(run: Run) -> str:
     try:
         return run.tracked.uuid
@@ -287,6 +294,7 @@ def create_run(
 ) -> Run:
     name = name or tags.get(RUN_NAME_TAG) or f"mlflow-{secrets.token_hex(3)}"
     start_time = start_time or now_ms()
+    tags, cut = cut_values("tags", tags, TAG_VALUE_LIMIT)
     with transaction.atomic():
         run = Run.objects.create(
             experiment=experiment,
@@ -301,9 +309,11 @@ def create_run(
             user_id=user_id or user.get_username(),
             start_time=start_time,
             tags={**tags, RUN_NAME_TAG: name},
+            cut={"tags": cut} if cut else {},
         )
         _apply_fields(run, tracked)
         RunLog.objects.create(run=run, line=f"MLflow run {tracked.uuid} created by {user}.")
+        _say_cut(run.id, tracked.uuid, {"tags": cut})
     # A data directory kept across a new database would show an older run's files under
     # this one's number; nobody can upload before this returns the run's id.
     artifacts.clear(run.id)
@@ -347,8 +357,9 @@ def _apply_fields(run: Run, tracked: TrackedRun) -> None:
     run.save(update_fields=fields)
 
 
-def _checked_pairs(kind: str, pairs: Iterable, value_limit: int) -> dict[str, str]:
-    """{key: value} of a list of {"key", "value"} (a param's or tag's), every one checked."""
+def _checked_pairs(kind: str, pairs: Iterable, value_limit: int | None) -> dict[str, str]:
+    """{key: value} of a list of {"key", "value"} (a param's or tag's), every one checked;
+    a value over `value_limit` refused (None: kept whole, for the store to cut)."""
     out: dict[str, str] = {}
     for pair in pairs:
         if not isinstance(pair, dict):
@@ -359,7 +370,7 @@ def _checked_pairs(kind: str, pairs: Iterable, value_limit: int) -> dict[str, st
             value = ""
         if not isinstance(value, str):
             value = str(value)
-        if len(value) > value_limit:
+        if value_limit is not None and len(value) > value_limit:
             raise MlflowError(
                 INVALID,
                 f"The value of {kind} '{key}' is {len(value)} characters "
@@ -373,12 +384,53 @@ def _checked_pairs(kind: str, pairs: Iterable, value_limit: int) -> dict[str, st
     return out
 
 
-def checked_tags(pairs: Iterable) -> dict[str, str]:
-    return _checked_pairs("tag", pairs, TAG_VALUE_LIMIT)
+def checked_tags(pairs: Iterable, limit: int | None = None) -> dict[str, str]:
+    """A run's tags, values of any length (the store cuts them), or refused over `limit`."""
+    return _checked_pairs("tag", pairs, limit)
 
 
-def checked_params(pairs: Iterable) -> dict[str, str]:
-    return _checked_pairs("param", pairs, PARAM_VALUE_LIMIT)
+def checked_params(pairs: Iterable, limit: int | None = None) -> dict[str, str]:
+    """A run's params, values of any length (the store cuts them), or refused over `limit`."""
+    return _checked_pairs("param", pairs, limit)
+
+
+def checked_experiment_tags(pairs: Iterable) -> dict[str, str]:
+    """An experiment's tags: MLflow refuses a value over 20,000 characters, as this does."""
+    return _checked_pairs("tag", pairs, EXPERIMENT_TAG_LIMIT)
+
+
+def cut_values(kind: str, values: dict[str, str], limit: int) -> tuple[dict, dict[str, int]]:
+    """`values` with each one over `limit` cut to its first `limit` characters (MLflow's
+    server does the same), and {key: characters sent} of those cut."""
+    cut = {key: len(value) for key, value in values.items() if len(value) > limit}
+    if not cut:
+        return values, {}
+    return {key: value[:limit] for key, value in values.items()}, cut
+
+
+def _say_cut(run_id: int, uuid: str, cut: dict[str, dict[str, int]]) -> None:
+    """Say in the run's log and the server's which values were cut (MLflow says nothing)."""
+    limits = {"params": PARAM_VALUE_LIMIT, "tags": TAG_VALUE_LIMIT}
+    lines = [
+        f"{kind[:-1].capitalize()} '{key}' was cut to its first {limits[kind]:,} of "
+        f"{length:,} characters (MLflow's limit; the rest of the batch was stored)."
+        for kind, values in cut.items()
+        for key, length in values.items()
+    ]
+    for line in lines:
+        log.warning("MLflow run %s: %s", uuid, line)
+    RunLog.objects.bulk_create([RunLog(run_id=run_id, line=line) for line in lines])
+
+
+def _record_cut(tracked: TrackedRun, params: dict, tags: dict, cut: dict) -> None:
+    """Merge this batch's cuts into the run's record: a tag set again whole loses its mark
+    (a param never changes value, so its mark stays)."""
+    record = {kind: dict(tracked.cut.get(kind, {})) for kind in ("params", "tags")}
+    for key in tags:
+        record["tags"].pop(key, None)
+    for kind in ("params", "tags"):
+        record[kind].update(cut.get(kind, {}))
+    tracked.cut = {kind: values for kind, values in record.items() if values}
 
 
 def check_limits(n_metrics: int, n_params: int, n_tags: int) -> None:
@@ -413,6 +465,9 @@ def log_batch(
     error, and then nothing of the batch is stored. `replace`: a point overwrites the one at
     its (key, step) instead of joining it (the offline importer: importing a log again).
     """
+    params, cut_params = cut_values("params", params, PARAM_VALUE_LIMIT)
+    tags, cut_tags = cut_values("tags", tags, TAG_VALUE_LIMIT)
+    cut = {"params": cut_params, "tags": cut_tags}
     tracked = tracked_of(run)
     for key, value in params.items():
         if key in tracked.params and tracked.params[key] != value:
@@ -438,9 +493,13 @@ def log_batch(
                 chosen = keymap.accuracy_source(keys, _cell_value(tracked, "accuracy_key"))
                 tracked.accuracy_key = chosen or ""
             _settle_aliases(run.id, tracked, keys)
-            tracked.save(update_fields=["params", "tags", "accuracy_key", "aliases", "shadowed"])
+            _record_cut(tracked, params, tags, cut)
+            tracked.save(
+                update_fields=["params", "tags", "accuracy_key", "aliases", "shadowed", "cut"]
+            )
             if params or tags:
                 _apply_fields(run, tracked)
+            _say_cut(run.id, tracked.uuid, cut)
         run.tracked = tracked
         written = _write(run.id, points, tracked, replace)
     return written
@@ -501,13 +560,11 @@ def _write(run_id: int, points: list[Point], tracked: TrackedRun, replace: bool)
         tracked.accuracy_key or None,
         own=tracked.shadowed,
     )
-    written = write_points(run_id, plain)
+    written = record_points(run_id, plain)
     _write_point_times(run_id, points, {**times, **before}, before)
     # Which gaps were ±inf (`PointSign`); no query for a batch of finite values.
     if odd := {(p.key, p.step): p.value for p in points if not math.isfinite(p.value)}:
         write_signs(run_id, odd)
-    if plain:
-        after_points(run_id, {key for key, _, _ in plain})
     return written
 
 
@@ -741,7 +798,7 @@ def checked_inputs(entries: list) -> list[dict]:
                     f"at most {limit} characters.",
                 )
             checked[field] = value
-        tags = checked_tags(entry.get("tags") or [])
+        tags = checked_tags(entry.get("tags") or [], limit=TAG_VALUE_LIMIT)
         out.append({"tags": [{"key": k, "value": v} for k, v in tags.items()], "dataset": checked})
     return out
 

@@ -35,6 +35,7 @@ from webapp.tracking.protocol import (
     number,
     page_offset,
     page_token,
+    proto_shape,
     run_id,
     text,
 )
@@ -87,7 +88,7 @@ def experiment_create(request: HttpRequest, user, data: dict) -> JsonResponse:
     name = text(data, "name", required=True, limit=200)
     if not name.strip():
         raise MlflowError(INVALID, "An experiment name must not be blank.")
-    tags = store.checked_tags(list_param(data, "tags"))
+    tags = store.checked_experiment_tags(list_param(data, "tags"))
     experiment = store.create_experiment(user, name, tags)
     return _ok({"experiment_id": str(experiment.id)})
 
@@ -137,7 +138,7 @@ def experiment_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     body: dict[str, Any] = {"experiments": page}
     if offset + limit < len(found):
         body["next_page_token"] = page_token(offset + limit)
-    return _ok(body)
+    return _ok(proto_shape(body))
 
 
 @mlflow_view("POST")
@@ -165,7 +166,7 @@ def experiment_restore(request: HttpRequest, user, data: dict) -> JsonResponse:
 @mlflow_view("POST")
 def experiment_set_tag(request: HttpRequest, user, data: dict) -> JsonResponse:
     experiment = _managed_experiment(user, data)
-    tags = store.checked_tags([data])
+    tags = store.checked_experiment_tags([data])
     for key, value in tags.items():
         store.set_experiment_tag(experiment, key, value)
     return _ok()
@@ -233,7 +234,9 @@ def _point(entry: Any, where: str) -> Point:
         raise MlflowError(INVALID, f"{where}: {exc.message}") from None
     if "value" not in entry:
         raise MlflowError(INVALID, f"{where}: missing value.")
-    return Point(key, number(entry["value"], where), timestamp or store.now_ms(), step)
+    # A timestamp the client sent is kept as sent, 0 too (MLflow keeps it); none is "now".
+    stamp = store.now_ms() if timestamp is None else timestamp
+    return Point(key, number(entry["value"], where), stamp, step)
 
 
 def _points(entries: list) -> list[Point]:
@@ -254,7 +257,7 @@ def _points(entries: list) -> list[Point]:
                 type(step) is int
                 and STEP_MIN <= step <= STEP_MAX
                 and type(stamp) is int
-                and 0 < stamp <= INT64_MAX
+                and 0 <= stamp <= INT64_MAX
                 and type(value) is float
                 and math.isfinite(value)
                 and (key in good_keys if type(key) is str else False)
@@ -375,9 +378,9 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
             return record["info"].get(name)
         entries = record["data"][kind]
         found = next((e["value"] for e in entries if e["key"] == name), None)
-        if found == "NaN":
-            return None
-        return {"Infinity": math.inf, "-Infinity": -math.inf}.get(found, found)
+        if kind != "metrics" or not isinstance(found, str):
+            return found
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(found, found)
 
     found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
     found = search.order(found, orders, get)
@@ -385,7 +388,7 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     body: dict[str, Any] = {"runs": page}
     if offset + limit < len(found):
         body["next_page_token"] = page_token(offset + limit)
-    return _ok(body)
+    return _ok(proto_shape(body))
 
 
 @mlflow_view("GET")
@@ -397,8 +400,12 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
     key = text(data, "metric_key", required=True, limit=store.METRIC_KEY_LIMIT)
     limit = integer(data, "max_results", default=None, low=1, high=INT64_MAX)
     start, skip = _history_position(data)
+    if store.is_alias(run, key):  # Troupe's copy, not a key the client logged
+        return _ok()
     if not has_earlier(run.id, key):  # one point a step: the fast path, in SQL
         listed, following = history_json(run.id, key, start, limit)
+        if listed == "[]" and following is None:
+            return _ok()  # MLflow's answer for a series with nothing (more) in it
         token = "" if following is None else f', "next_page_token": "{page_token(following)}"'
         return HttpResponse(f'{{"metrics": {listed}{token}}}', content_type="application/json")
     points = every_point_json(run.id, key, history_json(run.id, key, STEP_MIN, None)[0])
@@ -412,7 +419,7 @@ def metric_history(request: HttpRequest, user, data: dict) -> HttpResponse:
         if step == start:
             taken += skip
         body["next_page_token"] = page_token(step, taken)
-    return _ok(body)
+    return _ok(proto_shape(body))
 
 
 def _history_position(data: dict) -> tuple[int, int]:
