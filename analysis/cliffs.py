@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.intervals import normal_sf, student_t_quantile, t_two_sided_mass
+from analysis.intervals import normal_sf, student_t_quantile, t_sf
 from analysis.series import EPS, as_number, as_step, clean_series, rolling_median
 
 ACCURACY_DEFAULTS = {
@@ -347,8 +347,7 @@ def _drop_p(drop: float, se_drop: float, method: str, n: int) -> float:
         return 0.0 if drop > EPS else 1.0
     x = drop / se_drop
     if method == "series" and n >= 3:
-        tail = (1 - t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as in `_drop_z`
-        tail = tail if x >= 0 else 1 - tail
+        tail = t_sf(x, n - 2)  # Student's t, as in `_drop_z`
     else:
         tail = normal_sf(x)
     return min(1.0, n * tail)
