@@ -105,4 +105,3 @@ def f_sf(f: float, df1: float, df2: float) -> float:
     if f <= 0:
         return 1.0
     return float(special.fdtrc(df1, df2, f))
-

@@ -116,9 +116,7 @@ def combine(parts: Sequence[tuple[float, Estimate]]) -> Estimate:
     )
 
 
-def pairs_needed(
-    diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.80
-) -> int | None:
+def pairs_needed(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.80) -> int | None:
     """Pairs McNemar's test at `alpha` wants for `power` when the observed discordant rates
     are the truth (Connor 1987): n = ((z_{1−α/2}√ψ + z_power √(ψ − δ²)) / δ)², ψ the share
     of discordant pairs, δ their net direction. At least 2; None when δ = 0."""

@@ -257,7 +257,8 @@ def _effect_dict(est: Estimate) -> dict[str, Any]:
 
 
 def heterogeneity(
-    cells: Sequence[np.ndarray], intervals: Sequence[tuple[float | None, float | None]] | None = None
+    cells: Sequence[np.ndarray],
+    intervals: Sequence[tuple[float | None, float | None]] | None = None,
 ) -> dict[str, Any]:
     """Do the cells' mean differences disagree beyond their seed noise? Welch's test of equal
     means (heteroscedastic one-way ANOVA: each cell its own variance), on cells with at least
