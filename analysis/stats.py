@@ -174,33 +174,37 @@ def decide(low: float | None, high: float | None, first: str, second: str) -> tu
     return "undecided", "undecided: interval straddles 0"
 
 
-def t_mean_ci(values: Iterable, *, level: float = 0.95) -> dict[str, Any]:
-    """Mean and Student-t interval over seeds: `{"n", "mean", "sd", "low", "high"}`;
-    no interval from fewer than `MIN_SEEDS` values (sd from 2)."""
+def t_estimate(values: Iterable, *, level: float = 0.95) -> Estimate:
+    """Mean and Student-t interval over seeds as an `Estimate`; no interval from fewer than
+    `MIN_SEEDS` values (sd from 2)."""
     x = _finite(values)
     ci = mean_ci(x, level) if len(x) >= MIN_SEEDS else {"low": None, "high": None}
-    return {
-        "n": len(x),
-        "mean": float(x.mean()) if len(x) else None,
-        "sd": float(x.std(ddof=1)) if len(x) >= 2 else None,
-        "low": ci["low"],
-        "high": ci["high"],
-    }
+    return Estimate(
+        n=len(x),
+        mean=float(x.mean()) if len(x) else None,
+        sd=float(x.std(ddof=1)) if len(x) >= 2 else None,
+        low=ci["low"],
+        high=ci["high"],
+    )
 
 
-def contrast_ci(
-    parts: Sequence[tuple[float, np.ndarray]], *, level: float = 0.95
-) -> dict[str, Any]:
+def t_mean_ci(values: Iterable, *, level: float = 0.95) -> dict[str, Any]:
+    """`t_estimate` as the statistics JSON serves it: `{"n", "mean", "sd", "low", "high"}`."""
+    est = t_estimate(values, level=level)
+    return {k: getattr(est, k) for k in ("n", "mean", "sd", "low", "high")}
+
+
+def contrast_ci(parts: Sequence[tuple[float, np.ndarray]], *, level: float = 0.95) -> Estimate:
     """Σ wᶜ · mean(xᶜ) over cells c, with a t-interval from the cells' own seed variances:
     SE² = Σ wᶜ² sᶜ²/nᶜ, Welch–Satterthwaite df (floored). `parts`: (weight, values) per cell.
-    No interval unless every cell has at least `MIN_SEEDS` values. `{"estimate", "se",
-    "df", "low", "high"}`."""
-    out: dict[str, Any] = {"estimate": None, "se": None, "df": None, "low": None, "high": None}
+    No interval unless every cell has at least `MIN_SEEDS` values. An `Estimate` (`mean`
+    the contrast, `n` the values, `se` and `df` with the interval)."""
+    n = int(sum(len(x) for _, x in parts))
     if not parts or any(len(x) == 0 for _, x in parts):
-        return out
-    out["estimate"] = float(sum(w * x.mean() for w, x in parts))
+        return Estimate(n=n)
+    estimate = float(sum(w * x.mean() for w, x in parts))
     if any(len(x) < MIN_SEEDS for _, x in parts):
-        return out
+        return Estimate(mean=estimate, n=n)
     terms = [(w * w * x.var(ddof=1) / len(x), len(x) - 1) for w, x in parts]
     var = sum(v for v, _ in terms)
     denominator = sum(v * v / d for v, d in terms)
@@ -208,9 +212,14 @@ def contrast_ci(
     df = var * var / denominator if denominator > 0 else sum(d for _, d in terms)
     df = max(1, math.floor(df + 1e-9))
     half = student_t_quantile((1 + level) / 2, df) * math.sqrt(var)
-    out.update(se=math.sqrt(var), df=df)
-    out["low"], out["high"] = out["estimate"] - half, out["estimate"] + half
-    return out
+    return Estimate(
+        mean=estimate,
+        low=estimate - half,
+        high=estimate + half,
+        n=n,
+        se=math.sqrt(var),
+        df=df,
+    )
 
 
 def _plan(out: dict[str, Any], n: int, needed: int | None) -> None:
@@ -229,8 +238,7 @@ def _plan(out: dict[str, Any], n: int, needed: int | None) -> None:
 
 def _effect(x: np.ndarray, first: str, second: str, *, level: float) -> dict[str, Any]:
     """One cell's mean of differences (second − first), t-interval, verdict, seeds needed."""
-    out = t_mean_ci(x, level=level)
-    out["method"] = "t"
+    out = _effect_dict(t_estimate(x, level=level))
     out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
     _plan(out, len(x), seeds_needed(out["mean"], out["sd"]))
     return out
@@ -342,7 +350,7 @@ def _pooled_effect(
         out.update(mean=ci.mean, low=ci.low, high=ci.high)
     elif counted:
         ci = contrast_ci([(1 / len(counted), x) for x, _ in counted], level=level)
-        out.update(mean=ci["estimate"], low=ci["low"], high=ci["high"], se=ci["se"], df=ci["df"])
+        out.update(mean=ci.mean, low=ci.low, high=ci.high, se=ci.se, df=ci.df)
     out["decision"], out["verdict"] = decide(out["low"], out["high"], first, second)
     if not counted:
         out["verdict"] = f"not enough data: no cell has {MIN_SEEDS} seeds"
@@ -616,7 +624,7 @@ def _strata_disagree(
             rows.append((est.mean, (est.high - est.low) / (2 * z), df, est.low, est.high))
         else:
             ci = contrast_ci(list(zip(weights, xs, strict=True)), level=level)
-            rows.append((ci["estimate"], ci["se"], ci["df"], ci["low"], ci["high"]))
+            rows.append((ci.mean, ci.se, ci.df, ci.low, ci.high))
     out: dict[str, Any] = {"k": len(rows), "F": None, "df1": None, "df2": None, "p": None}
     out["disagree"] = False
     if len(rows) < 2:
@@ -679,13 +687,12 @@ def _level_row(
         if m in RATES:
             # A contrast of cliff rates: the cells' Wilson intervals combined (MOVER), so it
             # stays inside [−1, 1]; like the t-interval, only where every cell repeats seeds.
-            est = combine([(w, rate(x.tolist(), level)) for w, x in parts])
-            enough = all(len(x) >= MIN_SEEDS for _, x in parts)
-            ci = {"estimate": est.mean, "low": est.low if enough else None}
-            ci["high"] = est.high if enough else None
+            ci = combine([(w, rate(x.tolist(), level)) for w, x in parts])
+            if not all(len(x) >= MIN_SEEDS for _, x in parts):
+                ci = Estimate(mean=ci.mean, n=ci.n, method=ci.method)
         else:
             ci = contrast_ci(parts, level=level)
-        row.update(effect=ci["estimate"], low=ci["low"], high=ci["high"])
+        row.update(effect=ci.mean, low=ci.low, high=ci.high)
     decision, _ = decide(row["low"], row["high"], "", "")
     row["decision"] = {"second_higher": "above", "first_higher": "below"}.get(decision, decision)
     if m == "cliff" and xs and not any(np.any(x > 0) for c in cells.values() for x in c):
