@@ -1,6 +1,6 @@
 """Statistics across the seeds of an experiment: intervals, effects, verdicts, seeds needed.
 
-Torch-free (standard library and numpy); the web pages and the CLI call it on the per-run
+Torch-free (standard library, numpy and scipy); the web pages and the CLI call it on the per-run
 §6 summaries. Every random draw comes from `numpy.random.default_rng(seed)` with a fixed
 `seed` (0), so the same inputs give the same numbers on every call.
 
@@ -30,8 +30,12 @@ undercovers (it cannot see beyond the seeds' own range). Seeds are the replicati
   cell" (`tests/analysis/test_stats_simulation.py` checks coverage);
 - a cliff rate with no cliff in any run of the cell (or of any cell) is "no cliffs"
   (decision "no_cliffs"), not a degenerate interval [0, 0];
+- a cliff rate is a proportion (`RATES`): a cell's difference has Newcombe's paired score
+  interval, the pooled one and rate main effects combine the cells' intervals (MOVER), all
+  inside [−1, 1] (`analysis.proportions`; `tests/analysis/test_proportions_simulation.py`);
 - a main effect is the same kind of contrast of cell means (a level's cells against the
-  average of the levels), so it exists only where every cell in it repeats seeds.
+  average of the levels), so it exists only where every cell in it repeats seeds, and not
+  where the other axes' cells disagree on it (`_strata_disagree`: Welch's test over them).
 
 `bootstrap_mean_ci` is kept for comparisons over hundreds of problems, where it is sound.
 
@@ -43,7 +47,10 @@ Seeds needed (`seeds_needed`): the normal-approximation sample size of a two-sid
 test at α = 0.05 with 80% power, taking the observed mean difference d and the observed SD
 of the differences s (ddof 1) as the truth: n = ⌈((z₀.₉₇₅ + z₀.₈₀) · s / |d|)²⌉ =
 ⌈(2.8016 · s/|d|)²⌉, at least 2; None when d = 0 exactly or s is unknown (fewer than two
-pairs). It is a planning figure, not a promise: the observed d of an undecided cell is noisy.
+pairs). It is a planning figure, not a promise: the observed d of an undecided cell is noisy,
+so an undecided cell wants at least one pair more than it has (its t-interval can straddle 0
+where the normal figure says its pairs should do), and a rate's figure is McNemar's
+(`analysis.proportions.pairs_needed`).
 """
 
 from __future__ import annotations
