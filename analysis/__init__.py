@@ -3,8 +3,8 @@
 Every consumer — the Dash panel, the web pages, the live radar, the trainer's
 `stop_after_cliff`, `python -m trainer analyze` and the tests — calls these functions, so a
 "cliff" means the same thing everywhere (the rules and why: docs/analysis.md). The package
-imports the standard library, numpy, pandas (the seed bands) and `vocabulary.names` (the metric
-keys), never torch nor Django: the web process and the trainer both import it
+imports the standard library, numpy, scipy, pandas (the seed bands) and `vocabulary.names` (the
+metric keys), never torch nor Django: the web process and the trainer both import it
 (`tests/webapp/test_import_layers.py` checks). Inputs are plain sequences (NaN or None =
 missing, dropped; steps need not be sorted; a step given twice keeps its last value); outputs
 are plain Python values ready for `json.dumps` — dicts for what is stored and served — or
@@ -13,8 +13,11 @@ dataclasses with `as_dict()` where callers read fields.
 One module per idea:
 
 - `series`: cleaning and aligning series (`clean_series`, `as_step`, `as_number`, `EPS`);
-- `intervals`: Student's t and Fisher's F without scipy (`student_t_quantile`, `f_sf`) and
-  `mean_ci`, the one interval method across seeds;
+- `intervals`: Student's t, Fisher's F and the normal from `scipy.special`
+  (`student_t_quantile`, `f_sf`), `mean_ci`, the one interval method for means across seeds,
+  and `Estimate`, the one shape of an estimate with its interval;
+- `proportions`: intervals for rates (Wilson, Newcombe's paired difference, MOVER
+  combinations) and the pairs McNemar's test needs;
 - `cliffs`: base, peak, final, gains and the terminal-cliff verdict (`summarize_accuracy`,
   `describe_cliff`, and `cliff_label`: the verdict's words on every page);
 - `amplification`: a role's gradient-norm onset (`amplification_verdict`, with "too few

@@ -4,8 +4,11 @@ The baseline is the first `baseline_frac` (20%) of its logged points by count, a
 Only points that carry signal count in it: a GRPO step whose groups all had zero advantage
 puts (almost) no gradient on the policy, and a baseline of such zeros would make any later
 value look like a rise (a limit of 3e-12 once raised alarms). A point carries signal when it exceeds
-`SIGNAL_FRAC` (1e-3) of the largest baseline value. With fewer than `min_signal` (3) such
-points the verdict is "too few steps to judge" (`status` "too_few_steps"), not "none".
+`SIGNAL_FRAC` (1e-3) of the largest baseline value and the absolute `dust_floor` (1e-5):
+a baseline made only of dust (norms of 1e-7…2e-7 for ten steps, then ≈0.05, once gave limits
+of 1.9e-07 and "amplification confirmed") has no point above the floor, since the largest
+value of dust is dust. With fewer than `min_signal` (3) such points the verdict is "too few
+steps to judge" (`status` "too_few_steps"), not "none".
 
 From the signal points: median m and unscaled median absolute deviation MAD = median|x − m|
 (no 1.4826 factor); the limit is the larger of m + `k_mad` (3) × max(MAD, `mad_floor` (0.01)
@@ -34,10 +37,16 @@ AMPLIFICATION_DEFAULTS = {
     "consecutive": 3,
     "mad_floor": 0.01,
     "min_signal": 3,
+    "dust_floor": 1e-5,
 }
 # A baseline point carries signal above this fraction of the baseline's largest value: a step
 # with no signal logs exactly 0 or float dust (1e-12), far below any real gradient norm.
 SIGNAL_FRAC = 1e-3
+# Why an absolute floor and not one relative to the run's typical norm: the radar judges a
+# baseline once and keeps the event (docs/analysis.md, "The radar's events are unique"); a
+# floor that moved with later points would retract alerts. Real policy gradient norms are
+# 1e-3 and up (tiny models ≈0.05, clipped LLM updates 0.1–10); a zero-advantage step logs
+# exactly 0 or float rounding (1e-7 and below), so 1e-5 sits two decades from each.
 AMPLIFIED, NO_AMPLIFICATION, TOO_FEW_STEPS = "amplified", "none", "too_few_steps"
 
 
@@ -49,6 +58,7 @@ def amplification_baseline(
     k_mad: float = 3.0,
     mad_floor: float = 0.01,
     min_signal: int = 3,
+    dust_floor: float = 1e-5,
 ) -> dict[str, Any]:
     """The baseline behind `amplification_onset`: `median`, `mad` (unscaled), the `limit`
     (module docstring), `n_baseline` points, `n_signal` of them carrying signal and
@@ -60,7 +70,13 @@ def amplification_baseline(
     """
     s, v = clean_series(steps, values)
     return _baseline(
-        s, v, baseline_frac=baseline_frac, k_mad=k_mad, mad_floor=mad_floor, min_signal=min_signal
+        s,
+        v,
+        baseline_frac=baseline_frac,
+        k_mad=k_mad,
+        mad_floor=mad_floor,
+        min_signal=min_signal,
+        dust_floor=dust_floor,
     )
 
 
@@ -72,6 +88,7 @@ def _baseline(
     k_mad: float,
     mad_floor: float,
     min_signal: int = 3,
+    dust_floor: float = 1e-5,
 ) -> dict[str, Any]:
     n = len(v)
     # By count, not by step: logging intervals may differ between keys. At least 3 points so
@@ -90,7 +107,7 @@ def _baseline(
     nb = min(nb, n)
     window = v[:nb]
     top = float(np.max(np.abs(window)))
-    signal = window[np.abs(window) > SIGNAL_FRAC * top] if top > 0 else window[:0]
+    signal = window[np.abs(window) > max(SIGNAL_FRAC * top, dust_floor)]
     out.update(n_baseline=nb, n_signal=len(signal), baseline_end=as_step(s[nb - 1]))
     if len(signal) < max(3, min_signal):
         return out  # zeros and dust are no baseline: "too few steps to judge"
@@ -114,6 +131,7 @@ def planned_amplification(
     consecutive: int = 3,
     mad_floor: float = 0.01,
     min_signal: int = 3,
+    dust_floor: float = 1e-5,
 ) -> dict[str, Any] | None:
     """Amplification with the baseline fixed by the run's planned length, on a cleaned
     series: the points with step − first step < `baseline_frac` × `total_steps` (at least 3),
@@ -129,7 +147,13 @@ def planned_amplification(
     if inside == len(s) or len(s) < nb:
         return None  # the baseline is not complete until a point past it is logged
     base = _baseline(
-        s[:nb], v[:nb], baseline_frac=1.0, k_mad=k_mad, mad_floor=mad_floor, min_signal=min_signal
+        s[:nb],
+        v[:nb],
+        baseline_frac=1.0,
+        k_mad=k_mad,
+        mad_floor=mad_floor,
+        min_signal=min_signal,
+        dust_floor=dust_floor,
     )
     first = _first_above(v, base["limit"], consecutive)
     seen = max(nb - 1, inside) if first is None else max(first + consecutive - 1, inside, nb - 1)
@@ -157,6 +181,7 @@ def amplification_verdict(
     consecutive: int = 3,
     mad_floor: float = 0.01,
     min_signal: int = 3,
+    dust_floor: float = 1e-5,
 ) -> dict[str, Any]:
     """`{"onset", "status", "limit"}`: the onset step (or None), the status "amplified",
     "none" or "too_few_steps" (no baseline of `min_signal` signal points yet, or fewer points
@@ -169,7 +194,12 @@ def amplification_verdict(
     if consecutive < 1:
         raise ValueError(f"consecutive must be at least 1, not {consecutive}")
     s, v = clean_series(steps, values)
-    base_kw = {"k_mad": k_mad, "mad_floor": mad_floor, "min_signal": min_signal}
+    base_kw = {
+        "k_mad": k_mad,
+        "mad_floor": mad_floor,
+        "min_signal": min_signal,
+        "dust_floor": dust_floor,
+    }
     if total_steps:
         found = planned_amplification(
             s, v, total_steps, baseline_frac=baseline_frac, consecutive=consecutive, **base_kw
@@ -191,3 +221,14 @@ def amplification_onset(steps: Sequence, values: Sequence, **kw: Any) -> int | f
     """First step of the first `consecutive` logged points above the baseline limit, or None
     (`amplification_verdict`'s onset; it takes the same keywords)."""
     return amplification_verdict(steps, values, **kw)["onset"]
+
+
+def amplification_label(status: str | None, onset: int | float | None) -> str:
+    """A role's amplification verdict in words, the same in every table: "@140" (amplified
+    from step 140), "not amplified", or "too few steps to judge" (no baseline of real signal
+    yet: zeros, float dust, or too few points)."""
+    if status == AMPLIFIED and onset is not None:
+        return f"@{onset}"
+    if status == NO_AMPLIFICATION:
+        return "not amplified"
+    return "too few steps to judge"

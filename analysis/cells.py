@@ -16,23 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.cliffs import UNJUDGED
-from analysis.intervals import mean_ci
+from analysis.intervals import Estimate, mean_ci
 from analysis.runs import AccuracySummary, RunSummary
 from vocabulary.names import CELL_AXES
 
 # Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
 MIN_SEEDS = 3
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A mean over a cell's seeds, its 95% interval (`low`, `high`: None from fewer than
-    MIN_SEEDS seeds with a value) and `n`, how many seeds had a value."""
-
-    mean: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,7 +125,8 @@ def _cell(key: tuple, members: list[Mapping[str, Any]], level: float) -> CellSum
 
 
 def _estimate(accs: list[AccuracySummary], name: str, level: float) -> Estimate:
+    """A cell's mean of `name` over its seeds, with no interval from fewer than MIN_SEEDS."""
     ci = mean_ci([getattr(a, name) for a in accs], level)
     if ci["n"] < MIN_SEEDS:
-        return Estimate(ci["mean"], None, None, ci["n"])
-    return Estimate(ci["mean"], ci["low"], ci["high"], ci["n"])
+        return Estimate(mean=ci["mean"], n=ci["n"])
+    return Estimate(mean=ci["mean"], low=ci["low"], high=ci["high"], n=ci["n"])

@@ -17,7 +17,12 @@
   window shrinks, so the first and last smoothed values are the median of two points (their
   mean). (`median_window` is the verdict's own smoothing; the panel's display smoothing is
   `analysis.smoothing`, which no verdict ever sees.)
-- `cliff_status`: "cliff", "none", "provisional", "degradation", "insufficient" or "too_low".
+- `cliff_status`: "cliff", "none", "provisional", "degradation", "possible", "insufficient"
+  or "too_low". "possible" ("possible cliff: too few evaluations to confirm") is a fall from a
+  learned peak below the lost-gain line whose drop test passes at 2α but not at α, the noise
+  estimated from the curve itself (no SE logged): too large to call "none", too short to
+  confirm. Like "insufficient" and "too_low" it is no verdict
+  (`UNJUDGED`: `cliff` False, not counted in cliff rates).
   A run with fewer than max(2, `median_window`, `final_window`) evaluations is "insufficient"
   (no verdict; `cliff` False). A threshold at or below 0 is "too_low": nothing can fall
   below it, so the verdict is "cannot judge: accuracy too low", never "none".
@@ -41,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.intervals import normal_sf, student_t_quantile, t_two_sided_mass
+from analysis.intervals import normal_sf, student_t_quantile, t_sf
 from analysis.series import EPS, as_number, as_step, clean_series, rolling_median
 
 ACCURACY_DEFAULTS = {
@@ -52,9 +57,15 @@ ACCURACY_DEFAULTS = {
     "final_window": 3,
     "peak_se": 1.0,
 }
-# Statuses with no verdict: too few evaluations, or a threshold at or below 0 (nothing can fall
-# below it, so "none" would be a claim the data cannot support).
-UNJUDGED = ("insufficient", "too_low")
+POSSIBLE = "possible"
+POSSIBLE_LABEL = "possible cliff: too few evaluations to confirm"
+# A fall is a possible cliff when its drop test would pass at this multiple of `alpha` (0.1 at
+# the defaults): flat noisy runs then read "possible" 1–5% of the time (docs/analysis.md).
+POSSIBLE_ALPHA_FACTOR = 2
+# Statuses with no verdict: too few evaluations, a threshold at or below 0 (nothing can fall
+# below it, so "none" would be a claim the data cannot support), or a large fall the evidence
+# is too short to confirm (neither a cliff nor "none").
+UNJUDGED = ("insufficient", "too_low", POSSIBLE)
 
 
 def _noise_sd(v: np.ndarray) -> float:
@@ -229,7 +240,10 @@ def judge_accuracy(
         out["cliff_status"] = "too_low"
         out["evidence"] = describe_cliff(out)
         return out
-    if quick and running and not _tail_down(v, ref_idx, threshold, final_window):
+    # The lost-gain line lies at or above the threshold, so a tail not below it is neither a
+    # cliff nor a possible one.
+    line = float(v[ref_idx]) - max(cliff_test["gain_margin"], cliff_test["min_drop"])
+    if quick and running and not _tail_down(v, ref_idx, max(threshold, line), final_window):
         out.update(cliff_status="none", evidence=None)
         return out
     out.update(
@@ -237,8 +251,41 @@ def judge_accuracy(
             s, v, ref_idx, threshold, out["final"], median_window, final_window, running
         )
     )
+    if out["cliff_status"] == "none" and _possible(
+        s, v, ref_idx, cliff_test, alpha, median_window, final_window, running, out["final"]
+    ):
+        out["cliff_status"] = POSSIBLE
     out["evidence"] = describe_cliff(out)
     return out
+
+
+def _possible(
+    s: np.ndarray,
+    v: np.ndarray,
+    ref_idx: int,
+    test: Mapping[str, Any],
+    alpha: float,
+    median_window: int,
+    final_window: int,
+    running: bool,
+    final: float,
+) -> bool:
+    """A large fall the evidence is too short to confirm: from a learned peak, below the line
+    the lost gain alone draws (peak − max(½ gain, min_drop)) as the cliff rule reads it, and
+    significant at POSSIBLE_ALPHA_FACTOR × alpha — but not past the noise margin at alpha,
+    which few evaluations with no per-evaluation SE make wide (0.3, 0.5, 0.6, 0.2, 0.1, 0.1:
+    p = 0.087, "none" until this rule). Only where the noise was estimated from the curve
+    itself ("series"): more evaluations sharpen that estimate, while a logged SE or paired
+    per-problem scores already measured the noise, and a drop within it is "none"."""
+    if test["method"] != "series" or test["reference"] != "peak":
+        return False
+    if test["p"] >= POSSIBLE_ALPHA_FACTOR * alpha:
+        return False
+    line = float(v[ref_idx]) - max(test["gain_margin"], test["min_drop"])
+    if not test["noise_margin"] > max(test["gain_margin"], test["min_drop"]):
+        return False  # the lost gain set the line: the verdict already read this fall
+    verdict = _stretch_verdict(s, v, ref_idx, line, final, median_window, final_window, running)
+    return verdict["cliff_status"] in ("cliff", "provisional")
 
 
 def _no_verdict(n: int, running: bool) -> dict[str, Any]:
@@ -347,8 +394,7 @@ def _drop_p(drop: float, se_drop: float, method: str, n: int) -> float:
         return 0.0 if drop > EPS else 1.0
     x = drop / se_drop
     if method == "series" and n >= 3:
-        tail = (1 - t_two_sided_mass(abs(x), n - 2)) / 2  # Student's t, as in `_drop_z`
-        tail = tail if x >= 0 else 1 - tail
+        tail = t_sf(x, n - 2)  # Student's t, as in `_drop_z`
     else:
         tail = normal_sf(x)
     return min(1.0, n * tail)
@@ -430,6 +476,11 @@ def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
         text += "; too few evaluations for a verdict"
     elif status == "too_low":
         text += "; cannot judge: accuracy too low (nothing can fall below a threshold at 0)"
+    elif status == POSSIBLE:
+        text += (
+            f"; {POSSIBLE_LABEL}: below the lost-gain line, but evaluation noise could explain "
+            f"the drop at α {test['alpha']:g}"
+        )
     elif status == "degradation":
         text += f"; no learned peak: below the base from step {acc['degradation_onset']}"
     return text
@@ -439,8 +490,8 @@ def cliff_label(accuracy: Mapping[str, Any] | None) -> str:
     """The verdict in a few words, the same on every page (run page, experiment page, compare
     table, panel): "cliff @140", "provisional cliff @140", "degradation @20", "none",
     "none so far", "below the line: not judged yet" (running, final under the threshold but
-    not for the whole final window), "cannot judge: accuracy too low", "too few evaluations"
-    or "no evaluations"."""
+    not for the whole final window), "cannot judge: accuracy too low", "possible cliff: too
+    few evaluations to confirm", "too few evaluations" or "no evaluations"."""
     acc = accuracy or {}
     status = acc.get("cliff_status") or "insufficient"
     if acc.get("peak") is None:
@@ -449,6 +500,8 @@ def cliff_label(accuracy: Mapping[str, Any] | None) -> str:
         return "too few evaluations"
     if status == "too_low":
         return "cannot judge: accuracy too low"
+    if status == POSSIBLE:
+        return POSSIBLE_LABEL
     if status == "cliff":
         return f"cliff @{acc.get('cliff_onset')}"
     if status == "provisional":

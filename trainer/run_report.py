@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cells import CellSummary, Estimate, summarize_cells
+from analysis.cliffs import POSSIBLE, POSSIBLE_LABEL
 from analysis.runs import summarize_run
 from trainer.reporting import read_metrics_jsonl
 from vocabulary.names import CELL_AXES
@@ -126,6 +127,8 @@ def _cliff_text(acc: dict) -> str:
         return f"degradation @{acc['degradation_onset']}{below}"
     if status == "too_low":
         return "cannot judge: accuracy too low"  # the line is at or below 0 (docs/analysis.md)
+    if status == POSSIBLE:
+        return POSSIBLE_LABEL  # a large fall, too few evaluations to confirm it
     return ("no" + below) if status == "none" else "too few evals"
 
 

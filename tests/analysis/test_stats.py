@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.proportions import wilson
 from analysis.runs import summarize_run
 from analysis.stats import (
     bootstrap_mean_ci,
@@ -190,15 +191,19 @@ def test_a_clear_effect_is_called_with_its_direction():
     assert cell["peak"]["decision"] == "second_higher"
     assert cell["peak"]["verdict"] == "per_role higher"
     assert cell["final"]["high"] < -0.2 and cell["final"]["verdict"] == "shared higher"
+    # 8 of 8 against 0 of 8: a rate's interval, not the point [1, 1] a t-interval of eight
+    # equal differences makes (Newcombe: 1 − the Wilson half-widths of 8/8 and 0/8).
+    low = 1 - ((1 - wilson(8, 8)[0]) ** 2 + wilson(0, 8)[1] ** 2) ** 0.5
     assert cell["cliff"] == {
         "n": 8,
         "mean": 1.0,
         "sd": 0.0,
-        "low": 1.0,
+        "low": pytest.approx(low),
         "high": 1.0,
+        "method": "newcombe",
         "decision": "second_higher",
         "verdict": "per_role higher",
-        "n_needed": 3,  # never fewer than the 3 seeds a verdict needs
+        "n_needed": 4,  # McNemar's test: ⌈1.96²⌉ pairs when every pair is discordant one way
         "more_needed": 0,
     }
     # The paired SD is the SD of the offsets; seeds_needed uses it, floored at 3 seeds.
@@ -379,10 +384,12 @@ def test_seeds_are_listed_in_numeric_order():
 
 
 def test_the_seed_and_radar_modules_import_nothing_heavy():
-    # The web process imports them (docs/design.md §2): no torch, no scipy, no Django.
+    # The web process imports them (docs/design.md §2): no torch, no Django, and of scipy
+    # only `scipy.special` (a quarter second); `scipy.stats` (most of a second) waits for
+    # the first interval of a rate.
     probe = (
         "import json, sys; import analysis.radar, analysis.stats, analysis.bands; "
-        "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'scipy', 'django') "
+        "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'scipy.stats', 'django') "
         "if m in sys.modules)))"
     )
     out = subprocess.run(

@@ -45,6 +45,7 @@ def _simulate(effect, tau=TAU):
     rng = np.random.default_rng(20261203)
     tally = {"cells": 0, "cell_cover": 0, "pooled_cover": 0, "pooled_verdict": 0}
     tally.update(cell_verdict=0, main_cover=0, main_n=0, pooled_n=0, multi=0, disagree=0)
+    tally["main_disagree"] = 0
     for _ in range(EXPERIMENTS):
         runs, truth = _experiment(rng, effect, tau)
         out = paired_effect(runs, metrics=("peak",))
@@ -67,8 +68,10 @@ def _simulate(effect, tau=TAU):
             for r in main_effects(runs, metrics=("peak",))["sharing"]["peak"]
             if r["level"] == "per_role"
         ]
-        tally["main_n"] += 1
-        tally["main_cover"] += per_role["low"] <= effect / 2 <= per_role["high"]
+        tally["main_disagree"] += per_role["decision"] == "disagree"
+        if per_role["low"] is not None:  # none where the cells disagree, as for the pooled
+            tally["main_n"] += 1
+            tally["main_cover"] += per_role["low"] <= effect / 2 <= per_role["high"]
     return tally
 
 
@@ -130,3 +133,11 @@ def test_main_effects_cover_their_truth_too(at_zero, all_zero, at_effect):
     # levels' cell means), with the same seed variances behind it.
     for tally in (at_zero, all_zero, at_effect):
         assert 0.93 <= tally["main_cover"] / tally["main_n"] <= 0.97
+
+
+def test_main_effects_say_the_cells_disagree_as_often_as_the_paired_effect(all_zero, at_zero):
+    # The same heterogeneity guard covers Main effects (Welch's test over the other axes'
+    # cells, and opposite decided directions): alike cells rarely split, differing ones do.
+    multi = all_zero["multi"]
+    assert all_zero["main_disagree"] / multi <= 0.05 + 2 * (0.05 * 0.95 / multi) ** 0.5
+    assert at_zero["main_disagree"] / at_zero["multi"] > 0.15

@@ -294,7 +294,7 @@ def test_gradient_dynamics_of_a_cliff_and_a_capture(demo, viewer):
     amplified = next(
         r for r in rows if r["run"] == str(demo.cliff_run.id) and r["role"] == demo.amplified_role
     )
-    assert amplified["amplification_onset"] == str(demo.amplification_onset)
+    assert amplified["amplification"] == f"@{demo.amplification_onset}"
     assert amplified["lead"] == f"+{LEAD}"
     assert amplified["precedes"] == f"yes, by {LEAD} steps"
     captured = {r["role"]: r["captured"] for r in rows if r["run"] == str(demo.capture_run.id)}

@@ -377,3 +377,25 @@ def test_cells_of_external_runs_get_no_seeds_and_say_why(client, no_effect, alic
         "Nothing queued for voting × math × tiny-s: no run of this cell was trained here."
         in response.content.decode()
     )
+
+
+def test_one_question_gets_one_answer_on_the_page(client, alice):
+    # per_role − shared is +0.2 in voting and −0.2 in single: the paired section says the
+    # cells disagree, and Main effects must not pool them into an interval of their own.
+    experiment = experiment_of(alice, "Opposite cells")
+    sharing_pairs(experiment, [0.2, 0.21, 0.19], shared=0.4)
+    sharing_pairs(experiment, [-0.2, -0.21, -0.19], shared=0.4, workflow="single")
+    client.force_login(alice)
+
+    stats = client.get(f"/api/v1/experiments/{experiment.id}/stats").json()
+
+    assert stats["sharing"]["overall"]["peak"]["decision"] == "disagree"
+    for row in stats["main_effects"]["sharing"]["peak"]:
+        assert row["low"] is None and row["decision"] == "paired"
+        assert row["verdict"] == "paired by seed above: cells disagree: see each cell"
+    # The workflow axis is a question the paired section does not answer: it keeps its own
+    # guard, which sees per_role and shared disagree about voting against single.
+    for row in stats["main_effects"]["workflow"]["peak"]:
+        assert row["decision"] == "disagree" and row["low"] is None
+    html = page(client, experiment)
+    assert "paired by seed above: cells disagree: see each cell" in html

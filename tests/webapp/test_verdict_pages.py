@@ -152,3 +152,18 @@ def test_queue_more_seeds_queues_exactly_what_the_plan_asks_for(
     # Pressed again, the queued seeds are on the way: nothing more.
     stats_page._cache.clear()
     assert stats_page.experiment_stats(one_seed)["plan"]["seeds"] == 0
+
+
+def test_a_large_fall_over_few_evaluations_reads_possible_cliff_everywhere(client, alice):
+    # 0.3, 0.5, 0.6, 0.2, 0.1, 0.1 with no SE: the drop's p is 0.087, which once read "none".
+    experiment = Experiment.objects.create(owner=alice, name="Short fall", preset="cpu-demo")
+    points = [("eval/accuracy", 10 * i, a) for i, a in enumerate([0.3, 0.5, 0.6, 0.2, 0.1, 0.1])]
+    run = stored_run(experiment, seed=0, sharing="shared", accuracy=None, extra=points)
+    label = "possible cliff: too few evaluations to confirm"
+    client.force_login(alice)
+    assert label in client.get(f"/runs/{run.id}/").content.decode()
+    assert label in client.get(f"/experiments/{experiment.id}/").content.decode()
+    live = client.get(f"/runs/{run.id}/live.json").json()
+    assert any(label in block for block in live["blocks"].values())
+    (row,) = tables.run_rows([run], run_summaries([run]))
+    assert row["cliff"] == "possible" and row["cliff_label"] == label

@@ -13,6 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from analysis.amplification import amplification_label
 from analysis.cells import CellSummary
 from analysis.runs import RunSummary
 from vocabulary.names import CELL_AXES, MATRIX_AXES
@@ -193,7 +194,7 @@ DYNAMICS_COLUMNS = [
     Column("sharing", "Sharing"),
     Column("seed", "Seed", "int"),
     Column("role", "Role"),
-    Column("amplification_onset", "Amplification onset", "int"),
+    Column("amplification", "Amplification onset"),
     Column("cliff_onset", "Cliff onset", "int"),
     Column("lead", "Lead (steps)", "step"),
     Column("precedes", "Amplification precedes the cliff?"),
@@ -205,6 +206,7 @@ DYNAMICS_CSV = [
     *MATRIX_AXES,
     "role",
     "amplification_onset",
+    "amplification_status",
     "cliff_onset",
     "lead",
     "precedes",
@@ -226,6 +228,7 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
         for role in summary.roles or [None]:
             onset = summary.amplification.get(role)
             lead = summary.lead.get(role)
+            status = summary.amplification_status.get(role)
             rows.append(
                 {
                     "run": run.id,
@@ -237,12 +240,13 @@ def dynamics_rows(runs: Sequence, summaries: dict[int, dict]) -> list[dict[str, 
                     "seed": run.seed,
                     "role": role or "—",
                     "amplification_onset": onset,
+                    # "not amplified" and "too few steps to judge" were both "—".
+                    "amplification": amplification_label(status, onset),
+                    "amplification_status": status,
                     "cliff_onset": cliff,
                     "cliff_onset_title": evidence,
                     "lead": lead,
-                    "precedes": _precedes(
-                        cliff, onset, lead, summary.amplification_status.get(role)
-                    ),
+                    "precedes": _precedes(cliff, onset, lead, status),
                     "capture_fraction": fractions.get(role) if shared else None,
                     "captured": _captured(summary, role) if shared else "— (own policy)",
                     "captured_title": _capture_rule(summary, role) if shared else None,

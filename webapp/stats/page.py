@@ -182,6 +182,7 @@ def experiment_stats(experiment: Experiment) -> dict[str, Any]:
         "lead": lead,
     }
     stats["state"] = _state(stats)
+    _one_answer(stats)
     stats["plan"] = _plan_totals(sharing["cells"])
     stats["verdicts"] = {"sharing": sharing_sentence(stats), "lead": lead_sentence(lead)}
     with _cache_lock:
@@ -189,6 +190,23 @@ def experiment_stats(experiment: Experiment) -> dict[str, Any]:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return stats
+
+
+def _one_answer(stats: dict) -> None:
+    """One question, one answer per page: where the sharing table pairs runs by seed, the
+    Main effects rows of the sharing axis defer to it — no second, unpaired interval that
+    could say "decided" beside its "undecided", or pool cells it found to disagree. Only for
+    an axis of exactly the two paired levels; each row keeps its mean and effect."""
+    rows_by_metric = stats["main_effects"].get("sharing") or {}
+    if stats["state"] != "ok":
+        return
+    for m, rows in rows_by_metric.items():
+        if {row["level"] for row in rows} != {FIRST, SECOND}:
+            continue
+        paired = stats["sharing"]["overall"][m]
+        for row in rows:
+            row.update(low=None, high=None, decision="paired")
+            row["verdict"] = f"paired by seed above: {paired['verdict']}"
 
 
 def _cache_key(*parts: Any) -> str:
