@@ -124,7 +124,7 @@ def train_run(run: Run) -> dict[str, Any]:
         # Recorded episodes too, as points; a database restarting just now delays the attempt
         # rather than failing the run.
         retrying(lambda: forget_from(run.id, first))
-        rewind(run, 0 if start is None else start.step, reporter)
+        retrying(lambda: rewind(run, 0 if start is None else start.step, reporter))
         if start is None:
             where = "starting"
         elif is_own(start, out):

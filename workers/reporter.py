@@ -19,13 +19,15 @@ reporter's database calls since the previous step's points were logged (the last
 value also takes in what came after it, up to `close`), so a run's time splits into rollout,
 update, evaluation and database.
 
-A background thread beats every TROUPE_HEARTBEAT_SECONDS (the stale-run sweep requeues runs
-that stop beating) and flushes, so points reach the database during long steps too.
+A background thread (`webapp.leases.Beating`) beats every TROUPE_HEARTBEAT_SECONDS (the
+stale-run sweep requeues runs that stop beating) and flushes, so points reach the database
+during long steps too.
 
 A database that is briefly unreachable (a restart, a failover) does not stop the run: failed
 writes stay in the buffer and are retried on the next flush, and nothing is lost. Every write
-of the run's row is conditional on the attempt this worker claimed: if the run was requeued
-(this worker was presumed dead) or deleted, `should_stop()` turns true and the worker lets go.
+of the run's row is conditional on the attempt this worker claimed (its `webapp.leases.Lease`):
+if the run was requeued (this worker was presumed dead) or deleted, `should_stop()` turns
+true and the worker lets go.
 """
 
 from __future__ import annotations

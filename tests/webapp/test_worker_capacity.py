@@ -136,4 +136,3 @@ def test_a_run_that_lost_its_worker_offers_resume(client, alice):
 
 def test_an_out_of_memory_after_a_checkpoint_may_resume(alice):
     assert resume_run(failed_run(alice, checkpoint_step=20, **OOM)) is True
-

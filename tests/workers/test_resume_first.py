@@ -25,6 +25,8 @@ def handed_back_and_behind(owner) -> tuple[Run, Run]:
     return first, behind
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_resumes_the_handed_back_run_before_the_one_queued_behind_it(
     celery_worker, alice
@@ -36,7 +38,7 @@ def test_a_real_worker_resumes_the_handed_back_run_before_the_one_queued_behind_
         transaction.on_commit(lambda: send_run(behind))  # its message is already waiting
         assert hand_back_runs("cpu@stopped") == [first.id]  # sent after, at the commit
 
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 540
     while Run.objects.filter(id__in=[first.id, behind.id], status__in=Run.ACTIVE).exists():
         assert time.monotonic() < deadline, celery_worker.log_tail()
         time.sleep(0.5)

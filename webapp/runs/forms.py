@@ -30,6 +30,7 @@ from trainer.config import (
 )
 from vocabulary.names import CELL_AXES, MATRIX_AXES
 from webapp.runs.queueing import check_models, queue_for
+from webapp.runs.warm_start import warm_start_note
 from webapp.runs.worker_gpus import check_capacity
 
 AXES = CELL_AXES  # the matrix axes ticked as boxes; seeds are typed as a list
@@ -135,6 +136,8 @@ class ExperimentForm(forms.Form):
             field.help_text = _help(row)
             field.group = row["group"]
             self.fields[row["name"]] = field
+        # Before anything is queued: which tiny models a first run must warm-start first.
+        self.fields["model"].help_text = warm_start_note(list(TINY_MODELS))
         self.spec: dict[str, Any] = {}
         self.run_count = 0
 

@@ -39,6 +39,7 @@ from trainer.offline import offline_reason
 from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.runs.name_claims import claim_name
+from webapp.runs.warm_start import warm_start_note
 from webapp.runs.worker_gpus import check_capacity
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,8 @@ def create_experiment(
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
     warnings = check_models(configs)
     warnings += check_capacity(configs, queue_for)  # ConfigError when no live worker can
+    if note := warm_start_note(sorted({c.model for c in configs})):
+        warnings.append(note)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
