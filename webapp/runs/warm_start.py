@@ -10,9 +10,11 @@ of recipe the note may be missing once, never shown for a model that needs no wa
 all in a fresh deployment.
 
 The times: tiny-s's 3,000 steps take 8–15 minutes on two idle cores (docs/cli.md); a step of
-tiny-m costs 2.3× one of tiny-s, of tiny-l 6× (one thread, batch 64 × 96 tokens, measured
-side by side), and the steps are trainer/tiny.py's RECIPE. On cores shared with other work
-it is many times longer: tiny-m ran 11.7 s a step at load 14 on two cores, 3.9 hours.
+tiny-m costs about 2.3× one of tiny-s, and one of tiny-l about 3.7× one of tiny-m (8.5× tiny-s;
+one torch thread, batch 64 × 96 tokens, measured side by side on a shared two-core machine,
+the ratios varying ±20% with its load); the steps are trainer/tiny.py's RECIPE. On cores
+shared with other work it is many times longer: tiny-m ran 11.7 s a step at load 14 on two
+cores, 3.9 hours.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from django.conf import settings
 
 SHIPPED = Path(__file__).resolve().parents[2] / "trainer" / "weights"
 # (warm-start steps, minutes on two idle cores: low, high); see the module's docstring
-WARM_START = {"tiny-s": (3000, 8, 15), "tiny-m": (1200, 7, 14), "tiny-l": (1000, 16, 30)}
+WARM_START = {"tiny-s": (3000, 8, 15), "tiny-m": (1200, 7, 14), "tiny-l": (1000, 23, 43)}
 
 
 def is_ready(model: str) -> bool:
