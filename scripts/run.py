@@ -4,7 +4,8 @@ Migrates the database, collects static files, makes sure the `troupe` login exis
 starts the web server (gunicorn on 127.0.0.1:$PORT, default 8000) and two Celery workers, and
 prints where to sign in. Ctrl-C or SIGTERM stops them all and exits 0; if one dies on its own,
 the others are stopped too and the exit status is 1. Either way the runs the training worker
-held are queued again (`hand_back_runs`), so the next start resumes them at once from their
+held — and its swap jobs — are queued again (`webapp.leases.hand_back_all`), so the next start
+resumes them at once, first, from their
 checkpoints rather than after the stale-run sweep's wait.
 
 The worker listens on both run queues, `cpu` and `gpu`, whatever the hardware: on a single
@@ -164,20 +165,22 @@ def stop(children: dict[str, subprocess.Popen], grace: float) -> None:
 
 
 def hand_back() -> None:
-    """Queue again the runs the stopped worker held, so the next `make run` resumes them at
-    once from their checkpoints instead of after the stale-run sweep's wait (a training run
-    rarely ends within the grace period, and the worker is then killed)."""
+    """Queue again the jobs the stopped worker held — runs, swap jobs, every kind of leased
+    job (webapp/leases.py) — so the next `make run` resumes them at once, first, instead of
+    after the stale-run sweep's wait (a training run rarely ends within the grace period,
+    and the worker is then killed)."""
     from django.db import DatabaseError
 
-    from webapp.runs.queueing import hand_back_runs
+    from webapp.leases import hand_back_all
 
     try:
-        runs = hand_back_runs(WORKER_NAME.replace("%h", socket.gethostname()))
+        handed = hand_back_all(WORKER_NAME.replace("%h", socket.gethostname()))
     except DatabaseError as exc:  # the database went first: the sweep will find them later
-        print(f"Could not hand the runs back ({exc}); the stale-run sweep will.", flush=True)
+        print(f"Could not hand the jobs back ({exc}); the stale-run sweep will.", flush=True)
         return
-    if runs:
-        print(f"Queued again to resume on the next start: run {', '.join(map(str, runs))}.")
+    for kind, ids in handed.items():
+        if ids:
+            print(f"Queued again to resume on the next start: {kind} {', '.join(map(str, ids))}.")
 
 
 def start_all(children: dict[str, subprocess.Popen], port: int) -> None:

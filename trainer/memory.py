@@ -88,6 +88,38 @@ KNOWN_SHAPES: dict[str, dict[str, Any]] = {
         tie_word_embeddings=True,
     ),
 }
+# The built-in tiny models (trainer/tiny.py's SPECS, its vocabulary and tied head; a test
+# keeps the two equal: tiny.py imports torch, which the web process must not). Only the host
+# memory check reads them: a tiny model trains on the CPU.
+TINY_SHAPES: dict[str, dict[str, Any]] = {
+    name: dict(spec, vocab_size=320, tie_word_embeddings=True)
+    for name, spec in {
+        "tiny-s": dict(
+            hidden_size=96,
+            intermediate_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=24,
+        ),
+        "tiny-m": dict(
+            hidden_size=192,
+            intermediate_size=512,
+            num_hidden_layers=6,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            head_dim=32,
+        ),
+        "tiny-l": dict(
+            hidden_size=384,
+            intermediate_size=1024,
+            num_hidden_layers=8,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=48,
+        ),
+    }.items()
+}
 PROMPT_TOKENS = 512  # a task prompt with its instructions, before other agents' outputs
 ACT_PER_LAYER = (4, 4, 4.5)  # saved elements per token and layer: × hidden, × q width, × mlp
 LOGIT_COPIES = 3
@@ -416,6 +448,26 @@ def fit_problem(config: Any, capacity: float | None = None) -> str | None:
             f"({need.parts()} GiB); try {', '.join(_update_fixes(config, need))}"
         )
     return f"{'; '.join(problems)}; {_capacity_words(capacity, measured)}"
+
+
+def host_fit_problem(config: Any, capacity: float) -> str | None:
+    """Why `config`, trained on the CPU, cannot fit in a host of `capacity` bytes (None: it
+    fits, or the model's shape is unknown). The same estimate as on a GPU, in fp32."""
+    shape = TINY_SHAPES.get(config.model) or model_shape(config.model)
+    if shape is None:
+        return None
+    need = estimate(config, shape, on_cuda=False)
+    rollout = rollout_estimate(config, shape, on_cuda=False, update=need)
+    peak = max(need.total, rollout.total)
+    if peak <= capacity * HEADROOM:
+        return None
+    gib = 2**30
+    return (
+        f"the run needs about {math.ceil(peak / gib):,} GiB of memory on the CPU (update "
+        f"{need.parts()} GiB; rollout of {rollout.sequences} sequences "
+        f"{rollout.parts()} GiB) but the largest worker has {capacity / gib:.0f} GiB; lower "
+        "max_new_tokens, rollout_batch, group_size or micro_batch_size"
+    )
 
 
 def _capacity_words(capacity: float, measured: bool) -> str:

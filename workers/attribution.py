@@ -1,85 +1,61 @@
 """What `workers.tasks.swap_job` does: claim a swap job, run its evaluations, attribute.
 
-1. `claim` takes the job with a conditional UPDATE (queued → running): a redelivered message
-   finds it taken and does nothing. Each claim increments `attempts`, this worker's lease.
+1. `claim` takes the job with the lease's conditional UPDATE (queued → running,
+   webapp/leases.py): a redelivered message finds it taken and does nothing. Each claim
+   increments `attempts`, this worker's lease.
 2. `run_job` evaluates each planned coalition the run's own evaluations do not stand for,
    with the run's own config in its own directory (`trainer/mixed_eval.py`: the model and
    each checkpoint loaded once), and stores each evaluation as it finishes, so the page shows
    progress; then `analysis.attribution.attribute` splits the change (not for a `mix` job).
-   A thread beats meanwhile. An attempt after a worker that died (the sweep queued the job
-   again, `webapp.attribution.queueing.requeue_stale_jobs`) evaluates only what is missing.
+   A thread beats meanwhile. An attempt after a worker that died or stopped (the sweep or the
+   hand-back queued the job again) evaluates only what is missing. A cancel asked for stops
+   the job after the evaluation it is on (cancelled, what was stored kept).
 3. An error fails the job with its type and message; nothing is retried (it would fail again).
-   Every write is conditional on the lease: a job taken over meanwhile is left to its taker.
+   Every write is conditional on the lease: a job taken over meanwhile is left to its taker,
+   and the outcome is reported only when its write matched the row (else "lost").
 
 The trainer, and so torch, is imported inside `run_job`, in the pool process.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
-from django.conf import settings
-from django.db.models import F
-from django.db.models.functions import Coalesce
-from django.utils import timezone
-
 from analysis.attribution import attribute, parse_coalition_key
+from webapp import leases
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import run_dir
-from workers.reporter import TRANSIENT_DB_ERRORS, drop_connection
+from webapp.attribution.queueing import SWAP_JOBS
+from webapp.leases import TRANSIENT_DB_ERRORS, Lease, drop_connection
 
 
 class JobLost(Exception):
     """The job was queued again (this worker looked dead) or deleted: stop, write nothing."""
 
 
-def claim(job_id: int, worker: str) -> SwapJob | None:
-    now = timezone.now()
-    claimed = SwapJob.objects.filter(id=job_id, status=SwapJob.QUEUED).update(
-        status=SwapJob.RUNNING,
-        worker=worker,
-        started=Coalesce("started", now),
-        heartbeat=now,
-        attempts=F("attempts") + 1,
-    )
-    return SwapJob.objects.select_related("run").get(id=job_id) if claimed else None
+class JobCancelled(Exception):
+    """A cancel was asked for: stop after the evaluation just stored."""
 
 
-def _held(job: SwapJob):
-    """The job's row, if this attempt still holds it."""
-    return SwapJob.objects.filter(id=job.id, status=SwapJob.RUNNING, attempts=job.attempts)
+def claim(job_id: int, worker: str) -> tuple[SwapJob, Lease] | None:
+    """(the job, this worker's lease on it), or None when the claim was lost."""
+    attempt = leases.claim(SWAP_JOBS, job_id, worker)
+    if attempt is None:
+        return None
+    return SwapJob.objects.select_related("run").get(id=job_id), Lease(SWAP_JOBS, job_id, attempt)
 
 
-@contextmanager
-def beating(job: SwapJob) -> Iterator[None]:
-    """Beat every TROUPE_HEARTBEAT_SECONDS while the block runs (an evaluation can take
-    minutes), riding out a database that is briefly unreachable."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.TROUPE_HEARTBEAT_SECONDS):
-                try:
-                    _held(job).update(heartbeat=timezone.now())
-                except TRANSIENT_DB_ERRORS:
-                    drop_connection()
-        finally:
-            drop_connection()  # this thread's own connection
-
-    thread = threading.Thread(target=beat, name="swap-job-heartbeat", daemon=True)
-    thread.start()
+def _beat(lease: Lease) -> None:
+    """One beat, riding out a database that is briefly unreachable."""
     try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=settings.TROUPE_HEARTBEAT_SECONDS + 30)
+        lease.beat()
+    except TRANSIENT_DB_ERRORS:
+        drop_connection()
 
 
-def _evaluate(job: SwapJob) -> dict[str, dict[str, Any]]:
+def _evaluate(job: SwapJob, lease: Lease) -> dict[str, dict[str, Any]]:
     from trainer.config import config_from_dict
     from trainer.eval_problems import read_per_problem
     from trainer.mixed_eval import MixedEvaluator
@@ -103,7 +79,7 @@ def _evaluate(job: SwapJob) -> dict[str, dict[str, Any]]:
                     "seconds": 0.0,
                     "reused_step": e["reuse_step"],
                 }
-        _save_progress(job, evaluations)
+        _save_progress(job, lease, evaluations)
     if fresh:
         evaluator = MixedEvaluator(config, list(sources.values()))
         for e in fresh:
@@ -114,21 +90,25 @@ def _evaluate(job: SwapJob) -> dict[str, dict[str, Any]]:
                 "seconds": result["seconds"],
                 "reused_step": None,
             }
-            _save_progress(job, evaluations)
+            _save_progress(job, lease, evaluations)
     return evaluations
 
 
-def _save_progress(job: SwapJob, evaluations: dict) -> None:
+def _save_progress(job: SwapJob, lease: Lease, evaluations: dict) -> None:
     job.evaluations = dict(evaluations)
-    if not _held(job).update(evaluations=job.evaluations, heartbeat=timezone.now()):
+    if not lease.beat(evaluations=job.evaluations):
         raise JobLost
+    if lease.cancel_requested():
+        raise JobLost if lease.lost else JobCancelled
 
 
-def run_job(job: SwapJob) -> dict[str, Any]:
+def run_job(job: SwapJob, lease: Lease) -> dict[str, Any]:
+    """Evaluate and attribute; the status this attempt recorded, or "lost" when the lease
+    no longer held when it came to record it (nothing was written then)."""
     started = time.perf_counter()
     try:
-        with beating(job):
-            evaluations = _evaluate(job)
+        with leases.beating(partial(_beat, lease), "swap-job-heartbeat"):
+            evaluations = _evaluate(job, lease)
         result = None
         if job.kind != "mix":
             roles = job.plan["roles"]
@@ -137,12 +117,12 @@ def run_job(job: SwapJob) -> dict[str, Any]:
             result["seconds"] = round(time.perf_counter() - started, 1)
     except JobLost:
         return {"job": job.id, "status": "lost"}
+    except JobCancelled:
+        status, fields = SwapJob.CANCELLED, {}
     except Exception as exc:  # the job's record says what went wrong; the worker goes on
-        _held(job).update(
-            status=SwapJob.FAILED,
-            finished=timezone.now(),
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        return {"job": job.id, "status": SwapJob.FAILED}
-    _held(job).update(status=SwapJob.SUCCEEDED, finished=timezone.now(), result=result)
-    return {"job": job.id, "status": SwapJob.SUCCEEDED}
+        status, fields = SwapJob.FAILED, {"error": f"{type(exc).__name__}: {exc}"}
+    else:
+        status, fields = SwapJob.SUCCEEDED, {"result": result}
+    if not lease.finish(status, **fields):
+        return {"job": job.id, "status": "lost"}  # taken over meanwhile: not ours to report
+    return {"job": job.id, "status": status}

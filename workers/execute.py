@@ -1,16 +1,19 @@
 """What `workers.tasks.execute_run` does with a run: claim it, train it, record the outcome.
 
-1. `claim` takes the run with a conditional UPDATE (queued → running); 0 rows means another
+1. `claim_next` takes the first queued run of the message's queue, in queue order, with the
+   lease's conditional UPDATE (queued → running, webapp/leases.py); 0 rows means another
    worker has it, or it finished or was cancelled meanwhile, so a redelivered message is
    harmless. Each claim increments `attempts`: the attempt is this worker's lease on the run.
+   A run handed back keeps its place in the queue, so it resumes first.
 2. `train_run` builds the config from the run's stored dict
    (`trainer.config.config_from_dict`) and trains in `$TROUPE_DATA_DIR/runs/<run id>/`,
    which resumes by itself from the newest checkpoint there (after a failure, a cancel, or a
    worker that died), reporting to the database (`workers/reporter.py`). Points (and
    recorded episodes) past that checkpoint are deleted first: the resumed run logs them
-   again, so every (key, step) is stored once. A run with `world_size` > 1 trains with this
-   process as rank 0 and the other ranks as its children (`workers/ranks.py`), on a worker
-   with that many GPUs.
+   again, so every (key, step) is stored once; when that checkpoint lies before the step the
+   run had reached, its progress goes back to it and the run page says so (`rewind`). A run
+   with `world_size` > 1 trains with this process as rank 0 and the other ranks as its
+   children (`workers/ranks.py`), on a worker with that many GPUs.
 3. `finish` records the outcome — succeeded, cancelled, or failed with the error's type,
    message and traceback — if this attempt still holds the run, and with it the live
    radar's verdict on the finished run (`alerts.settle_run`).
@@ -29,13 +32,18 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
+from webapp import leases
 from webapp.alerts.radar import settle_run
 from webapp.episodes.store import delete_from as delete_episodes_from
 from webapp.experiments.models import Run, RunLog
+from webapp.leases import Lease
 from webapp.metrics import delete_points_from
+from webapp.runs.queueing import RUNS
+from workers.ranks import RankLost
 from workers.reporter import DatabaseReporter, retrying
+
+CLAIM_TRIES = 20  # queued runs a message tries to claim before giving up (others won them)
 
 
 def run_dir(run_id: int) -> Path:
@@ -43,24 +51,47 @@ def run_dir(run_id: int) -> Path:
 
 
 def claim(run_id: int, worker: str, task_id: str) -> Run | None:
-    """Take the run if it is still queued: the conditional UPDATE only one claimant wins."""
-    now = timezone.now()
-    claimed = Run.objects.filter(id=run_id, status=Run.QUEUED, external=False).update(
-        status=Run.RUNNING,
-        worker=worker,
+    """Take the run if it is still queued: the lease's conditional UPDATE only one claimant
+    wins (webapp/leases.py)."""
+    attempt = leases.claim(
+        RUNS,
+        run_id,
+        worker,
         celery_task_id=task_id,
-        heartbeat=now,
-        attempts=F("attempts") + 1,
         checkpoint_dir=str(run_dir(run_id)),
         phase="",  # what an earlier attempt was doing is not what this one does
     )
-    if not claimed:
+    return None if attempt is None else Run.objects.get(id=run_id)
+
+
+def claim_next(run_id: int, worker: str, task_id: str) -> Run | None:
+    """Take the first queued run of the queue `run_id` was sent to, in queue order
+    (`enqueued`, then id): a run handed back or swept keeps its place, so it resumes before
+    the runs queued behind it even though its new message came after theirs. Each queued run
+    has a message of its own on that queue, so a message that finds its run taken takes
+    another, and the one left over later finds nothing: no run waits without a message."""
+    queue = Run.objects.filter(id=run_id).values_list("queue", flat=True).first()
+    if queue is None:  # deleted: its message stands for nothing
         return None
-    run = Run.objects.get(id=run_id)
-    if run.started is None:
-        run.started = now
-        run.save(update_fields=["started"])
-    return run
+    waiting = Run.objects.filter(status=Run.QUEUED, external=False, queue=queue).order_by(
+        F("enqueued").asc(nulls_first=True), "id"
+    )
+    for candidate in waiting.values_list("id", flat=True)[:CLAIM_TRIES]:
+        if run := claim(candidate, worker, task_id):
+            return run
+    return None
+
+
+def rewind(run: Run, step: int, reporter: DatabaseReporter) -> None:
+    """Say so when the run resumes from a checkpoint before the step it had reached: its
+    progress goes back to `step`, and the page says why (`Run.step_words`)."""
+    if run.step <= step:
+        return
+    reporter.lease.beat(step=step, rewound_from=run.step)
+    reporter.line(
+        f"Progress goes back from step {run.step} to step {step}: steps after the last "
+        "checkpoint are trained again."
+    )
 
 
 def train_run(run: Run) -> dict[str, Any]:
@@ -93,6 +124,7 @@ def train_run(run: Run) -> dict[str, Any]:
         # Recorded episodes too, as points; a database restarting just now delays the attempt
         # rather than failing the run.
         retrying(lambda: forget_from(run.id, first))
+        retrying(lambda: rewind(run, 0 if start is None else start.step, reporter))
         if start is None:
             where = "starting"
         elif is_own(start, out):
@@ -108,7 +140,7 @@ def train_run(run: Run) -> dict[str, Any]:
         else:
             result = train(config, out, reporter)
     except Exception as exc:
-        if type(exc).__name__ == "RankLost":
+        if isinstance(exc, RankLost):
             # Like a worker that died: stop beating, and the sweep queues the run again.
             reporter.line(f"{exc}; the run will be queued again to resume.")
             reporter.close()
@@ -144,18 +176,18 @@ def train_run(run: Run) -> dict[str, Any]:
 
 
 def finish(run: Run, *, status: str, line: str, wait_seconds: float = 300.0, **fields) -> bool:
-    """Record the outcome if this attempt still holds the run, retrying while the database is
-    unreachable. False when the run was taken over (or deleted) meanwhile."""
+    """Record the outcome if this attempt still holds the run (`webapp.leases.Lease.finish`),
+    retrying while the database is unreachable. False when the run was taken over (or
+    deleted) meanwhile."""
+    lease = Lease(RUNS, run.id, run.attempts)
 
     def record() -> bool:
         with transaction.atomic():  # the outcome and the radar's verdict on it, together
-            updated = Run.objects.filter(
-                id=run.id, status=Run.RUNNING, attempts=run.attempts
-            ).update(status=status, finished=timezone.now(), heartbeat=timezone.now(), **fields)
-            if updated:
-                RunLog.objects.create(run_id=run.id, line=line)
-                settle_run(run.id)
-        return bool(updated)
+            if not lease.finish(status, **fields):
+                return False
+            RunLog.objects.create(run_id=run.id, line=line)
+            settle_run(run.id)
+        return True
 
     return retrying(record, wait_seconds)
 

@@ -20,13 +20,15 @@ reporter's database calls since the previous step's points were logged (the last
 value also takes in what came after it, up to `close`), so a run's time splits into rollout,
 update, evaluation and database.
 
-A background thread beats every TROUPE_HEARTBEAT_SECONDS (the stale-run sweep requeues runs
-that stop beating) and flushes, so points reach the database during long steps too.
+A background thread (`webapp.leases.Beating`) beats every TROUPE_HEARTBEAT_SECONDS (the
+stale-run sweep requeues runs that stop beating) and flushes, so points reach the database
+during long steps too.
 
 A database that is briefly unreachable (a restart, a failover) does not stop the run: failed
 writes stay in the buffer and are retried on the next flush, and nothing is lost. Every write
-of the run's row is conditional on the attempt this worker claimed: if the run was requeued
-(this worker was presumed dead) or deleted, `should_stop()` turns true and the worker lets go.
+of the run's row is conditional on the attempt this worker claimed (its `webapp.leases.Lease`):
+if the run was requeued (this worker was presumed dead) or deleted, `should_stop()` turns
+true and the worker lets go.
 """
 
 from __future__ import annotations
@@ -39,29 +41,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.utils import timezone
+from django.db import IntegrityError, transaction
 
 from vocabulary.names import DB_SECONDS_KEY
 from webapp.alerts.points import record_points
 from webapp.episodes.store import write_episodes
 from webapp.experiments.models import Run, RunLog
+from webapp.leases import TRANSIENT_DB_ERRORS, Beating, Lease, drop_connection
 from webapp.metrics import Point
+from webapp.runs.queueing import RUNS
 
 log = logging.getLogger(__name__)
-
-# What a database that is restarting or unreachable raises. Anything else is a bug or a
-# deleted run, and retrying would not help.
-TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-
-
-def drop_connection() -> None:
-    """Forget this thread's broken connection, so that the next query opens a new one."""
-    try:
-        connection.close()
-    except Exception:  # closing a dead connection may fail too; it is gone either way
-        pass
-
 
 Call = TypeVar("Call", bound=Callable[..., Any])
 Result = TypeVar("Result")
@@ -127,23 +117,29 @@ class DatabaseReporter:
         self._cancel = False
         self._db_seconds = 0.0  # training-thread time in database calls, not yet logged
         self._last_db_point: tuple[int, float] | None = None  # (step, value) last logged
-        self.lost = False  # the run was requeued elsewhere or deleted: stop, record nothing
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
+        self.lease = Lease(RUNS, run_id, attempt)  # every write of the run's row holds it
+        self._beating = Beating(self.flush, "heartbeat", self.heartbeat_seconds)
+
+    @property
+    def lost(self) -> bool:
+        """The run was requeued elsewhere or deleted: stop, record nothing."""
+        return self.lease.lost
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        self.lease.lost = value
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread.start()
+        self._beating.start()
 
     def close(self, wait_seconds: float = 300.0) -> bool:
         """Stop the heartbeat and store what is buffered, retrying for up to `wait_seconds`.
 
         Returns False when points could not be stored in that time (they are logged).
         """
-        self._stopping.set()
-        if self._thread.ident is not None:  # started
-            self._thread.join(timeout=self.heartbeat_seconds + 30)
+        self._beating.stop()
         if self._last_db_point is not None:
             # The last step's calls (its checkpoint, its progress) have no later step to be
             # logged with: add them to the last step's value.
@@ -186,15 +182,10 @@ class DatabaseReporter:
         if self.lost:
             return True
         try:
-            row = Run.objects.filter(id=self.run_id).values("cancel_requested", "attempts").first()
+            self._cancel = self.lease.cancel_requested()
         except TRANSIENT_DB_ERRORS:
             drop_connection()
-            return self._cancel  # the last answer we had; ask again after the next step
-        if row is None or row["attempts"] != self.attempt:
-            self.lost = True
-            return True
-        self._cancel = row["cancel_requested"]
-        return self._cancel
+        return self._cancel  # on an error, the last answer we had; ask again after a step
 
     @timed
     def on_checkpoint(self, step: int, path: str) -> None:
@@ -269,12 +260,7 @@ class DatabaseReporter:
 
     def _hold(self, fields: dict[str, Any]) -> bool:
         """Beat and write pending row fields, if this worker still holds the run."""
-        held = Run.objects.filter(id=self.run_id, status=Run.RUNNING, attempts=self.attempt).update(
-            heartbeat=timezone.now(), **fields
-        )
-        if not held:
-            self.lost = True
-        return bool(held)
+        return self.lease.beat(**fields)
 
     def _flush_until_stored(self, wait_seconds: float) -> bool:
         deadline = time.monotonic() + wait_seconds
@@ -285,13 +271,3 @@ class DatabaseReporter:
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         return True
-
-    def _beat_loop(self) -> None:
-        try:
-            while not self._stopping.wait(self.heartbeat_seconds):
-                try:
-                    self.flush()
-                except Exception:  # the heartbeat must outlive any one bad write
-                    log.exception("run %s: heartbeat failed", self.run_id)
-        finally:
-            drop_connection()  # this thread's own connection

@@ -1,16 +1,16 @@
 """The stale-run sweep, run by every worker: at start-up, then every TROUPE_SWEEP_SECONDS.
 
 A run whose worker died (killed, out of memory, node lost) stays `running` with a heartbeat
-that no longer moves. Each worker's main process runs `requeue_stale_runs` in a background
+that no longer moves. Each worker's main process runs the lease's sweep
+(`webapp.leases.requeue_stale_all`, every kind of leased job: runs, swap jobs) in a background
 thread, so such a run goes back to the queue by itself and resumes from its last checkpoint
 on whichever worker takes it, with no extra process to deploy (no Celery beat) and nothing
 for `make run` or compose to start. Sweeps of several workers may overlap: each requeue is a
 conditional UPDATE, so a stale run is queued again exactly once.
-The same sweep queues again the swap jobs (mix-and-match evaluations, attribution) whose
-worker stopped beating (`webapp.attribution.queueing.requeue_stale_jobs`).
 `python manage.py sweep_runs` runs one sweep by hand. A sweep also settles the live radar's
 alerts of runs that finished (`webapp.alerts.radar.settle_finished_runs`), and records
-how many GPUs this worker gives a run (`webapp.runs.worker_gpus.advertise`).
+what this worker can give a run — GPUs, their memory, the host's memory
+(`workers/capacity.py`, `webapp.runs.worker_gpus.advertise`).
 
 The thread only uses the database (no torch). The worker forks a pool process after every
 task (`worker_max_tasks_per_child=1`), and a fork copies whatever a thread holds at that
@@ -40,29 +40,25 @@ def sweep_once() -> list[int]:
     from django.db import DatabaseError
 
     from webapp.alerts.radar import settle_finished_runs
-    from webapp.attribution.queueing import requeue_stale_jobs
-    from webapp.runs.queueing import requeue_stale_runs
+    from webapp.leases import drop_connection, requeue_stale_all
     from webapp.runs.worker_gpus import advertise
-    from workers.ranks import worker_gpus
-    from workers.reporter import drop_connection
+    from workers.capacity import capacity
 
     with _sweeping:
         try:
-            if _name:  # this worker's GPUs, for the form's refusal (webapp/.../worker_gpus.py)
-                advertise(_name, worker_gpus())
-            requeued = requeue_stale_runs()
-            jobs = requeue_stale_jobs()
+            if _name:  # what this worker can give a run, for the form's refusals
+                advertise(_name, **capacity())
+            requeued = requeue_stale_all()  # every kind of leased job (webapp/leases.py)
             settle_finished_runs()  # the live radar's last word on runs that ended
         except DatabaseError as exc:  # unreachable, or not migrated yet: try again next time
             log.warning("stale-run sweep skipped: %s", " ".join(str(exc).split()))
             return []
         finally:
             drop_connection()
-    if requeued:
-        log.warning("queued again runs whose worker stopped answering: %s", requeued)
-    if jobs:
-        log.warning("queued again swap jobs whose worker stopped answering: %s", jobs)
-    return requeued
+    for kind, ids in requeued.items():
+        if ids:
+            log.warning("queued again %ss whose worker stopped answering: %s", kind, ids)
+    return requeued.get("run", [])
 
 
 def _sweep_forever() -> None:

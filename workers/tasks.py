@@ -8,8 +8,9 @@ sends tasks (`python -m workers.ping`) needs no Django set-up. Importing this mo
 connects the stale-run sweep (`workers/sweep.py`) and the sandbox report
 (`workers/sandbox_report.py`) to worker start-up.
 
-`execute_run(run_id)` claims the run with a conditional UPDATE, trains it and records the
-outcome (`workers/execute.py`). Only named transient errors are retried: the database being
+`execute_run(run_id)` claims the first queued run of the queue `run_id` was sent to (a run
+handed back first) with a conditional UPDATE, trains it and records the outcome
+(`workers/execute.py`). Only named transient errors are retried: the database being
 unreachable while claiming. A training error is never retried — it would fail again — and
 marks the run failed with its type, message and traceback.
 """
@@ -30,11 +31,11 @@ def ping(self) -> dict:
 
 @app.task(bind=True, max_retries=30)
 def execute_run(self, run_id: int) -> dict:
-    from workers.execute import claim, train_run
-    from workers.reporter import TRANSIENT_DB_ERRORS, drop_connection
+    from webapp.leases import TRANSIENT_DB_ERRORS, drop_connection
+    from workers.execute import claim_next, train_run
 
     try:
-        run = claim(run_id, worker=self.request.hostname or "", task_id=self.request.id or "")
+        run = claim_next(run_id, worker=self.request.hostname or "", task_id=self.request.id or "")
     except TRANSIENT_DB_ERRORS as exc:
         drop_connection()
         raise self.retry(exc=exc, countdown=min(60, 2 ** (self.request.retries + 1))) from exc
@@ -48,7 +49,7 @@ def swap_job(self, job_id: int) -> dict:
     """Mix-and-match evaluations of a run and their attribution (`workers/attribution.py`)."""
     from workers.attribution import claim, run_job
 
-    job = claim(job_id, worker=self.request.hostname or "")
-    if job is None:
+    claimed = claim(job_id, worker=self.request.hostname or "")
+    if claimed is None:
         return {"job": job_id, "status": "not claimed"}
-    return run_job(job)
+    return run_job(*claimed)

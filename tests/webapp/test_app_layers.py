@@ -25,7 +25,8 @@ FLOORS: list[list[str]] = [
     ["webapp.env", "webapp.secret_key", "webapp.celery"],
     ["webapp.settings", "webapp.checks", "webapp.gunicorn_conf"],
     ["models"],
-    ["webapp.metrics"],
+    # the metric store; the lease every kind of background job holds (runs, swap jobs)
+    ["webapp.metrics", "webapp.leases"],
     # the JSON endpoints' plumbing every app's API shares: bearer tokens (their look-up is the
     # metric store's), then errors and bodies
     ["webapp.api.bearer"],

@@ -173,6 +173,7 @@ def test_the_owner_sees_resume_after_a_failure(client, run, alice):
         error_type="RuntimeError",
         error_message="out of memory",
         error_traceback="Traceback (most recent call last): …",
+        checkpoint_step=20,  # before its first checkpoint, a resume would run out again
     )
     client.force_login(alice)
 

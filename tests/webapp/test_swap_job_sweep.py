@@ -6,8 +6,10 @@ longer blocks a new job of its kind."""
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
+from webapp import leases
 from webapp.attribution import queueing
 from webapp.attribution.models import SwapJob
 
@@ -20,7 +22,7 @@ STORED = {"-": {"accuracy": 0.25, "per_problem": [0.25], "seconds": 1.0, "reused
 @pytest.fixture
 def sent(monkeypatch) -> list[tuple[int, str]]:
     calls = []
-    monkeypatch.setattr(queueing, "send_job", lambda job, queue: calls.append((job.id, queue)))
+    monkeypatch.setattr(leases, "send", lambda kind, job: calls.append((job.id, kind.queue(job))))
     return calls
 
 
@@ -86,7 +88,20 @@ def test_a_job_that_lost_its_worker_too_often_fails_and_blocks_nothing(
     job.refresh_from_db()
     assert job.status == SwapJob.FAILED and job.finished is not None and sent == []
     assert job.error == (
-        f"Worker gone@node-3 stopped answering; the job lost its worker "
+        f"Worker gone@node-3 stopped answering; the swap job lost its worker "
         f"{settings.TROUPE_MAX_ATTEMPTS} times. It may need more memory than the worker has."
     )
     assert not run.swap_jobs.filter(kind="gain", status__in=SwapJob.ACTIVE).exists()
+
+
+def test_the_sweep_by_hand_queues_a_silent_job_again_too(
+    run, sent, capsys, django_capture_on_commit_callbacks
+):
+    job = running_job(run, silent_for=600)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("sweep_runs")
+
+    out = capsys.readouterr().out
+    assert "Queued again: none" in out and f"Queued again (swap jobs): {job.id}" in out
+    assert SwapJob.objects.get(id=job.id).status == SwapJob.QUEUED and sent == [(job.id, "cpu")]

@@ -1,7 +1,8 @@
 """A swap job's attempts, in this process with a stand-in evaluator: an attempt after a worker
 that died evaluates only the coalitions the last one did not store; an attempt that lost its
-lease (the sweep queued the job again, another worker took it) stops and writes nothing; and
-the job beats while an evaluation runs."""
+lease (the sweep queued the job again, another worker took it) stops and writes nothing, and
+reports no success it could not store; a cancel stops a running job after its current
+evaluation; and the job beats while an evaluation runs."""
 
 import time
 
@@ -10,8 +11,11 @@ from django.db.models import F
 
 import trainer.mixed_eval
 import trainer.role_sources
+import workers.attribution
+from analysis.attribution import attribute
 from tests.people import make_experiment
 from webapp.attribution.models import SwapJob
+from webapp.attribution.queueing import cancel_job
 from workers.attribution import claim, run_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,7 +85,7 @@ def queued_job(owner, stored: list[str], attempts: int) -> SwapJob:
 def test_the_next_attempt_evaluates_only_what_the_last_did_not_store(alice):
     job = queued_job(alice, stored=["-", "generator"], attempts=1)
 
-    answer = run_job(claim(job.id, "second@node"))
+    answer = run_job(*claim(job.id, "second@node"))
 
     assert answer == {"job": job.id, "status": SwapJob.SUCCEEDED}
     assert Evaluator.evaluated == ["aggregator", "generator+aggregator"]
@@ -99,7 +103,7 @@ def test_an_attempt_that_lost_its_lease_stops_and_writes_nothing(alice):
         lambda: SwapJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)
     )
 
-    assert run_job(mine) == {"job": job.id, "status": "lost"}
+    assert run_job(*mine) == {"job": job.id, "status": "lost"}
 
     assert Evaluator.evaluated == ["-"]
     job.refresh_from_db()
@@ -109,7 +113,7 @@ def test_an_attempt_that_lost_its_lease_stops_and_writes_nothing(alice):
 def test_a_job_beats_while_an_evaluation_runs(alice, settings):
     settings.TROUPE_HEARTBEAT_SECONDS = 1
     job = queued_job(alice, stored=["-", "generator", "aggregator"], attempts=0)
-    mine = claim(job.id, "busy@node")
+    mine, lease = claim(job.id, "busy@node")
     beats = []
 
     def wait_for_a_beat() -> None:  # the evaluation lasts until the row's heartbeat moves
@@ -123,5 +127,32 @@ def test_a_job_beats_while_an_evaluation_runs(alice, settings):
 
     Evaluator.during = staticmethod(wait_for_a_beat)
 
-    assert run_job(mine)["status"] == SwapJob.SUCCEEDED
+    assert run_job(mine, lease)["status"] == SwapJob.SUCCEEDED
     assert beats, "no heartbeat while the evaluation ran"
+
+
+def test_a_lease_lost_at_the_last_write_is_reported_lost_not_succeeded(alice, monkeypatch):
+    job = queued_job(alice, stored=KEYS, attempts=0)  # nothing left to evaluate
+    mine = claim(job.id, "slow@node")
+
+    def taken_over_meanwhile(roles, table):
+        SwapJob.objects.filter(id=job.id).update(attempts=F("attempts") + 1)
+        return attribute(roles, table)
+
+    monkeypatch.setattr(workers.attribution, "attribute", taken_over_meanwhile)
+
+    assert run_job(*mine) == {"job": job.id, "status": "lost"}
+    job.refresh_from_db()
+    assert job.status == SwapJob.RUNNING and job.result is None
+
+
+def test_a_cancel_stops_a_running_job_after_its_current_evaluation(alice):
+    job = queued_job(alice, stored=[], attempts=0)
+    mine = claim(job.id, "busy@node")
+    Evaluator.during = staticmethod(lambda: cancel_job(job))
+
+    assert run_job(*mine) == {"job": job.id, "status": SwapJob.CANCELLED}
+
+    assert Evaluator.evaluated == ["-"]
+    job.refresh_from_db()
+    assert job.status == SwapJob.CANCELLED and job.finished and set(job.evaluations) == {"-"}

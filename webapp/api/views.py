@@ -29,7 +29,7 @@ from webapp.metrics import read_runs_series, read_series
 from webapp.runs.access import get_experiment_for_user, get_run_for_user
 from webapp.runs.cells import run_columns
 from webapp.runs.lifecycle import live_experiments, live_runs
-from webapp.runs.queueing import cancel_run, create_experiment, resume_run
+from webapp.runs.queueing import cancel_run, create_experiment, resume_problem, resume_run
 from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import experiment_json, run_json
 
@@ -239,12 +239,8 @@ def resume(request: HttpRequest, run_id: int) -> JsonResponse:
     found = get_run_for_user(request.user, run_id, manage=True)
     if found.external:
         raise ApiError(409, f"Run {run_id} is external: it is not trained here.")
-    if found.error_type in Run.HOPELESS_ERRORS:
-        raise ApiError(
-            409,
-            f"Run {run_id} failed with {found.error_type}: a resume would fail the same way. "
-            "Clone it with another value.",
-        )
+    if problem := resume_problem(found):
+        raise ApiError(409, f"Run {run_id} cannot resume. {problem}")
     if not resume_run(found):
         raise ApiError(
             409, f"Run {run_id} is {found.status}; only failed or cancelled runs resume."

@@ -21,8 +21,14 @@ from webapp.experiments.models import Run
 
 
 class SwapJob(models.Model):
-    QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
-    STATUSES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED)]
+    QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
+    )
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
     ACTIVE = (QUEUED, RUNNING)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="swap_jobs")
@@ -35,6 +41,7 @@ class SwapJob(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)  # the worker stops at its next step
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)

@@ -10,4 +10,5 @@ urlpatterns = [
     path("api/v1/runs/<int:run_id>/attribution-plan", views.plan_api, name="api_swap_plan"),
     path("api/v1/runs/<int:run_id>/swap-jobs", views.jobs_api, name="api_swap_jobs"),
     path("api/v1/swap-jobs/<int:job_id>", views.job_api, name="api_swap_job"),
+    path("api/v1/swap-jobs/<int:job_id>/cancel", views.cancel_job_api, name="api_swap_job_cancel"),
 ]

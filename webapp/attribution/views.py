@@ -8,7 +8,10 @@ source) queue a job and return to the run page, or say there why not. API:
 - `GET /api/v1/runs/<id>/swap-jobs` → `{"jobs": […]}`, newest first;
   `POST` `{"kind": "gain"}` or `{"kind": "mix", "sources": {role: source}}` → 201 the job
   (200 with the job already queued or running for that kind), 409 naming why it cannot run;
-- `GET /api/v1/swap-jobs/<id>` → the job, with its per-problem accuracies and result.
+- `GET /api/v1/swap-jobs/<id>` → the job, with its per-problem accuracies and result;
+- `POST /api/v1/swap-jobs/<id>/cancel` → `{"id", "status", "cancel_requested": true}`: a
+  queued job is cancelled at once, a running one stops after its current evaluation (409
+  when it has already finished).
 
 Reading needs a login, queueing the owner of the run's experiment or staff.
 """
@@ -24,7 +27,7 @@ from django.views.decorators.http import require_POST
 from webapp.api.http import ApiError, api_view, read_json
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import KINDS, Plan, plan_job, plan_mix
-from webapp.attribution.queueing import queue_job
+from webapp.attribution.queueing import cancel_job, queue_job
 from webapp.runs.access import get_run_for_user
 
 MAX_SOURCE = 500  # characters of one role's source (a checkpoint path at most)
@@ -112,11 +115,25 @@ def jobs_api(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(job.as_json(), status=201 if new else 200)
 
 
-@api_view("GET")
-def job_api(request: HttpRequest, job_id: int) -> JsonResponse:
+def _job(job_id: int) -> SwapJob:
     try:
-        job = SwapJob.objects.select_related("run").get(id=job_id)
+        return SwapJob.objects.select_related("run").get(id=job_id)
     except SwapJob.DoesNotExist:
         raise Http404(f"There is no swap job {job_id}.") from None
+
+
+@api_view("GET")
+def job_api(request: HttpRequest, job_id: int) -> JsonResponse:
+    job = _job(job_id)
     get_run_for_user(request.user, job.run_id)
     return JsonResponse(job.as_json())
+
+
+@api_view("POST")
+def cancel_job_api(request: HttpRequest, job_id: int) -> JsonResponse:
+    job = _job(job_id)
+    get_run_for_user(request.user, job.run_id, manage=True)
+    if job.status not in SwapJob.ACTIVE:
+        raise ApiError(409, f"Swap job {job_id} has already {job.status}; nothing to cancel.")
+    status = cancel_job(job)
+    return JsonResponse({"id": job_id, "status": status, "cancel_requested": True})

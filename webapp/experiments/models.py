@@ -83,6 +83,12 @@ class Run(models.Model):
     # ("Preparing model tiny-s: warm start 40%"); empty once the steps begin.
     phase = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # When the run joined the queue: workers claim a queue's runs in this order. A run handed
+    # back or swept keeps it, so it resumes before the runs queued behind it.
+    enqueued = models.DateTimeField(null=True, blank=True)
+    # The step the run had reached when it last resumed from an earlier checkpoint (its
+    # progress went back to that checkpoint); NULL when it never went back.
+    rewound_from = models.IntegerField(null=True, blank=True)
     # Incremented by every claim. A worker holds the run only while `attempts` still has the
     # value its claim set, so a worker that was presumed dead cannot overwrite a newer attempt.
     attempts = models.IntegerField(default=0)
@@ -128,6 +134,25 @@ class Run(models.Model):
     @property
     def percent(self) -> int:
         return round(100 * self.progress)
+
+    @property
+    def step_count(self) -> str:
+        """ "49/500"; "49" when the run's length is unknown (0: an imported run, an MLflow run
+        whose length came as a tag), never "49/0"."""
+        return f"{self.step}/{self.total_steps}" if self.total_steps > 0 else str(self.step)
+
+    @property
+    def step_words(self) -> str:
+        """ "step 49 of 500" ("step 49" when the length is unknown), and while a resume from an
+        earlier checkpoint trains steps again, that it does: its progress went back."""
+        words = f"step {self.step} of {self.total_steps}" if self.total_steps > 0 else ""
+        words = words or f"step {self.step}"
+        if self.rewound_from is not None and self.step < self.rewound_from:
+            words += (
+                f" (resumed from an earlier checkpoint: it had reached step "
+                f"{self.rewound_from}, and trains the steps after the checkpoint again)"
+            )
+        return words
 
     @property
     def current_phase(self) -> str:
@@ -260,6 +285,8 @@ class WorkerSeen(models.Model):
 
     name = models.CharField(max_length=200, unique=True)  # Celery's node name, name@host
     gpus = models.PositiveIntegerField()  # TROUPE_WORKER_GPUS
+    gpu_memory_gb = models.FloatField(null=True, blank=True)  # each GPU's; NULL: no GPU
+    memory_gb = models.FloatField(null=True, blank=True)  # the host's RAM; NULL: unknown
     seen = models.DateTimeField()
 
     def __str__(self) -> str:

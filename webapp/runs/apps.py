@@ -7,3 +7,7 @@ from django.apps import AppConfig
 
 class RunsConfig(AppConfig):
     name = "webapp.runs"
+
+    def ready(self) -> None:
+        # Registers runs as a kind of leased job (webapp/leases.py): swept, handed back.
+        from webapp.runs import queueing  # noqa: F401

@@ -29,8 +29,9 @@ from trainer.config import (
     field_help,
 )
 from vocabulary.names import CELL_AXES, MATRIX_AXES
-from webapp.runs.queueing import check_models
-from webapp.runs.worker_gpus import check_gpus
+from webapp.runs.queueing import check_models, queue_for
+from webapp.runs.warm_start import warm_start_note
+from webapp.runs.worker_gpus import check_capacity
 
 AXES = CELL_AXES  # the matrix axes ticked as boxes; seeds are typed as a list
 AXIS_CHOICES = {
@@ -135,6 +136,8 @@ class ExperimentForm(forms.Form):
             field.help_text = _help(row)
             field.group = row["group"]
             self.fields[row["name"]] = field
+        # Before anything is queued: which tiny models a first run must warm-start first.
+        self.fields["model"].help_text = warm_start_note(list(TINY_MODELS))
         self.spec: dict[str, Any] = {}
         self.run_count = 0
 
@@ -195,7 +198,9 @@ class ExperimentForm(forms.Form):
         try:
             configs = expand_matrix(values, matrix, preset or None)
             check_models(configs)
-            check_gpus(configs)  # beside world_size; create_experiment checks it again
+            # GPUs beside world_size, a GPU beside device, memory at the top;
+            # create_experiment checks them again
+            check_capacity(configs, queue_for)
         except ConfigError as exc:
             for key, message in exc.errors.items():
                 self.add_error(self._field_for(key), message)

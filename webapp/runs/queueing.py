@@ -5,14 +5,20 @@
   sends each run to its queue once the transaction commits.
 - `queue_for` routes a run by device: `cuda` → `gpu`, `cpu` → `cpu`; `auto` → `gpu` for real
   (Hugging Face) models and `cpu` for the built-in tiny ones, which are made for the CPU.
-- `send_run` publishes `workers.tasks.execute_run(run_id)` by name, so the web process never
-  imports the task module (nor, through it, the trainer). Only the id travels: the database is
-  the truth, and a message delivered twice is harmless because workers claim runs with a
-  conditional UPDATE.
+- Runs are the first kind of leased job (`RUNS`, webapp/leases.py): sending, claiming,
+  beating, cancelling, the stale sweep and the hand-back on stop are the lease's, the same
+  as for swap jobs. `send_run` publishes `workers.tasks.execute_run(run_id)` by name, so the
+  web process never imports the task module (nor, through it, the trainer). Only the id
+  travels: the database is the truth, and a message delivered twice is harmless because
+  workers claim runs with a conditional UPDATE.
 - `resume_run`, `cancel_run` and `requeue_stale_runs` move runs between states, each with a
   conditional UPDATE, so two requests (or two workers) racing over a run never both win.
-- Runs start in the order they are sent: Redis queues are first in, first out, and on the
-  embedded filesystem broker no two sends share a millisecond (its messages' order).
+- Runs start in queue order: a message stands for "a run of this queue is waiting", and
+  the worker that takes it claims the queue's first queued run by `enqueued` (when it joined
+  the queue; `workers/execute.py`), not necessarily the run it names. A run handed back or
+  swept keeps its `enqueued`, so it resumes before the runs queued behind it; a resume asked
+  for joins the back. Messages go out in the order they are sent too: Redis queues are first
+  in, first out, and on the embedded filesystem broker no two sends share a millisecond.
 
 Tasks are sent once the transaction that queued the run commits (`transaction.on_commit`), so
 a worker never looks for a run that is not there yet, and nothing is sent for a rolled-back one.
@@ -22,25 +28,19 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
-import uuid
-from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
+from trainer.config import TINY_MODELS, Config, ConfigError, config_from_dict, expand_matrix
 from trainer.offline import offline_reason
+from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.runs.name_claims import claim_name
-from webapp.runs.worker_gpus import check_gpus
+from webapp.runs.warm_start import warm_start_note
+from webapp.runs.worker_gpus import check_capacity
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ def new_run(experiment: Experiment, config: Config) -> Run:
         seed=config.seed,
         queue=queue_for(config),
         total_steps=config.steps,
+        enqueued=timezone.now(),
     )
 
 
@@ -151,10 +152,13 @@ def create_experiment(
 ) -> Experiment:
     """Store the experiment and its runs and queue them; ConfigError (naming the fields, or
     `matrix.<axis>`) before anything is stored when the spec is invalid, or when no live
-    worker has the GPUs a run needs. `experiment.warnings` lists what to tell the user."""
+    worker has the GPUs, the device or the memory a run needs. `experiment.warnings` lists
+    what to tell the user."""
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
     warnings = check_models(configs)
-    warnings += check_gpus(configs)  # ConfigError when no live worker has the GPUs
+    warnings += check_capacity(configs, queue_for)  # ConfigError when no live worker can
+    if note := warm_start_note(sorted({c.model for c in configs})):
+        warnings.append(note)
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
@@ -176,89 +180,94 @@ def send_runs(runs: list[Run]) -> None:
         send_run(run)
 
 
-_last_send_ms = 0
-_send_lock = threading.Lock()
-
-
-def _monotonic_ms() -> int:
-    return int(round(time.monotonic() * 1000))  # kombu's filesystem transport's own clock
-
-
-def _send_in_order(send) -> None:
-    """Call `send` once the clock has moved past the millisecond the previous send ended in
-    (a millisecond's wait at most). kombu's filesystem transport names a message
-    `<monotonic ms>_<uuid>` and hands messages out in name order, so two sent within one
-    millisecond come out in random order: runs queued together would not start in the order
-    they were queued."""
-    global _last_send_ms
-    with _send_lock:
-        while _monotonic_ms() <= _last_send_ms:
-            time.sleep(0.0002)
-        try:
-            send()
-        finally:
-            _last_send_ms = _monotonic_ms()  # the message's name holds this or an earlier ms
-
-
 def send_run(run: Run) -> bool:
-    """Publish the run's task; when the broker cannot be reached the run is marked failed
-    (QueueUnavailable) with the reason, so it can be resumed later instead of waiting forever."""
-    from webapp.celery import app  # the Celery app only: no task module, no trainer
-
-    task_id = str(uuid.uuid4())
-    Run.objects.filter(id=run.id).update(celery_task_id=task_id)
-    try:
-        send = partial(app.send_task, EXECUTE_RUN, args=[run.id], queue=run.queue, task_id=task_id)
-        if urlsplit(app.conf.broker_url or "").scheme == "filesystem":
-            _send_in_order(send)
-        else:
-            send()
-    except Exception as exc:  # kombu and redis-py raise many types; the advice is the same
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        log.warning("could not queue run %s: %s", run.id, reason)
-        Run.objects.filter(id=run.id, status=Run.QUEUED).update(
-            status=Run.FAILED,
-            finished=timezone.now(),
-            error_type="QueueUnavailable",
-            error_message=f"Could not reach the task queue: {reason}. Resume the run once "
-            "the broker is back.",
-        )
-        return False
-    return True
+    """Publish the run's task (`webapp.leases.send`); when the broker cannot be reached the
+    run is marked failed (QueueUnavailable) with the reason, so it can be resumed later."""
+    return leases.send(RUNS, run)
 
 
 def add_log(run_id: int, line: str) -> None:
     RunLog.objects.create(run_id=run_id, line=line)
 
 
+def _failed(error_type: str, message: str) -> dict[str, str]:
+    return {"error_type": error_type, "error_message": message}
+
+
+# Runs trained here are the first kind of leased job (webapp/leases.py).
+RUNS = leases.register(
+    leases.JobKind(
+        name="run",
+        model=Run,
+        task=EXECUTE_RUN,
+        queue=lambda run: run.queue,
+        failed=_failed,
+        note=add_log,
+        scope={"external": False},
+        task_id_field="celery_task_id",
+        retry_advice="Resume the run once the broker is back.",
+    )
+)
+
+
 def cancel_run(run: Run) -> str:
-    """Cancel a queued run at once, or ask a running one to stop after its current step.
+    """Cancel a queued run at once, or ask a running one to stop after its current step
+    (`webapp.leases.cancel`); a run logged from elsewhere (external) is cancelled at once.
 
     Returns the run's status afterwards ("cancelled", "running", or a finished status when
     there was nothing to cancel).
     """
-    now = timezone.now()
-    if Run.objects.filter(id=run.id, status=Run.QUEUED).update(
-        status=Run.CANCELLED, finished=now, cancel_requested=True
-    ):
-        add_log(run.id, "Cancelled before it started.")
-        return Run.CANCELLED
     if run.external and Run.objects.filter(id=run.id, status=Run.RUNNING).update(
-        status=Run.CANCELLED, finished=now, cancel_requested=True
+        status=Run.CANCELLED, finished=timezone.now(), cancel_requested=True
     ):
         return Run.CANCELLED
-    if Run.objects.filter(id=run.id, status=Run.RUNNING).update(cancel_requested=True):
-        add_log(run.id, "Cancel requested; the run stops after its current step.")
-        return Run.RUNNING
-    return Run.objects.values_list("status", flat=True).get(id=run.id)
+    return leases.cancel(RUNS, run.id) or Run.objects.values_list("status", flat=True).get(
+        id=run.id
+    )
+
+
+# How running out of memory reads in a run's error: torch's own type on a GPU, the CPU
+# allocator's RuntimeError ("DefaultCPUAllocator: not enough memory: you tried to allocate
+# 274877906944 bytes"), Python's MemoryError.
+OUT_OF_MEMORY_TYPES = ("OutOfMemoryError", "MemoryError")
+OUT_OF_MEMORY_WORDS = ("not enough memory", "out of memory")
+
+
+def resume_problem(run: Run) -> str | None:
+    """Why a resume of this failed or cancelled run would fail the same way, in words for its
+    page and the API; None when it could succeed (a lost worker, a cancel, an error a
+    checkpoint got past)."""
+    if run.external or run.status not in (Run.FAILED, Run.CANCELLED):
+        return None  # not a question of resuming
+    clone = "clone the run with another value"
+    if run.error_type in Run.HOPELESS_ERRORS:
+        return f"A resume would fail the same way ({run.error_type}): {clone}."
+    said = f"{run.error_type} {run.error_message}".lower()
+    out_of_memory = run.error_type in OUT_OF_MEMORY_TYPES or any(
+        w in said for w in OUT_OF_MEMORY_WORDS
+    )
+    if out_of_memory and run.checkpoint_step is None:
+        return (
+            "It ran out of memory before its first checkpoint, and a resume would too: "
+            f"{clone} (smaller max_new_tokens, rollout_batch, group_size or micro_batch_size)."
+        )
+    try:
+        config = config_from_dict(run.config)
+        check_capacity([config], queue_for)
+    except ConfigError as exc:
+        why = "; ".join(exc.errors.values())
+        return f"A resume would be refused as a new run would: {why}. Instead, {clone}."
+    return None
 
 
 def resume_run(run: Run) -> bool:
-    """Queue a failed or cancelled run again; it continues from its last checkpoint."""
-    if not run.resumable:
+    """Queue a failed or cancelled run again; it continues from its last checkpoint. False
+    when it cannot resume (`resume_problem`)."""
+    if not run.resumable or resume_problem(run):
         return False
     updated = Run.objects.filter(id=run.id, status__in=(Run.FAILED, Run.CANCELLED)).update(
         status=Run.QUEUED,
+        enqueued=timezone.now(),  # a resume asked for joins the back of the queue
         cancel_requested=False,
         finished=None,
         error_type="",
@@ -275,47 +284,14 @@ def resume_run(run: Run) -> bool:
 
 def requeue_stale_runs() -> list[int]:
     """Put back in the queue every running run whose worker stopped beating (a crash, a kill,
-    a lost node) for longer than TROUPE_STALE_RUN_SECONDS; it resumes from its checkpoint.
-
-    A run already tried TROUPE_MAX_ATTEMPTS times is marked failed (WorkerLost) instead, and a
-    run whose cancel was requested is marked cancelled. Returns the ids queued again.
-    """
-    cutoff = timezone.now() - timedelta(seconds=settings.TROUPE_STALE_RUN_SECONDS)
-    return _requeue(Q(heartbeat__lt=cutoff), "stopped answering", limit_attempts=True)
+    a lost node) for longer than TROUPE_STALE_RUN_SECONDS; it resumes from its checkpoint,
+    before the runs queued behind it. A run already tried TROUPE_MAX_ATTEMPTS times is marked
+    failed (WorkerLost) instead, and a run whose cancel was requested is marked cancelled
+    (`webapp.leases.requeue_stale`). Returns the ids queued again."""
+    return leases.requeue_stale(RUNS)
 
 
 def hand_back_runs(worker: str) -> list[int]:
     """Put back in the queue the running runs of `worker`, a worker known to have stopped
-    (`make run` stopped it, or killed it after its grace period): the next start resumes them
-    at once from their last checkpoint, not after TROUPE_STALE_RUN_SECONDS of silence
-    (once it waited for that). A run being cancelled is cancelled; a stop is no fault of the
-    run, so it counts against no attempt limit. Returns the ids queued again."""
-    return _requeue(Q(worker=worker), "was stopped", limit_attempts=False)
-
-
-def _requeue(which: Q, what_happened: str, *, limit_attempts: bool) -> list[int]:
-    now = timezone.now()
-    stale = Run.objects.filter(which, status=Run.RUNNING, external=False)
-    requeued = []
-    for run in stale.only("id", "attempts", "cancel_requested", "queue", "worker"):
-        # The same conditions again, plus the attempt: a run that beat, finished or was
-        # claimed again since the SELECT is left alone.
-        mine = Run.objects.filter(which, id=run.id, status=Run.RUNNING, attempts=run.attempts)
-        silent = f"Worker {run.worker or '?'} {what_happened}"
-        if run.cancel_requested:
-            if mine.update(status=Run.CANCELLED, finished=now):
-                add_log(run.id, f"{silent}; the run was being cancelled: cancelled.")
-        elif limit_attempts and run.attempts >= settings.TROUPE_MAX_ATTEMPTS:
-            message = f"{silent}; the run lost its worker {run.attempts} times."
-            if mine.update(
-                status=Run.FAILED,
-                finished=now,
-                error_type="WorkerLost",
-                error_message=message + " It may need more memory than the worker has.",
-            ):
-                add_log(run.id, message + " Marked failed.")
-        elif mine.update(status=Run.QUEUED, worker="", heartbeat=None):
-            add_log(run.id, f"{silent}; queued again to resume from its last checkpoint.")
-            requeued.append(run.id)
-            transaction.on_commit(partial(send_run, run))
-    return requeued
+    (`webapp.leases.hand_back`): the next start resumes them first. Returns the ids."""
+    return leases.hand_back(RUNS, worker)

@@ -34,6 +34,7 @@ def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
         "worker": run.worker,
         "step": run.step,
         "total_steps": run.total_steps,
+        "step_words": run.step_words,
         "progress": round(run.progress, 4),
         "phase": run.current_phase,
         "attempts": run.attempts,

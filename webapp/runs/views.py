@@ -183,6 +183,8 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
                     "status": r.status,
                     "step": r.step,
                     "total_steps": r.total_steps,
+                    "step_words": r.step_words,
+                    "step_count": r.step_count,
                     "percent": r.percent,
                     "phase": r.current_phase,
                     **({"results": live_results(summaries[r.id])} if r.id in summaries else {}),
@@ -263,8 +265,12 @@ def _run_context(request: HttpRequest, run: Run) -> dict:
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    groups = _config_groups(run.config, _cut_params(run))
-    context = {**_run_context(request, run), "config_groups": groups}
+    context = {
+        **_run_context(request, run),
+        "config_groups": _config_groups(run.config, _cut_params(run)),
+        # Resume is offered only where a resume could succeed; else the page says why not.
+        "resume_problem": queueing.resume_problem(run),
+    }
     return render(request, "experiments/run.html", context)
 
 
@@ -340,5 +346,6 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     if queueing.resume_run(run):
         messages.success(request, "Queued again: it resumes from its last checkpoint.")
     else:
-        messages.error(request, "Only failed or cancelled runs trained here can resume.")
+        problem = queueing.resume_problem(run)
+        messages.error(request, problem or "Only failed or cancelled runs trained here can resume.")
     return redirect("run_detail", run.id)

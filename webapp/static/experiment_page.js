@@ -18,9 +18,9 @@
       var bar = el.querySelector("[data-bar]");
       if (bar) bar.style.width = run.percent + "%";
       var track = el.querySelector(".bar");  // its tooltip: the phase before the first step
-      if (track) track.title = run.phase || "step " + run.step + " of " + run.total_steps;
+      if (track) track.title = run.phase || run.step_words;
       var steps = el.querySelector("[data-steps]");
-      if (steps) steps.textContent = run.step + "/" + run.total_steps;
+      if (steps) steps.textContent = run.step_count;
       if (run.results) results(el, run.results);
     });
   }

@@ -69,7 +69,7 @@
     badge.textContent = run.status;
     badge.className = "badge status-" + run.status;
     root.querySelector("[data-bar]").style.width = Math.round(run.progress * 100) + "%";
-    text(root.querySelector("[data-steps]"), "step " + run.step + " of " + run.total_steps);
+    text(root.querySelector("[data-steps]"), run.step_words);
     var phase = root.querySelector("[data-phase]");  // e.g. a tiny model's warm start, in %
     if (phase) {
       phase.textContent = run.phase || "";
