@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0008_mlflow_steps_and_keys"),
+        ("experiments", "0009_alert_retracted"),
     ]
 
     operations = [
