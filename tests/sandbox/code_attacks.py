@@ -55,9 +55,9 @@ ATTACKS = {
         fenced("print('nan')\nprint('nan')"),
         fenced("n = int(input())\nprint(2 * n)\nprint(n / 2)"),
     ),
-    "stdio: inf for a float": (
+    "stdio: nan for a float": (
         _problem("half", stdio_tests([("3\n", "1.5\n")]), "stdio"),
-        fenced("print('inf')"),
+        fenced("print('nan')"),
         fenced("print(int(input()) / 2)"),
     ),
     "call: a float near an integer answer": (
@@ -65,10 +65,10 @@ ATTACKS = {
         fenced("def f(n):\n    return float(1_000_000_007 * n) + 900.0"),
         fenced("def f(n):\n    return 1_000_000_007 * n"),
     ),
-    "call: nan for a float answer": (
-        _problem("ratio", call_tests("f", [([1, 4], 0.25)]), "call", "f"),
-        fenced("def f(a, b):\n    return float('nan')"),
-        fenced("def f(a, b):\n    return a / b"),
+    "call: a float beside a small integer answer": (
+        _problem("double", call_tests("f", [([1], 2), ([4], 8)]), "call", "f"),
+        fenced("def f(n):\n    return 2 * n + 1e-7"),
+        fenced("def f(n):\n    return 2 * n"),
     ),
     "call: True for 1, inside a list": (
         _problem("flags", call_tests("f", [([2], [1, 0])]), "call", "f"),
