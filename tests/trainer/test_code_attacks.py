@@ -76,3 +76,14 @@ def test_every_helper_a_humaneval_test_calls_is_the_prompts_own(humaneval):
         defined = {n.name for n in ast.parse(helpers).body if isinstance(n, ast.FunctionDef)}
         assert names <= defined, pid
         assert problem.entry_point not in defined, pid  # the program's own, never the stub
+
+
+def test_a_prompt_whose_helpers_cannot_be_read_is_refused_when_loaded():
+    from trainer.tasks.code import CodeTask
+
+    row = {"tests": "assert f(1) == 1", "entry_point": "f", "prefix": "def h(x:\n"}
+    with pytest.raises(ValueError, match="rows.jsonl:3: the prompt of 'f' does not parse"):
+        CodeTask.from_row(row, "p3", "q", "rows.jsonl:3", "rows")
+    row["prefix"] = "def h(x):\n    return x\n\n\ndef f(x):\n"  # a stub without a body: fine
+    problem = CodeTask.from_row(row, "p3", "q", "rows.jsonl:3", "rows")
+    assert prompt_helpers(problem.meta["prefix"], "f") == "def h(x):\n    return x\n"

@@ -151,6 +151,17 @@ def test_the_sample_size_is_the_configured_one(task, size):
     assert stats.verdict_disagreements == 0
 
 
+def test_the_sample_size_is_a_validated_config_field():
+    from trainer.config import ConfigError, make_config
+
+    assert make_config(second_opinion_sample=12).second_opinion_sample == 12
+    assert make_config().hash() == make_config(second_opinion_sample=4).hash()
+    for bad in (-1, 257, "many"):
+        with pytest.raises(ConfigError) as raised:
+            make_config(second_opinion_sample=bad)
+        assert "second_opinion_sample" in raised.value.errors
+
+
 def test_per_role_rewards_recheck_intermediate_answers_too(task):
     # Voting: two voters and an aggregator. A voter's wrong program was paid (per_role) by a
     # verifier with a hole; the final answer, the other voter's, is right.

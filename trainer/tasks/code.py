@@ -130,6 +130,10 @@ class CodeTask(Task):
         meta = {"source": source, "io": row.get("io", "assert")}
         if row.get("prefix"):
             meta["prefix"] = row["prefix"]
+            try:  # its helpers are bound in the checker: a prompt that does not parse is refused
+                prompt_helpers(str(row["prefix"]), str(row.get("entry_point", "")))
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
         return Problem(
             problem_id,
             question,
@@ -273,10 +277,15 @@ def prompt_helpers(prefix: str, entry_point: str) -> str:
     parse raises ValueError, rather than leave the tests trusting the program's helpers."""
     if not prefix:
         return ""
-    try:
-        tree = ast.parse(prefix)
-    except SyntaxError as exc:
-        raise ValueError(f"the prompt of {entry_point!r} does not parse: {exc}") from None
+    tree = None
+    for ending in ("", "\n    pass\n"):  # a stub may end at its signature: `def f(x):`
+        try:
+            tree = ast.parse(prefix + ending)
+            break
+        except SyntaxError as exc:
+            problem = exc
+    if tree is None:
+        raise ValueError(f"the prompt of {entry_point!r} does not parse: {problem}")
     stub = (ast.FunctionDef, ast.AsyncFunctionDef)
     kept = [
         ast.get_source_segment(prefix, node, padded=True)
