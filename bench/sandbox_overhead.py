@@ -8,7 +8,9 @@ which a program could forge). Both run under the same sandbox layers in one invo
     .venv/bin/python bench/sandbox_overhead.py --bwrap    # also: bubblewrap per program
 
 It also times the second opinion on rewards (trainer/tasks/second_opinion.py): what
-re-checking a rollout's sample of passing answers without the checker adds to a step.
+re-checking a rollout's sample of passing answers adds to a step; and the generated harnesses
+of loaded datasets (trainer/tasks/harness.py: call and stdio problems, 8 cases each, scored
+through `CodeTask.score_many`), whose comparisons run inside the checker.
 
 `--bwrap` (where `bwrap` is installed) times the design docs/sandbox.md weighs: one bubblewrap
 sandbox and a fresh interpreter per program (user, pid, net, ipc and mount namespaces, a
@@ -55,8 +57,8 @@ def timed(jobs: list[sandbox.Job], workers: int) -> float:
 
 
 def second_opinion_ms(repeats: int, sample: int = 4) -> float:
-    """Median ms to re-check `sample` passing answers (the rollout's SECOND_OPINION_SAMPLE),
-    one fresh sandboxed process per test case (5 each here)."""
+    """Median ms to re-check `sample` passing answers (the default `second_opinion_sample`),
+    5 test cases each."""
     task = synthetic_code(seed=0, train_size=sample)
     problems = task.problems("train")[:sample]
     answers = [f"```python\n{p.answer}\n```" for p in problems]
@@ -68,6 +70,35 @@ def second_opinion_ms(repeats: int, sample: int = 4) -> float:
         if verdicts != [True] * sample:
             raise SystemExit(f"the second opinion failed reference programs: {verdicts}")
     return statistics.median(values) * 1000
+
+
+def harness_ms(repeats: int, n: int = 32, workers: int = 2) -> float:
+    """Median ms per program for `n` call and `n` stdio problems (8 cases each, floats and
+    integers) scored through CodeTask.score_many, right answers, a fresh cache each time."""
+    from trainer.tasks.base import Problem
+    from trainer.tasks.code import CodeTask
+    from trainer.tasks.harness import call_tests, stdio_tests
+
+    problems, answers = [], []
+    for i in range(n):
+        cases = [([x, i], [x * i, x / (i + 1)]) for x in range(8)]
+        tests = call_tests("f", cases)
+        problems.append(Problem(f"call-{i}", "", "", "", tests=tests, meta={"io": "call"}))
+        answers.append("```python\ndef f(x, i):\n    return [x * i, x / (i + 1)]\n```")
+        cases = [(f"{x} {i}\n", f"{x * i}\n{x / (i + 1)}\n") for x in range(8)]
+        tests = stdio_tests(cases)
+        problems.append(Problem(f"stdio-{i}", "", "", "", tests=tests, meta={"io": "stdio"}))
+        program = "x, i = map(int, input().split())\nprint(x * i)\nprint(x / (i + 1))"
+        answers.append(f"```python\n{program}\n```")
+    values = []
+    for _ in range(repeats):
+        task = CodeTask("bench", {"train": [], "test": problems}, workers=workers)
+        started = time.perf_counter()
+        scores = task.score_many(problems, answers)
+        values.append(time.perf_counter() - started)
+        if scores != [1.0] * len(problems):
+            raise SystemExit(f"harness problems failed: {scores}")
+    return statistics.median(values) / len(problems) * 1000
 
 
 def bwrap_command(code: str, seccomp_fd: int) -> list[str]:
@@ -200,6 +231,8 @@ def main() -> None:
         print(f"| {name} | {ms:.3f} |")
     ms = second_opinion_ms(args.repeats)
     print(f"second opinion on 4 passing answers (20 test cases): {ms:.1f} ms a step")
+    ms = harness_ms(args.repeats, 4 if args.smoke else 32, args.workers)
+    print(f"call and stdio harness problems (8 cases each): {ms:.2f} ms per program")
     if args.bwrap:
         compare_bwrap(inline, checked, args.repeats)
 

@@ -96,6 +96,8 @@ worker logs them when it starts: workers/sandbox_report.py)
   working directory, which vanishes with the job. The repository, .env files, /etc, /dev/shm,
   home directories and other jobs' files are not visible; nothing outside /tmp is writable.
 - `userns`: (non-root hosts) the namespaces above come from a user namespace.
+- `landlock`: (modes without `mount`, Linux 5.13+) the program may change the file system
+  only beneath its own working directory (and write /dev/null); the checker nowhere.
 - always: stdin is /dev/null; only PATH, LANG, LC_ALL, HOME, TMPDIR and PYTHONHASHSEED reach
   the program (never the parent's secrets); `-I -S`; stdout and stderr are each capped at
   `max_output` bytes (beyond it the run is stopped: `truncated`); the wall-clock timeout
@@ -121,20 +123,21 @@ Modes (check `isolation`; tests/sandbox/test_sandbox_modes.py runs the sandbox i
 - root with CAP_SYS_ADMIN (CI here; the compose workers, which add that capability): all of
   uid, rlimits, pid, net, ipc, mount, seccomp, plus memcg where the cgroup tree is writable
   (here yes; in a Docker container, whose /sys/fs/cgroup is read-only, no).
-- root without CAP_SYS_ADMIN (a default Docker container): uid, rlimits, seccomp (+ memcg
-  where writable). No network isolation beyond the Python guard; the working directory is a
-  host temporary directory (deleted after); world-writable host places (/tmp, /dev/shm) are
-  writable and world-readable files visible; after each job the supervisor kills what is
-  left of the sandbox uid and removes its System V objects and /dev/shm files. Below the
-  default minimum: code tasks refuse to score, and keep refusing with a lowered minimum
-  (no private root: a program writes into the host's /tmp), unless
-  TROUPE_SANDBOX_ALLOW_WEAK=1 opts in.
+- root without CAP_SYS_ADMIN (a default Docker container): uid, rlimits, seccomp, landlock
+  (+ memcg where writable). No network isolation beyond the Python guard; the working
+  directory is a private, emptied host temporary directory (deleted after) and, with
+  `landlock`, the only place the program may write (the checker writes nowhere): the host's
+  /tmp, /var/tmp and /dev/shm are not (a program once planted 66 module-named files there).
+  World-readable files are visible; after each job the supervisor kills what is left of the
+  sandbox uid and removes its System V objects and /dev/shm files. Below the default
+  minimum: code tasks refuse to score, and keep refusing with a lowered minimum, unless
+  TROUPE_SANDBOX_ALLOW_WEAK=1 opts in — and without `landlock` even then.
 - non-root with unprivileged user namespaces (any uid; tested as 65534 and 1000): rlimits,
   pid, net, ipc, mount, seccomp, userns; no uid (the program keeps the host user's uid,
   without any capability) and no memcg.
-- non-root without them: rlimits and seccomp only; below the default minimum. The program
-  then shares the host user's uid and pid namespace: it can signal or ptrace that user's
-  processes, the host's among them (the supervisor alone is non-dumpable).
+- non-root without them: rlimits, seccomp and landlock only; below the default minimum. The
+  program then shares the host user's uid and pid namespace: it can signal or ptrace that
+  user's processes, the host's among them (the supervisor alone is non-dumpable).
 
 Minimum isolation for scoring
 -----------------------------
@@ -142,7 +145,8 @@ Minimum isolation for scoring
 TROUPE_SANDBOX_MIN_ISOLATION (comma-separated; default `DEFAULT_MIN_ISOLATION`: rlimits,
 pid, net, ipc, mount, seccomp; "none" for nothing) and `mount` in any case is in force, it
 raises `SandboxTooWeak` naming the missing layers and what a program can do without each —
-unless TROUPE_SANDBOX_ALLOW_WEAK=1.
+unless TROUPE_SANDBOX_ALLOW_WEAK=1. With neither `mount` nor `landlock` (nothing keeps the
+program's writes inside its job) it refuses whatever the variables say.
 
 API
 ---

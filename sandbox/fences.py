@@ -26,6 +26,16 @@ PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 36, 38
 IPC_RMID = 0
 SECBITS_LOCKED_NOROOT = 0x2F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED and their locks
 ROOT = "/tmp"  # where the skeleton root is mounted, inside the supervisor's mount namespace
+# Landlock (Linux 5.13+; the same numbers on x86_64 and aarch64): without a private root, a
+# program may write only beneath its own working directory (and to /dev/null).
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_WRITE_FILE, LANDLOCK_TRUNCATE = 1 << 1, 1 << 14
+# Every right that changes the file system, by the ABI version that added it: write a file,
+# remove a directory or file, make a char device, directory, file, socket, fifo, block device
+# or symlink (1); link or rename across directories (2); truncate (3).
+LANDLOCK_WRITES = {1: 0b1_1111_1111_0010, 2: 1 << 13, 3: LANDLOCK_TRUNCATE}
 
 
 class Fences:
@@ -49,6 +59,9 @@ class Fences:
         self.cgroup: tuple[str, str] | None = None  # ("v1" or "v2", parent directory)
         self.ipc_per_job = False  # each job's init enters a fresh IPC namespace
         self.seccomp = False  # programs get the seccomp filter (see `seccomp_filter`)
+        # Without `mountns`: programs may write only in their own working directory (Landlock)
+        self.landlock = False
+        self._landlock_writes = 0  # the write rights this kernel's Landlock knows
         self._seccomp_program: tuple | None = None
         self.layers: list[str] = []
 
@@ -91,6 +104,8 @@ class Fences:
         # ipc_per_job: whoever could unshare IPC once can do it again in each job's init.
         if self.root:
             self.cgroup = find_memory_cgroup()
+        if not self.mountns:
+            self.landlock = self._probe_landlock()
         if not self.pidns:
             # Orphans of a program then come to us rather than to the host's pid 1 (which,
             # in a container, may never reap them), and `reap_orphans` collects them.
@@ -110,6 +125,7 @@ class Fences:
                 ("memcg", self.cgroup is not None),
                 ("seccomp", self.seccomp),
                 ("userns", self.userns),
+                ("landlock", self.landlock),
             )
             if on
         ]
@@ -122,6 +138,57 @@ class Fences:
             self.prctl(PR_SET_NO_NEW_PRIVS, 1)
             os._exit(0 if self.install_seccomp() else 1)
         return os.waitpid(pid, 0)[1] == 0
+
+    def _probe_landlock(self) -> bool:
+        """Whether the kernel has Landlock; remembers the write rights its version knows."""
+        version = self.libc.syscall(
+            SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION
+        )
+        if version < 1:
+            return False
+        for abi, rights in LANDLOCK_WRITES.items():
+            if version >= abi:
+                self._landlock_writes |= rights
+        return True
+
+    def confine_writes(self, workdir: str | None) -> None:
+        """Landlock this process: from now on it (and whatever it starts) may change the file
+        system only beneath `workdir` (None: nowhere) and write to /dev/null. Reading is
+        left alone. Needs PR_SET_NO_NEW_PRIVS first; OSError when the kernel refuses."""
+        ctypes, writes = self.ctypes, self._landlock_writes
+
+        class PathBeneath(ctypes.Structure):
+            _pack_ = 1
+            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+        handled = ctypes.c_uint64(writes)
+        ruleset = self.libc.syscall(
+            SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(handled), ctypes.sizeof(handled), 0
+        )
+        if ruleset < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+        try:
+            places = [("/dev/null", LANDLOCK_WRITE_FILE | (writes & LANDLOCK_TRUNCATE))]
+            if workdir is not None:
+                places.append((workdir, writes))
+            for path, rights in places:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                try:
+                    rule = PathBeneath(rights, fd)
+                    if self.libc.syscall(
+                        SYS_LANDLOCK_ADD_RULE,
+                        ruleset,
+                        LANDLOCK_RULE_PATH_BENEATH,
+                        ctypes.byref(rule),
+                        0,
+                    ):
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path} failed")
+                finally:
+                    os.close(fd)
+            if self.libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0):
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        finally:
+            os.close(ruleset)
 
     def _map_ids(self) -> bool:
         uid, gid = self.host_ids  # ourselves, unchanged, inside the namespace

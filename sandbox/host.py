@@ -30,6 +30,7 @@ class SandboxResult:
     truncated: bool = False  # stdout or stderr went over max_output and the run was stopped
     network_isolated: bool = False  # ran in its own network namespace
     isolation: tuple[str, ...] = ()  # layers in force: uid, rlimits, pid, net, ipc, mount, ...
+    checker_stdout: str = ""  # what the tests printed (test jobs), never the program's output
 
     @property
     def passed(self) -> bool:
@@ -296,6 +297,7 @@ def _results(
                 truncated=record["truncated"],
                 network_isolated="net" in isolation,
                 isolation=isolation,
+                checker_stdout=said.get("stdout", ""),
             )
         )
     return results

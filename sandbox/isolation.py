@@ -9,15 +9,19 @@ import os
 
 from sandbox.host import run_program
 
-LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "userns")
+LAYERS = ("uid", "rlimits", "pid", "net", "ipc", "mount", "memcg", "seccomp", "userns", "landlock")
 # What code tasks need by default: what the compose workers and a non-root host with user
 # namespaces both give. Neither `uid` (needs root) nor `memcg` (needs a writable memory
 # cgroup) is in it; require them with TROUPE_SANDBOX_MIN_ISOLATION where the host has them.
 DEFAULT_MIN_ISOLATION = ("rlimits", "pid", "net", "ipc", "mount", "seccomp")
 # Needed whatever TROUPE_SANDBOX_MIN_ISOLATION says, unless TROUPE_SANDBOX_ALLOW_WEAK=1 opts
-# in: without a private root a program writes into the host's temporary directories
-# (2 GB in one test) and leaves files there, which no lowered minimum should allow silently.
+# in: without a private root the program's working directory is a host temporary directory
+# and it reads world-readable host files, which no lowered minimum should allow silently.
 ALWAYS_REQUIRED = ("mount",)
+# Needed even then: one of these keeps every write of the program inside its job. Without
+# them a program wrote 66 files named like standard modules (json.py, sitecustomize.py, a
+# .pth) into the host's /tmp and /var/tmp, where any Python process could run them.
+WRITES_CONFINED_BY = ("mount", "landlock")
 # What a program can do where a layer is missing: the refusal says it, so that whoever opts
 # in knows what they accept.
 MISSING_MEANS = {
@@ -26,11 +30,14 @@ MISSING_MEANS = {
     "pid": "it sees the host's processes, and what it leaves running outlives it",
     "net": "it can open network connections (only the Python guard refuses them)",
     "ipc": "its System V objects and POSIX queues are the host's",
-    "mount": "it writes into the host's temporary directories (/tmp, /dev/shm: each file up "
-    "to disk_mb, in all unbounded), leaves files there, and reads world-readable host files",
+    "mount": "its working directory is a private, emptied directory in the host's /tmp (with "
+    "landlock the only place it may write: files up to disk_mb each, in all unbounded), and "
+    "it reads world-readable host files",
     "memcg": "kernel memory it holds is not counted against memory_mb",
     "seccomp": "it can create kernel objects no limit bounds (memfd, shared memory, timers)",
     "userns": "the namespaces above cannot be made without root",
+    "landlock": "without mount, it writes anywhere the host lets its uid write: the host's "
+    "/tmp and /var/tmp, where a file named like a module runs in other Python processes",
 }
 MIN_ISOLATION_ENV = "TROUPE_SANDBOX_MIN_ISOLATION"
 ALLOW_WEAK_ENV = "TROUPE_SANDBOX_ALLOW_WEAK"
@@ -81,10 +88,19 @@ def available_layers(refresh: bool = False) -> tuple[str, ...]:
 
 def require_isolation(environ: dict | None = None) -> tuple[str, ...]:
     """Raise SandboxTooWeak unless the sandbox holds the configured minimum (or
-    TROUPE_SANDBOX_ALLOW_WEAK=1 allows less); returns the layers in force."""
+    TROUPE_SANDBOX_ALLOW_WEAK=1 allows less) and, in any case, confines the program's writes
+    to its job (`WRITES_CONFINED_BY`); returns the layers in force."""
     layers = available_layers()
     needed = dict.fromkeys((*required_layers(environ), *ALWAYS_REQUIRED))
     missing = [n for n in needed if n not in layers]
+    if not any(n in layers for n in WRITES_CONFINED_BY):
+        raise SandboxTooWeak(
+            f"the code sandbox here keeps no program's writes inside its job (neither "
+            f"{' nor '.join(WRITES_CONFINED_BY)} is in force; in force: "
+            f"{', '.join(layers) or 'none'}): {MISSING_MEANS['landlock']}. Code tasks do not "
+            f"score here, {ALLOW_WEAK_ENV} or not: run the worker as root with CAP_SYS_ADMIN, "
+            "with user namespaces, or on a kernel with Landlock (Linux 5.13+)."
+        )
     if missing and weak_allowed(environ):
         if tuple(missing) not in _warned:
             _warned.add(tuple(missing))

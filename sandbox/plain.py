@@ -6,13 +6,16 @@ int, float, complex, str, bytes, tuple, list, dict, set, frozenset — and nothi
 bytes the program writes can become a code object, a reference cycle, a shared sub-object
 (whose checks would take exponential time), or anything that runs when it is read: the
 CPython documentation warns that marshal.loads itself is not safe against crafted input.
-Every failure is a ValueError. Built-in modules only: the supervisor imports this module
-before it forks the checkers.
+Every failure is a ValueError. Marshal writes its numbers little-endian on every machine,
+so they are read little-endian explicitly (`struct`'s "<"), never in the host's own order.
+Standard-library modules only (marshal, struct): the supervisor imports this module before
+it forks the checkers.
 """
 
 from __future__ import annotations
 
 import marshal
+import struct
 
 VERSION = 2  # marshal's format without references (version 3 added them) or short codes
 MAX_DEPTH = 104  # a message's envelope (a dict of tuples) around data nested 100 deep
@@ -72,10 +75,9 @@ class _Reader:
         if code == _CODE_LONG:
             return self.long()
         if code == _CODE_FLOAT:
-            return self.take(8).cast("d")[0]
+            return struct.unpack("<d", self.take(8))[0]
         if code == _CODE_COMPLEX:
-            real, imag = self.take(16).cast("d")
-            return complex(real, imag)
+            return complex(*struct.unpack("<2d", self.take(16)))
         if code == _CODE_BYTES:
             return bytes(self.take(self.count()))
         if code == _CODE_STR:
@@ -95,7 +97,7 @@ class _Reader:
         size = self.int32()
         if abs(size) > MAX_LONG_DIGITS:
             raise ValueError(f"an integer of {abs(size)} digits is over the limit")
-        digits = self.take(2 * abs(size)).cast("H")
+        digits = struct.unpack(f"<{abs(size)}H", self.take(2 * abs(size)))
         if any(d >> 15 for d in digits):
             raise ValueError("malformed integer")
         # Base 2 is parsed in linear time (no int_max_str_digits limit applies to it).

@@ -60,7 +60,7 @@ def run_program(
         path = [p for p in sys.path if p.startswith(sys.base_prefix)]
         if fences.root and not fences.mountns:
             path = reachable_path(path)  # while still root
-        drop_privileges(fences, checker)
+        drop_privileges(fences, checker, workdir)
         reset_interpreter(path, workdir, checker)
         if job["python_guard"] and not checker:
             install_guard()
@@ -121,9 +121,10 @@ def set_limits(fences: Fences, job: dict) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def drop_privileges(fences: Fences, checker: bool) -> None:
+def drop_privileges(fences: Fences, checker: bool, workdir=None) -> None:
     """The sandbox uid (root) or no capabilities (user namespace), no new privileges, then
-    the seccomp filter."""
+    (without a private root) writes only in the program's own directory — none for the
+    checker — and the seccomp filter."""
     if fences.root:
         os.setgroups([])
         os.setgid(fences.uid)
@@ -133,6 +134,8 @@ def drop_privileges(fences: Fences, checker: bool) -> None:
     if checker:
         fences.prctl(PR_SET_DUMPABLE, 0)  # again: a uid change may have reset it
     fences.prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if fences.landlock:
+        fences.confine_writes(None if checker else workdir)
     if fences.seccomp and not fences.install_seccomp():
         raise OSError("the seccomp filter could not be installed")
 

@@ -329,6 +329,7 @@ def test_the_keys_are_the_designs():
         "coherence_scale",
         "coherence_cos",
         "trunc_frac",
+        "verdict_disagreement_rate",
     )
     assert names.POLICY_METRICS == ("grad_norm", "lr", "skipped")
     design = (ROOT / "docs" / "design.md").read_text()

@@ -238,6 +238,14 @@ class Config:
         "drill-down; costs extra micro-batches: off by default, BENCHMARKS.md)",
         "eval",
     )
+    second_opinion_sample: int = _f(
+        4,
+        "Code tasks: passing answers of each step checked again by the independent second "
+        "opinion (finals; under per_role every scored intermediate answer too; 0 = none)",
+        "eval",
+        minimum=0,
+        maximum=256,
+    )
     init_from: str = _f(
         "",
         "Branch: start from this checkpoint directory of another run (…/checkpoints/step-NNNNNN "
@@ -303,6 +311,7 @@ _LATER_FIELDS = {
     "rollout_engine": "hf",
     "is_cap": 3.0,
     "frozen_roles": "",
+    "second_opinion_sample": 4,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

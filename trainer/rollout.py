@@ -90,9 +90,10 @@ class RolloutStats:
     malformed: dict[str, int] = field(default_factory=dict)
     verdicts_rechecked: int = 0  # distinct passing answers checked again, independently
     verdict_disagreements: int = 0  # ... that the independent check failed
-
-
-SECOND_OPINION_SAMPLE = 4  # passing answers of a rollout re-checked without the checker
+    # The same per role: a role counts each re-checked answer it gave (or, for the final
+    # answer, produced); per_role also re-checks intermediate agents' scored answers.
+    rechecked_by_role: dict[str, int] = field(default_factory=dict)
+    disagreements_by_role: dict[str, int] = field(default_factory=dict)
 
 
 def rollout(
@@ -155,7 +156,9 @@ def rollout(
 
     started = time.perf_counter()
     _score(episodes, owners, outcomes, task)
-    _second_opinion(episodes, owners, task, seed_parts, stats)
+    sample = config.second_opinion_sample
+    per_role = config.reward_mode == "per_role"
+    _second_opinion(episodes, owners, outcomes, task, seed_parts, stats, sample, per_role)
     stats.seconds_score = time.perf_counter() - started
     for ep in episodes:
         for kind, n in ep.malformed.items():
@@ -206,30 +209,64 @@ def _generate_stage(
 
 
 def _second_opinion(
-    episodes: list[Episode], owners: list[Problem], task: Task, seed_parts: tuple, stats
+    episodes: list[Episode],
+    owners: list[Problem],
+    outcomes: list[Outcome | None],
+    task: Task,
+    seed_parts: tuple,
+    stats: RolloutStats,
+    sample: int,
+    per_role: bool,
 ) -> None:
-    """Re-check a sample of the passing final answers independently of the verifier (code:
-    trainer/tasks/second_opinion.py); mark those it fails and count them. The sample is a
-    function of the rollout's seed, so a rerun re-checks the same episodes."""
-    passing = sorted(
-        {(p.id, ep.answer): p for ep, p in zip(episodes, owners) if ep.reward > 0.5}.items()
-    )
-    if not passing:
+    """Re-check a sample of the passing answers independently of the verifier (code:
+    trainer/tasks/second_opinion.py); mark those it fails and count them, in all and per
+    role. Passing final answers are sampled, and under `per_role` rewards every scored
+    answer of an intermediate agent too (a voter's). The sample is a function of the
+    rollout's seed, so a rerun re-checks the same answers."""
+    passing = _passing_answers(episodes, owners, outcomes, per_role)
+    if not passing or sample <= 0:
         return
     rng = random.Random(row_seed(*seed_parts, "second_opinion"))
-    chosen = rng.sample(passing, min(SECOND_OPINION_SAMPLE, len(passing)))
-    verdicts = task.second_opinion([p for _, p in chosen], [text for (_, text), _ in chosen])
+    chosen = rng.sample(sorted(passing), min(sample, len(passing)))
+    problems = [passing[key][0] for key in chosen]
+    verdicts = task.second_opinion(problems, [text for _, text in chosen])
     failed = set()
-    for ((problem_id, text), _), verdict in zip(chosen, verdicts):
+    for key, verdict in zip(chosen, verdicts):
         if verdict is None:
             continue
         stats.verdicts_rechecked += 1
+        for role in passing[key][1]:
+            stats.rechecked_by_role[role] = stats.rechecked_by_role.get(role, 0) + 1
+            if not verdict:
+                stats.disagreements_by_role[role] = stats.disagreements_by_role.get(role, 0) + 1
         if not verdict:
-            failed.add((problem_id, text))
+            failed.add(key)
     stats.verdict_disagreements += len(failed)
-    for ep in episodes:
-        if (ep.problem_id, ep.answer) in failed:
+    for ep, outcome in zip(episodes, outcomes):
+        given = {ep.answer} | {j.candidate for j in (outcome.judgements if outcome else ())}
+        if any((ep.problem_id, text) in failed for text in given):
             ep.verdict_disagreement = True
+
+
+def _passing_answers(episodes, owners, outcomes, per_role: bool) -> dict:
+    """(problem id, answer) -> (problem, the roles that gave it) for every answer that scored
+    as correct: final answers (credited to the role whose answer it was, else the last
+    turn's), and under `per_role` every scored answer of an intermediate agent."""
+    found: dict[tuple[str, str], tuple[Problem, set[str]]] = {}
+
+    def add(problem: Problem, text: str, role: str) -> None:
+        found.setdefault((problem.id, text), (problem, set()))[1].add(role)
+
+    for ep, problem, outcome in zip(episodes, owners, outcomes):
+        answers = [j for j in (outcome.judgements if outcome else ()) if j.kind == "answer"]
+        if ep.reward > 0.5 and ep.answer is not None:
+            giver = [j.turn.role for j in answers if j.candidate == ep.answer]
+            add(problem, ep.answer, giver[-1] if giver else ep.turns[-1].role if ep.turns else "")
+        if per_role:
+            for judgement in answers:
+                if (judgement.turn.score or 0.0) > 0.5:
+                    add(problem, judgement.candidate, judgement.turn.role)
+    return found
 
 
 def _score(

@@ -103,8 +103,10 @@ from vocabulary.names import (
     STEP_SECONDS_KEY,
     TOKENS_PER_SECOND_KEY,
     UPDATE_SECONDS_KEY,
+    VERDICT_DISAGREEMENT_RATE,
     VERDICT_DISAGREEMENTS_KEY,
     role_accuracy_key,
+    role_key,
 )
 
 
@@ -361,6 +363,7 @@ class _StepRollout:
     rechecked: float
     disagreements: float
     behaviour: dict
+    by_role: dict  # role -> (answers re-checked, disagreements): the second opinion's
 
 
 def _stop_asked(reporter: Reporter, world: World) -> bool:
@@ -527,6 +530,9 @@ def _train_step(run: _Run, step: int, precision: dict) -> dict | None:
     metrics[MALFORMED_KEY] = malformed / len(rolled.everyone)
     if rolled.rechecked:  # the second opinion on rewards (trainer/rollout.py)
         metrics[VERDICT_DISAGREEMENTS_KEY] = float(rolled.disagreements)
+        for role, (rechecked, disagreed) in rolled.by_role.items():
+            if rechecked:
+                metrics[role_key(role, VERDICT_DISAGREEMENT_RATE)] = disagreed / rechecked
     metrics[ROLLOUT_SECONDS_KEY] = t1 - t0
     metrics[UPDATE_SECONDS_KEY] = t2 - t1
     probe: list = []
@@ -571,6 +577,9 @@ def _step_rollout(run: _Run, step: int) -> _StepRollout:
     metrics.update(gaps)
     everyone, tokens = episodes, stats.tokens
     rechecked, disagreements = stats.verdicts_rechecked, stats.verdict_disagreements
+    roles = config.roles
+    by_role = [stats.rechecked_by_role.get(r, 0) for r in roles]
+    by_role += [stats.disagreements_by_role.get(r, 0) for r in roles]
     # What the agents did (trainer/behaviour.py): counts over this rank's episodes.
     behaviour = behaviour_counts(episodes, run.task.extract)
     if world.active:
@@ -581,11 +590,12 @@ def _step_rollout(run: _Run, step: int) -> _StepRollout:
         everyone = [ep for mine, _ in parts for ep in mine]
         behaviour = add_counts([counts for _, counts in parts])
         metrics = compute_advantages(everyone, config)
-        tokens, rechecked, disagreements = world.sum_floats(
-            [stats.tokens, rechecked, disagreements], "the rollout's counts"
+        tokens, rechecked, disagreements, *by_role = world.sum_floats(
+            [stats.tokens, rechecked, disagreements, *by_role], "the rollout's counts"
         )
+    per_role = {r: (by_role[i], by_role[len(roles) + i]) for i, r in enumerate(roles)}
     return _StepRollout(
-        episodes, everyone, turns, metrics, tokens, rechecked, disagreements, behaviour
+        episodes, everyone, turns, metrics, tokens, rechecked, disagreements, behaviour, per_role
     )
 
 

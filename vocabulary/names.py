@@ -90,6 +90,9 @@ CLIP_FRAC = "clip_frac"
 COHERENCE_SCALE = "coherence_scale"  # with the coherence regulariser on
 COHERENCE_COS = "coherence_cos"
 TRUNC_FRAC = "trunc_frac"  # a behaviour metric: the share of the role's turns at their budget
+# Code tasks: the share of the role's re-checked passing answers that the second opinion
+# failed (trainer/rollout.py), in steps where it re-checked some.
+VERDICT_DISAGREEMENT_RATE = "verdict_disagreement_rate"
 LR = "lr"
 SKIPPED = "skipped"  # a non-finite gradient skipped the step
 ROLE_METRICS = (
@@ -105,6 +108,7 @@ ROLE_METRICS = (
     COHERENCE_SCALE,
     COHERENCE_COS,
     TRUNC_FRAC,
+    VERDICT_DISAGREEMENT_RATE,
 )
 AGENT_METRICS = (GRAD_NORM,)
 POLICY_METRICS = (GRAD_NORM, LR, SKIPPED)

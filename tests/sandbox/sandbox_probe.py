@@ -11,11 +11,13 @@ to read, overwrite and delete.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 
 import sandbox
 from sandbox import Job, run_many, run_program, run_tests, tests_job
+from tests.sandbox.code_attacks import scores
 
 FORGED = "import os\nos.write(3, b'completed\\n')\nos._exit(0)\ndef f(x):\n    return 0\n"
 EQUALS_ALL = "class A:\n    def __eq__(s, o):\n        return True\ndef f(x):\n    return A()\n"
@@ -147,6 +149,48 @@ print(made)
 KERNEL_OBJECTS_REFUSED = [f"{name} 1" for name in CALLS_REFUSED] + [""]  # EPERM each
 
 
+# Files named like standard modules, planted where any Python process on the host could pick
+# them up, and in the program's own directory; prints where each write went.
+PLANT = """
+import os
+for folder in ("/tmp", "/var/tmp", "/dev/shm", os.getcwd()):
+    for name in ("json.py", "sitecustomize.py", "troupe_{tag}.pth", "troupe_{tag}.py"):
+        try:
+            with open(os.path.join(folder, name), "x") as fh:
+                fh.write("raise SystemExit('planted')")
+            print("written")
+        except FileExistsError:
+            print("exists")
+        except OSError as exc:
+            print(type(exc).__name__)
+"""
+
+
+def planted() -> dict:
+    """What a program wrote outside its job: its own report, and the host's folders after."""
+    tag = uuid.uuid4().hex
+    names = ("json.py", "sitecustomize.py", f"troupe_{tag}.pth", f"troupe_{tag}.py")
+    places = [os.path.join(f, n) for f in ("/tmp", "/var/tmp", "/dev/shm") for n in names]
+    before = {path for path in places if os.path.lexists(path)}
+    said = run_program(PLANT.format(tag=tag), python_guard=False).stdout.split()
+    left = [path for path in places if os.path.lexists(path) and path not in before]
+    return {"outside": said[:12], "own": said[12:], "left": left}
+
+
+def attack_scores() -> dict:
+    """The code attacks through CodeTask.score_many; the weak modes opt in to score."""
+    opt_in = {sandbox.MIN_ISOLATION_ENV: "none", sandbox.ALLOW_WEAK_ENV: "1"}
+    before = {name: os.environ.get(name) for name in opt_in}
+    os.environ.update(opt_in)
+    try:
+        return scores()
+    except sandbox.SandboxTooWeak as exc:
+        return {"refused": str(exc)}
+    finally:
+        for name, value in before.items():
+            os.environ.pop(name, None) if value is None else os.environ.update({name: value})
+
+
 def connect(port: int) -> str:
     return (
         "import socket\n"
@@ -195,7 +239,12 @@ def main() -> None:
     except sandbox.SandboxTooWeak as exc:
         report["lowered_policy"] = f"refuses: {exc}"
     opt_in = {sandbox.MIN_ISOLATION_ENV: "none", sandbox.ALLOW_WEAK_ENV: "1"}
-    report["opted_in_policy"] = sandbox.require_isolation(opt_in) and "scores"
+    try:
+        report["opted_in_policy"] = sandbox.require_isolation(opt_in) and "scores"
+    except sandbox.SandboxTooWeak as exc:
+        report["opted_in_policy"] = f"refuses: {exc}"
+    report["planted"] = planted()
+    report["attacks"] = attack_scores()
     print(json.dumps(report))
 
 

@@ -757,6 +757,28 @@ def test_scoring_refuses_below_the_minimum_unless_weak_is_allowed(layers):
     assert sandbox.require_isolation(allowed) == layers
 
 
+@pytest.mark.parametrize(
+    ("found", "scores"),
+    [
+        (("uid", "rlimits", "seccomp"), False),  # no private root, nothing confining writes
+        (("uid", "rlimits", "seccomp", "landlock"), True),  # writes only in its own directory
+        (("rlimits", "pid", "net", "ipc", "mount", "seccomp"), True),
+    ],
+)
+def test_weak_mode_is_refused_outright_where_nothing_keeps_writes_in_the_job(
+    monkeypatch, found, scores
+):
+    from sandbox import isolation
+
+    monkeypatch.setattr(isolation, "_probed", found)
+    opted_in = {"TROUPE_SANDBOX_MIN_ISOLATION": "none", "TROUPE_SANDBOX_ALLOW_WEAK": "1"}
+    if scores:
+        assert sandbox.require_isolation(opted_in) == found
+    else:
+        with pytest.raises(SandboxTooWeak, match="keeps no program's writes inside its job"):
+            sandbox.require_isolation(opted_in)
+
+
 def test_the_worker_logs_the_layers_at_start(caplog, layers):
     from workers import sandbox_report
 

@@ -22,9 +22,11 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, require_service
+from tests.sandbox.code_attacks import ATTACKS
 from tests.sandbox.sandbox_probe import KERNEL_OBJECTS_REFUSED
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
+ATTACKS_FAIL = {name: [0.0, 1.0] for name in ATTACKS}  # wrong program 0, right one 1.0
 
 NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"]
 USER = ["--reuid=1000", "--regid=1000", "--clear-groups"]  # any uid but the overflow uid
@@ -38,7 +40,7 @@ def setpriv(options: list[str], *command: str) -> subprocess.CompletedProcess:
         text=True,
         cwd=ROOT,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)},
-        timeout=100,
+        timeout=200,
     )
 
 
@@ -121,6 +123,7 @@ def test_as_a_non_root_user(port, outside, user):
     assert report["discovery"] == ["failed"] * 3  # nothing of the program runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
     assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
+    assert report["planted"]["left"] == []  # nothing of the program's on the host
     if user_namespaces_for(user):
         assert layers == {"rlimits", "pid", "net", "ipc", "mount", "seccomp", "userns"}
         # Its private root: the host file is not there to read, change or delete.
@@ -128,16 +131,20 @@ def test_as_a_non_root_user(port, outside, user):
         assert outside.read_text() == "original"
         assert report["network"] != "connected"
         assert report["policy"] == report["lowered_policy"] == "scores"
+        assert report["attacks"] == ATTACKS_FAIL
     else:
-        assert layers == {"rlimits", "seccomp"}
+        assert layers == {"rlimits", "seccomp", "landlock"}
         assert report["policy"].startswith("refuses")
         assert report["lowered_policy"].startswith("refuses")
+        assert report["planted"]["outside"] == ["PermissionError"] * 12
+        assert report["attacks"] == ATTACKS_FAIL
     assert report["opted_in_policy"] == "scores"
 
 
 def test_as_root_without_cap_sys_admin(port, outside):
     report = probe(NO_SYS_ADMIN, port, outside)
-    expected = {"uid", "rlimits", "seccomp"} | ({"memcg"} if cgroups_writable() else set())
+    expected = {"uid", "rlimits", "seccomp", "landlock"}
+    expected |= {"memcg"} if cgroups_writable() else set()
     assert set(report["layers"]) == expected  # no namespaces without CAP_SYS_ADMIN
     assert report["forged_pass"] == "failed"
     assert report["equals_all"] == "failed"
@@ -151,16 +158,22 @@ def test_as_root_without_cap_sys_admin(port, outside):
     assert report["discovery"] == ["failed"] * 3  # nothing of the program runs in the checker
     assert report["kernel_objects"] == KERNEL_OBJECTS_REFUSED
     assert report["page_tables"] == ["memory", ""]  # stopped before its 30,000 mappings
-    # The uid of its own: a host file the uid does not own stays unchanged (0o666 lets
-    # anyone read and overwrite it, so only the deletion is refused by the kernel here).
-    assert report["outside"][2] == "PermissionError"
+    # A host file of another uid (0o666): neither changed nor deleted.
+    assert report["outside"][1:] == ["PermissionError"] * 2
+    assert outside.read_text() == "original"
+    # Files named like modules, planted in the host's /tmp, /var/tmp and /dev/shm: refused;
+    # its own private, emptied directory takes them.
+    assert report["planted"] == {
+        "outside": ["PermissionError"] * 12,
+        "own": ["written"] * 4,
+        "left": [],
+    }
+    # Each wrong program of the code attacks scores 0, each right one 1.0 (opted in).
+    assert report["attacks"] == ATTACKS_FAIL
     # Without namespaces it is below the default minimum: code tasks refuse to score.
     assert report["policy"].startswith("refuses")
     assert "pid, net, ipc, mount" in report["policy"]
-    # Without `mount`, a program here writes into the host's /tmp and leaves files there, so even a
-    # lowered minimum refuses, saying why, unless the operator opts in.
-    assert (
-        "without mount, it writes into the host's temporary directories"
-        in (report["lowered_policy"])
-    )
+    # Without `mount`, a program here works in a host temporary directory and reads host
+    # files, so even a lowered minimum refuses, saying why, unless the operator opts in.
+    assert "without mount, its working directory is a private" in report["lowered_policy"]
     assert report["opted_in_policy"] == "scores"

@@ -146,6 +146,10 @@ def test_a_step_with_a_verdict_disagreement_logs_it_and_records_the_episode(tmp_
     train(config, tmp_path, reporter)
     logged = [v for _, key, v in reporter.points if key == "sandbox/verdict_disagreements"]
     assert logged and logged[0] >= 1
+    # Per role too: the share of the role's re-checked answers the re-check failed.
+    rates = {key: v for _, key, v in reporter.points if key.endswith("/verdict_disagreement_rate")}
+    assert set(rates) == {f"role/{role}/verdict_disagreement_rate" for role in config.roles}
+    assert all(0.0 < v <= 1.0 for v in rates.values())
     flagged = [r for r in reporter.episodes if r.get("verdict_disagreement")]
     assert flagged and all(r["kind"] in ("train", "eval") for r in flagged)
     train_eps = [r for r in reporter.episodes if r["kind"] == "train"]

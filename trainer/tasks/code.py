@@ -27,8 +27,8 @@ bounded cache, and runs the rest in parallel sandbox processes (`sandbox.run_man
 
 from __future__ import annotations
 
+import ast
 import functools
-import json
 import random
 import re
 import threading
@@ -36,6 +36,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from trainer.tasks.base import SYNTHETIC_SIZES, Problem, Subproblem, Task, synthetic_splits
+from trainer.tasks.harness import call_tests, stdio_program, stdio_tests  # noqa: F401
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 CACHE_SIZE = 100_000  # (program, tests) results kept per task
@@ -129,6 +130,10 @@ class CodeTask(Task):
         meta = {"source": source, "io": row.get("io", "assert")}
         if row.get("prefix"):
             meta["prefix"] = row["prefix"]
+            try:  # its helpers are bound in the checker: a prompt that does not parse is refused
+                prompt_helpers(str(row["prefix"]), str(row.get("entry_point", "")))
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
         return Problem(
             problem_id,
             question,
@@ -188,9 +193,11 @@ class CodeTask(Task):
         return scores  # type: ignore[return-value]
 
     def second_opinion(self, problems: list[Problem], completions: list[str]) -> list[bool | None]:
-        """Each completion re-checked without the checker (trainer/tasks/second_opinion.py):
-        True when every re-run test case agrees, False when one does not, None when the
-        problem's tests cannot be re-checked that way."""
+        """Each completion checked again in another way (trainer/tasks/second_opinion.py):
+        True when the re-check agrees that it passes, False when it does not, None when the
+        problem's tests cannot be re-checked. The program runs exactly as in the main check
+        (the same source text, descriptors, limits and environment); only the checker's
+        side differs."""
         import sandbox
         from trainer.tasks import second_opinion
 
@@ -199,20 +206,18 @@ class CodeTask(Task):
         for i, (problem, completion) in enumerate(zip(problems, completions)):
             program = self._program(problem, completion)
             io = problem.meta.get("io", "assert")
-            found = second_opinion.cases(problem.tests, problem.entry_point, io)
-            if program is None or found is None:
+            helpers = prompt_helpers(problem.meta.get("prefix", ""), problem.entry_point)
+            plan = second_opinion.plan(problem.tests, problem.entry_point, io, helpers)
+            if program is None or plan is None:
                 continue
-            verdicts[i] = True
-            for case in found:
-                code = second_opinion.job_code(_full_program(problem, program), case)
-                jobs.append(sandbox.Job(code, timeout=self.timeout, memory_mb=self.memory_mb))
-                owners.append((i, case))
+            side = program_side(_full_program(problem, program), io)
+            jobs.append(sandbox.tests_job(side, plan.tests, plan.entry_point, **self._limits()))
+            owners.append((i, plan))
         if jobs:
             sandbox.require_isolation()
             results = sandbox.run_many(jobs, workers=self.workers)
-            for (i, case), result in zip(owners, results):
-                if not second_opinion.agrees(case, result.passed, result.stdout):
-                    verdicts[i] = False
+            for (i, plan), result in zip(owners, results):
+                verdicts[i] = second_opinion.agrees(plan, result)
         return verdicts
 
     def run(self, problem: Problem, completion: str) -> sandbox.SandboxResult | None:
@@ -237,22 +242,58 @@ class CodeTask(Task):
             return completion  # a bare continuation of the prompt's function body
         return extract_program(completion, problem.entry_point)
 
+    def _limits(self) -> dict:
+        return {"timeout": self.timeout, "memory_mb": self.memory_mb}
+
     def _job(self, program: str, tests: tuple[str, ...], entry_point: str, io: str):
         import sandbox
 
-        limits = {"timeout": self.timeout, "memory_mb": self.memory_mb}
-        if io == "stdio":
-            runner = f"_TROUPE_PROGRAM = {program!r}\n{_STDIO_RUNNER}"
-            return sandbox.tests_job(runner, tests, "", **limits)
-        if io == "call":  # the check finds `entry_point` itself (it may be a Solution method)
-            return sandbox.tests_job(program, tests, "", **limits)
-        return sandbox.tests_job(program, tests, entry_point, **limits)
+        side = program_side(program, io)
+        # "call": the check finds `entry_point` itself (it may be a Solution method)
+        named = "" if io in ("call", "stdio") else entry_point
+        return sandbox.tests_job(side, tests, named, **self._limits())
+
+
+def program_side(program: str, io: str) -> str:
+    """What runs in the program's process: the program, or (stdio) the program as text and
+    the function that runs it on one input. The same for the main check and the re-check."""
+    return stdio_program(program) if io == "stdio" else program
 
 
 def _key(problem: Problem, program: str) -> tuple:
-    """What a result depends on: the cache key, and the arguments of `CodeTask._job`."""
+    """What a result depends on: the cache key, and the arguments of `CodeTask._job`. The
+    prompt's own definitions (HumanEval's `poly`, `encode_cyclic`…) come after the tests'
+    view of the program's names, so the tests call the prompt's helpers, never the
+    program's versions of them."""
     io = problem.meta.get("io", "assert")
-    return (_full_program(problem, program), problem.tests, problem.entry_point, io)
+    helpers = prompt_helpers(problem.meta.get("prefix", ""), problem.entry_point)
+    tests = (helpers, *problem.tests) if helpers else problem.tests
+    return (_full_program(problem, program), tests, problem.entry_point, io)
+
+
+def prompt_helpers(prefix: str, entry_point: str) -> str:
+    """The prompt's top-level statements but the entry point's stub (imports, helper
+    functions, constants), as source for the checker; "" for none. A prompt that does not
+    parse raises ValueError, rather than leave the tests trusting the program's helpers."""
+    if not prefix:
+        return ""
+    tree = None
+    for ending in ("", "\n    pass\n"):  # a stub may end at its signature: `def f(x):`
+        try:
+            tree = ast.parse(prefix + ending)
+            break
+        except SyntaxError as exc:
+            problem = exc
+    if tree is None:
+        raise ValueError(f"the prompt of {entry_point!r} does not parse: {problem}")
+    stub = (ast.FunctionDef, ast.AsyncFunctionDef)
+    kept = [
+        ast.get_source_segment(prefix, node, padded=True)
+        for node in tree.body
+        if not (isinstance(node, stub) and node.name == entry_point)
+    ]
+    kept = [text for text in kept if text]
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 def _defines(program: str, name: str) -> bool:
@@ -266,121 +307,6 @@ def _full_program(problem: Problem, program: str) -> str:
     if _defines(program, problem.entry_point):
         return f"{prefix.rstrip()}\n\n{program}"  # a whole function: it replaces the stub
     return prefix + program  # a body: it continues the prompt's function
-
-
-# --- test harnesses for loaded datasets ---------------------------------------------------
-
-_CALL_CHECK = """
-import json as _json
-
-_TROUPE_CASES = _json.loads({cases!r})
-
-
-def _troupe_target(name):
-    scope = globals()
-    if callable(scope.get(name)):
-        return scope[name]
-    if "Solution" in scope:
-        return getattr(scope["Solution"](), name)
-    raise NameError(f"the program defines neither {{name}}() nor Solution.{{name}}()")
-
-
-def _troupe_same(got, want):
-    if isinstance(got, tuple):
-        got = list(got)
-    if got == want:
-        return True
-    if isinstance(want, list) and len(want) == 1 and _troupe_same(got, want[0]):
-        return True  # TACO wraps each expected value in a list
-    if isinstance(got, float) and isinstance(want, (int, float)) and not isinstance(want, bool):
-        return abs(got - want) <= 1e-6 * max(1.0, abs(want))
-    return False
-
-
-_troupe_f = _troupe_target({name!r})
-for _troupe_i, (_troupe_args, _troupe_want) in enumerate(_TROUPE_CASES):
-    _troupe_got = _troupe_f(*_troupe_args)
-    assert _troupe_same(_troupe_got, _troupe_want), (
-        f"case {{_troupe_i}}: expected {{_troupe_want!r}}, got {{_troupe_got!r}}"
-    )
-"""
-
-# The program's side of a stdio test: runs the program (`_TROUPE_PROGRAM`) on one input and
-# returns what it printed. It runs in the program's process; the checker only sees the text.
-_STDIO_RUNNER = """
-import io as _io
-import sys as _sys
-
-_troupe_code = compile(_TROUPE_PROGRAM, "<program>", "exec")
-
-
-def _troupe_run(stdin_text):
-    real = _sys.stdin, _sys.stdout
-    out = _io.BytesIO()
-    _sys.stdin = _io.TextIOWrapper(_io.BytesIO(stdin_text.encode()), encoding="utf-8")
-    _sys.stdout = _io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    try:
-        exec(_troupe_code, {"__name__": "__main__"})
-    except SystemExit:
-        pass
-    finally:
-        _sys.stdout.flush()
-        text = out.getvalue().decode("utf-8", "replace")  # before the wrapper closes `out`
-        _sys.stdin, _sys.stdout = real
-    return text
-"""
-
-_STDIO_CHECK = """
-import json as _json
-
-_TROUPE_CASES = _json.loads({cases!r})
-
-
-def _troupe_lines(text):
-    lines = [line.rstrip() for line in text.strip().splitlines()]
-    return [line for line in lines if line]
-
-
-def _troupe_same(got, want):
-    a, b = _troupe_lines(got), _troupe_lines(want)
-    if a == b:
-        return True
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):  # numbers may differ in formatting: 0.5 vs 0.500000
-        xs, ys = x.split(), y.split()
-        if len(xs) != len(ys):
-            return False
-        for u, v in zip(xs, ys):
-            if u == v:
-                continue
-            try:
-                if abs(float(u) - float(v)) > 1e-6 * max(1.0, abs(float(v))):
-                    return False
-            except ValueError:
-                return False
-    return True
-
-
-for _troupe_i, (_troupe_in, _troupe_want) in enumerate(_TROUPE_CASES):
-    _troupe_got = _troupe_run(_troupe_in)
-    assert isinstance(_troupe_got, str), f"case {{_troupe_i}}: no output text"
-    assert _troupe_same(_troupe_got, _troupe_want), (
-        f"case {{_troupe_i}}: expected {{_troupe_want[:200]!r}}, got {{_troupe_got[:200]!r}}"
-    )
-"""
-
-
-def call_tests(entry_point: str, cases: list[tuple[list, object]]) -> tuple[str, ...]:
-    """A check program calling `entry_point(*args)` on each (args, expected) case."""
-    return (
-        _CALL_CHECK.format(cases=json.dumps([[list(a), w] for a, w in cases]), name=entry_point),
-    )
-
-
-def stdio_tests(cases: list[tuple[str, str]]) -> tuple[str, ...]:
-    """A harness running the program (`_TROUPE_PROGRAM`) once per (stdin, expected stdout)."""
-    return (_STDIO_CHECK.format(cases=json.dumps([[i, o] for i, o in cases])),)
 
 
 # --- the synthetic dataset ----------------------------------------------------------------

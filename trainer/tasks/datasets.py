@@ -38,7 +38,8 @@ from typing import Any
 
 from trainer.tasks import task_class
 from trainer.tasks.base import LazySplits, Problem, split_of
-from trainer.tasks.code import CodeTask, call_tests, stdio_tests
+from trainer.tasks.code import CodeTask
+from trainer.tasks.harness import call_tests, stdio_tests
 from trainer.tasks.math import MathTask
 
 HUMANEVAL_TEST_SIZE = 34

@@ -19,7 +19,13 @@ from django.views.decorators.http import require_POST
 
 from analysis.runs import RunSummary
 from trainer.config import FIELDS, PRESETS, field_help
-from vocabulary.names import ACCURACY_KEY, REWARD_KEY
+from vocabulary.names import (
+    ACCURACY_KEY,
+    REWARD_KEY,
+    VERDICT_DISAGREEMENT_RATE,
+    role_key,
+    roles_in,
+)
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import latest_points, read_series
 from webapp.runs import queueing
@@ -247,8 +253,19 @@ LIVE_BLOCKS = {
 }
 
 
+def _disagreement_rates(latest: dict[str, dict]) -> list[dict]:
+    """Per role, the newest share of its re-checked answers the second opinion failed."""
+    rows = []
+    for role in roles_in(latest):
+        point = latest.get(role_key(role, VERDICT_DISAGREEMENT_RATE))
+        if point is not None:
+            rows.append({"role": role, "value": point["value"], "step": point["step"]})
+    return rows
+
+
 def _run_context(request: HttpRequest, run: Run) -> dict:
     summary = run_summaries([run]).get(run.id) or {}
+    latest = latest_points(run.id)
     return {
         "run": run,
         "label": run_label(run),
@@ -256,7 +273,8 @@ def _run_context(request: HttpRequest, run: Run) -> dict:
         "manage": can_manage(request.user, run.experiment),
         "accuracy": summary.get("accuracy") or {},
         "summary": summary,
-        "latest": latest_points(run.id),
+        "latest": latest,
+        "disagreement_rates": _disagreement_rates(latest),
         "sparklines": _sparklines(run.id),
         "logs": log_tail(run.id),
     }
