@@ -39,6 +39,7 @@ from django.utils import timezone
 from trainer.config import TINY_MODELS, Config, ConfigError, expand_matrix
 from trainer.offline import offline_reason
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.runs.checkpoint_refs import start_from_reference
 from webapp.runs.name_claims import claim_name
 from webapp.runs.worker_gpus import check_gpus
 
@@ -155,6 +156,7 @@ def create_experiment(
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
     warnings = check_models(configs)
     warnings += check_gpus(configs)  # ConfigError when no live worker has the GPUs
+    configs = start_from_reference(owner, config or {}, configs)  # init_from: RUN:NAME
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,
