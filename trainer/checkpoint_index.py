@@ -143,7 +143,8 @@ def find_checkpoint(out_dir: str | Path, name: str) -> CheckpointRef:
         path = _inside(root, checkpoint_dir_name(which, step))
         if path is not None:
             return parse_checkpoint(path)
-    raise FileNotFoundError(f"keeps no checkpoint {name} (it keeps: {kept_names(out_dir)})")
+    what = "checkpoint" if kind == "step" else "best checkpoint"
+    raise FileNotFoundError(f"keeps no {what} of step {step} (it keeps: {kept_names(out_dir)})")
 
 
 def checkpoint_at(path: str | Path, what: str = "checkpoint") -> CheckpointRef:

@@ -48,28 +48,29 @@ def load_state(folder: str | Path) -> dict[str, Any]:
     return state
 
 
-# What a torch.distributed.checkpoint `.metadata` pickle is made of: its own records (module
-# prefix), and the torch and standard types they hold.
-_METADATA_MODULES = ("torch.distributed.checkpoint.",)
+# What a torch.distributed.checkpoint `.metadata` pickle is made of: the record classes of
+# its metadata module, and these (each only builds a value; none touches the disk or runs
+# a command).
+_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
 _METADATA_NAMES = {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch.serialization", "_get_layout"),  # a layout by its name
     ("torch", "Size"),
-    ("collections", "OrderedDict"),
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
     ("torch", "device"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "PurePosixPath"),
+    ("collections", "OrderedDict"),
 }
 
 
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
-        is_dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        is_layout = module == "torch" and isinstance(
-            getattr(torch, name, None), torch.layout | torch.memory_format
-        )
-        if module.startswith(_METADATA_MODULES) or (module, name) in _METADATA_NAMES:
-            return super().find_class(module, name)
-        if is_dtype or is_layout:
-            return super().find_class(module, name)
+        found = getattr(torch, name, None) if module == "torch" else None
+        plain = isinstance(found, torch.dtype | torch.layout | torch.memory_format)
+        if module == _METADATA_MODULE or (module, name) in _METADATA_NAMES or plain:
+            value = super().find_class(module, name)
+            if module != _METADATA_MODULE or isinstance(value, type):  # a record, no function
+                return value
         raise UnsafeCheckpoint(
             f"a sharded checkpoint's metadata names {module}.{name}, which no checkpoint "
             "holds: not loaded (reading it could run code)"

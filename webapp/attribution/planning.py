@@ -156,8 +156,8 @@ def _check_source(user, role: str, source: str) -> None:
         take(user, *reference_of(source))
     except Refused as exc:
         if exc.forbidden:
-            raise PermissionDenied(f"{role}={source}: {exc}") from None
-        raise ValueError(f"{role}={source}: {exc}; or base, {NAMES} of this run") from None
+            raise PermissionDenied(f"{role}: {exc}") from None
+        raise ValueError(f"{role}: {exc}; or base, {NAMES} of this run") from None
 
 
 def plan_mix(run: Run, sources: dict[str, str], user) -> Plan:
