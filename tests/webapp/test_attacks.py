@@ -51,7 +51,9 @@ def attack(alice, bob, tmp_path, monkeypatch, settings):
     local = tmp_path / "upload" / "step-000001"
     local.mkdir(parents=True)
     torch.save({"step": 1, "policies": Payload(marker)}, local / "state.pt")
-    (tmp_path / "upload" / "config.json").write_text(json.dumps(make_config("cpu-demo").to_dict()))
+    (tmp_path / "upload" / "config.json").write_text(
+        json.dumps(make_config("cpu-demo", workflow="voting").to_dict())
+    )
     bobs = make_experiment(bob, name="Bob's").runs.get()
     give_checkpoints(bobs, data / "runs" / str(bobs.id), best=2, steps=(4,))
     with mlflow_at_troupe(alice, tmp_path, monkeypatch) as base:
@@ -68,14 +70,15 @@ def attack(alice, bob, tmp_path, monkeypatch, settings):
 
 def test_init_from_an_uploaded_artifact_runs_nothing(attack, alice):
     base, headers, folder, marker, _ = attack
-    body = {"name": "x", "preset": "cpu-demo", "config": {"init_from": str(folder)}}
+    config = {"workflow": "voting", "init_from": str(folder)}
+    body = {"name": "x", "preset": "cpu-demo", "config": config}
     response = requests.post(f"{base}/api/v1/experiments", json=body, headers=headers, timeout=60)
     assert response.status_code == 400
     assert not Run.objects.filter(experiment__name="x").exists()
 
     # A row that names it anyway (written before the rule): the worker refuses it unread.
-    experiment = make_experiment(alice, name="old row")
-    run = new_run(experiment, make_config("cpu-demo", init_from=str(folder)))
+    experiment = make_experiment(alice, name="old row", workflow="voting")
+    run = new_run(experiment, make_config("cpu-demo", workflow="voting", init_from=str(folder)))
     run.save()
     claimed = execute.claim(run.id, "worker", "task")
     execute.train_run(claimed)
@@ -86,7 +89,7 @@ def test_init_from_an_uploaded_artifact_runs_nothing(attack, alice):
 
 def test_a_mix_source_naming_an_uploaded_artifact_runs_nothing(attack, alice, settings):
     base, headers, folder, marker, _ = attack
-    own = make_experiment(alice, name="Alice's").runs.get()
+    own = make_experiment(alice, name="Alice's", workflow="voting").runs.get()
     give_checkpoints(own, settings.DATA_DIR / "runs" / str(own.id), best=2, steps=(4,))
     for source in (str(folder), f"{own.id}:../artifacts/checkpoints/step-000001"):
         response = requests.post(
@@ -97,6 +100,7 @@ def test_a_mix_source_naming_an_uploaded_artifact_runs_nothing(attack, alice, se
         )
         assert response.status_code == 400
         assert str(settings.DATA_DIR) not in response.text
+        assert "not a role" not in response.text
     assert not SwapJob.objects.exists()
 
     # A job that names it anyway: the worker takes names and references only.
@@ -111,7 +115,7 @@ def test_a_mix_source_naming_an_uploaded_artifact_runs_nothing(attack, alice, se
 
 def test_another_users_checkpoint_is_no_mix_source(attack, alice, settings):
     base, headers, _, _, bobs = attack
-    own = make_experiment(alice, name="Alice's").runs.get()
+    own = make_experiment(alice, name="Alice's", workflow="voting").runs.get()
     give_checkpoints(own, settings.DATA_DIR / "runs" / str(own.id), best=2, steps=(4,))
     for source in (f"{bobs.id}:best", str(settings.DATA_DIR / "runs" / str(bobs.id))):
         response = requests.post(
@@ -126,7 +130,7 @@ def test_another_users_checkpoint_is_no_mix_source(attack, alice, settings):
 
 def test_a_branch_naming_an_uploaded_artifact_runs_nothing(attack, alice, settings):
     base, headers, folder, marker, _ = attack
-    own = make_experiment(alice, name="Alice's").runs.get()
+    own = make_experiment(alice, name="Alice's", workflow="voting").runs.get()
     give_checkpoints(own, settings.DATA_DIR / "runs" / str(own.id), best=2, steps=(4,))
     for checkpoint in (str(folder), "../artifacts/checkpoints/step-000001"):
         response = requests.post(
