@@ -73,22 +73,34 @@ def trained(alice, data_dir):
     return give_checkpoints(run, data_dir / "runs" / str(run.id), best=4, steps=(4, 6))
 
 
+# A checkpoint-shaped path with a part too long for the disk: `{runs}` is the runs folder.
+LONG_PATH = "{runs}/1/" + LONG + "/step-000001"
+
+
 @pytest.mark.parametrize(
-    "source", [LONG, f"7:{LONG}", f"step-{'9' * 300}", "best\0", f"{LONG}:best"]
+    "source", [LONG, f"7:{LONG}", f"step-{'9' * 300}", "best\0", f"{LONG}:best", LONG_PATH]
 )
-def test_a_swap_job_source_too_long_or_with_a_nul_is_a_400(client, alice, trained, source):
+def test_a_swap_job_source_too_long_or_with_a_nul_is_a_400(
+    client, alice, trained, source, data_dir
+):
     response = client.post(
         f"/api/v1/runs/{trained.id}/swap-jobs",
-        {"kind": "mix", "sources": {"aggregator": source}},
+        {
+            "kind": "mix",
+            "sources": {"aggregator": source.replace("{runs}", str(data_dir / "runs"))},
+        },
         content_type="application/json",
         headers=bearer(alice),
     )
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("source", [LONG, f"step-{'9' * 300}", "best\0"])
-def test_the_mix_form_says_what_is_wrong_with_a_long_or_nul_source(client, alice, trained, source):
+@pytest.mark.parametrize("source", [LONG, f"step-{'9' * 300}", "best\0", LONG_PATH])
+def test_the_mix_form_says_what_is_wrong_with_a_long_or_nul_source(
+    client, alice, trained, source, data_dir
+):
     client.force_login(alice)
+    source = source.replace("{runs}", str(data_dir / "runs"))
     response = client.post(f"/runs/{trained.id}/mix/", {"role_aggregator": source}, follow=True)
     assert response.status_code == 200
     assert "Not queued" in response.content.decode()
