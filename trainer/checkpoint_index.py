@@ -189,7 +189,8 @@ def check_fits(ref: CheckpointRef, config, same_sharing: bool = False):
             raise ConfigError(
                 {
                     name: f"{getattr(config, name)!r} differs from {getattr(parent, name)!r} of "
-                    f"the run checkpoint {ref.path.name} belongs to: its policies would not fit"
+                    f"the run checkpoint {ref.path.name} belongs to: a branch or a mix-and-match "
+                    "source keeps that run's policy layout"
                 }
             )
     return parent

@@ -138,6 +138,8 @@ def resolve_sources(
         spec = specs.get(role, default)
         try:
             sources[role] = resolve_source(spec, config, out_dir, runs, paths)
-        except (FileNotFoundError, ValueError) as exc:
-            raise type(exc)(f"{role}={spec}: {exc}") from None
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{role}={spec}: {exc}") from None
+        except ValueError as exc:  # a ConfigError too: its fields are the other run's
+            raise ValueError(f"{role}={spec}: {exc}") from None
     return sources
