@@ -70,6 +70,20 @@ def prepare() -> dict[str, str]:
     return read_login(settings.DATA_DIR / "login.txt")
 
 
+def root_warning(euid: int | None = None) -> str | None:
+    """What to say when the workers would run as root: a run's checkpoints, the model-written
+    code the sandbox runs and the database credentials then share the machine's most powerful
+    account (docs/security.md); None for an ordinary user."""
+    euid = os.geteuid() if euid is None else euid
+    if euid != 0:
+        return None
+    return (
+        "Warning: Troupe's workers are starting as root. Whatever a run makes them do "
+        "happens with root's rights on this machine: start `make run` as an ordinary user "
+        "(docs/security.md)."
+    )
+
+
 def broker_problem(url: str) -> str | None:
     """None when the broker answers; otherwise one line that names CELERY_BROKER_URL."""
     if url.startswith("filesystem:"):
@@ -260,6 +274,8 @@ def main() -> int:
     if port_in_use(port):
         fail(f"port {port} on 127.0.0.1 is in use: stop what holds it, or set PORT=<another>.")
     login = prepare()
+    if warning := root_warning():
+        print(warning, file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGINT, Stop.on_signal)
     signal.signal(signal.SIGTERM, Stop.on_signal)

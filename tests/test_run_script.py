@@ -61,3 +61,23 @@ def test_a_port_in_use_is_one_line_naming_port(tmp_path):
     assert result.stderr == (
         f"Error: port {port} on 127.0.0.1 is in use: stop what holds it, or set PORT=<another>.\n"
     )
+
+
+def test_it_warns_when_the_workers_would_start_as_root():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert "starting as root" in script.root_warning(euid=0)
+    assert "docs/security.md" in script.root_warning(euid=0)
+    assert script.root_warning(euid=1000) is None
+
+
+def test_composes_web_and_radar_worker_run_as_the_images_ordinary_user():
+    import yaml
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name in ("web", "worker-radar"):
+        assert services[name].get("user") in (None, "troupe"), name
+    assert "USER troupe" in (ROOT / "Dockerfile").read_text()

@@ -18,7 +18,10 @@ and the evaluations known when it was taken, so a resumed run knows its best: `r
 drops a best saved after the checkpoint it resumes from (that future is trained again) and
 points best.json back at the one the checkpoint knew. Best directories no checkpoint or
 best.json names are removed, so there are at most two. `resolve_checkpoint(out, "best")`
-finds it for `python -m trainer eval --checkpoint best --out DIR`.
+finds it for `python -m trainer eval --checkpoint best --out DIR` (names: the one resolver,
+`checkpoint_index.find_checkpoint`).
+
+Reading never runs code: every state.pt is read by `trainer/safe_load.py`.
 
 Sharded policies (full fine-tuning over several ranks, trainer/sharding.py). Every rank writes
 its shards into `shards/` of a staging directory all ranks name alike (`shard_staging`),
@@ -42,16 +45,19 @@ from trainer.checkpoint_index import (  # noqa: F401 - read_best re-exported
     BEST_FILE,
     STATE_FILE,
     CheckpointRef,
+    check_fits,
+    checkpoint_at,
     checkpoint_dir_name,
     checkpoint_root,
+    find_checkpoint,
+    is_checkpoint_name,
     latest_step_checkpoint,
     parse_checkpoint,
     read_best,
 )
+from trainer.safe_load import load_state
 
 META_FILE = "meta.json"
-# What a branched run (`init_from`) may not change: the policies it loads would not fit.
-LAYOUT_FIELDS = ("workflow", "sharing", "model", "finetune", "lora_r", "lora_alpha", "lora_targets")
 
 
 def _kind_dirs(root: Path, kind: str) -> list[Path]:
@@ -97,7 +103,7 @@ def save_checkpoint(
 
 def load_checkpoint(path: str | Path, policies, config_hash: str) -> int:
     """Restore policies in place; return the step the checkpoint was taken after."""
-    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
+    state = load_state(path)
     if state["config_hash"] != config_hash:
         raise ValueError(
             f"checkpoint {path} belongs to a run with a different config "
@@ -115,28 +121,13 @@ def shard_staging(out_dir: str | Path, kind: str, step: int) -> Path:
 
 
 def check_branch(ref: CheckpointRef, config) -> None:
-    """Refuse to branch `config` from `ref` when the parent's config (the `config.json` of the
-    run directory holding the checkpoint) differs in a field that shapes the policies.
-    Raises ConfigError naming the field, FileNotFoundError when the parent config is missing."""
-    from trainer.config import ConfigError, config_from_dict
-
-    parent_file = ref.path.parent.parent / "config.json"
+    """Refuse to branch `config` from `ref` when the parent's config differs in a field that
+    shapes the policies, or in `sharing` (a branch loads every policy by name): ConfigError
+    naming the field, FileNotFoundError when the parent config is missing."""
     try:
-        parent = config_from_dict(json.loads(parent_file.read_text()))
-    except (OSError, ValueError) as exc:
-        raise FileNotFoundError(
-            f"init_from: cannot read the parent run's config {parent_file}: {exc}"
-        ) from exc
-    errors = {
-        name: (
-            f"{getattr(config, name)!r} differs from {getattr(parent, name)!r} in the checkpoint "
-            f"{ref.path} it branches from; a branch keeps the parent's policy layout"
-        )
-        for name in LAYOUT_FIELDS
-        if getattr(config, name) != getattr(parent, name)
-    }
-    if errors:
-        raise ConfigError(errors)
+        check_fits(ref, config, same_sharing=True)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"init_from: {exc}") from None
 
 
 def load_branch(ref: CheckpointRef, policies, config) -> int:
@@ -147,8 +138,8 @@ def load_branch(ref: CheckpointRef, policies, config) -> int:
     the very values the parent had). Returns the step the checkpoint was taken after."""
     check_branch(ref, config)
     try:
-        state = torch.load(ref.path / STATE_FILE, map_location="cpu", weights_only=False)
-    except Exception as exc:
+        state = load_state(ref.path)
+    except OSError as exc:
         raise FileNotFoundError(f"init_from: cannot read {ref.path / STATE_FILE}: {exc}") from exc
     policies.load_state_dict(state["policies"], ref.path)
     for name in policies.names:
@@ -239,21 +230,14 @@ def _prune_best(root: Path) -> None:
 
 
 def resolve_checkpoint(out_dir: str | Path | None, which: str) -> Path:
-    """A checkpoint directory from `--checkpoint`: "best" or "latest" of the run in `out_dir`,
-    or a path. Raises FileNotFoundError saying what is missing."""
-    if which not in ("best", "latest"):
-        path = Path(which)
-        if not (path / STATE_FILE).exists():
-            raise FileNotFoundError(f"{path} is not a checkpoint directory (no {STATE_FILE})")
-        return path
+    """A checkpoint directory from `--checkpoint` (the operator's command line): a name
+    (best, latest, step-N, best-N) of the run in `out_dir`, or a path. Raises
+    FileNotFoundError saying what is missing."""
+    if not is_checkpoint_name(which):
+        return checkpoint_at(which, "--checkpoint").path
     if out_dir is None:
         raise ValueError(f"--checkpoint {which} needs --out DIR, the run's directory")
-    if which == "latest":
-        found = latest_step_checkpoint(out_dir)
-        if found is None:
-            raise FileNotFoundError(f"{out_dir} holds no checkpoint yet")
-        return found.path
-    best = read_best(out_dir)
-    if best is None or not (checkpoint_root(out_dir) / best["path"] / STATE_FILE).exists():
-        raise FileNotFoundError(f"{out_dir} holds no best checkpoint yet (saved at evaluations)")
-    return checkpoint_root(out_dir) / best["path"]
+    try:
+        return find_checkpoint(out_dir, which).path
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{out_dir} {exc}") from None

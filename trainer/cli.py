@@ -137,7 +137,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         specs = parse_role_checkpoints(args.role_checkpoint, config.roles)
         # roles not named take --checkpoint's weights (the base model without it)
-        sources = resolve_sources(specs, config, args.out, default=args.checkpoint or "base")
+        # The operator's own command line: a checkpoint directory's path is a source too.
+        sources = resolve_sources(
+            specs, config, args.out, default=args.checkpoint or "base", paths=True
+        )
         print(json.dumps(mixed_evaluate(config, sources, args.problems)))
         return 0
     if args.checkpoint:
@@ -201,16 +204,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--problems", type=int, help="held-out problems (default eval_problems)")
     ev.add_argument(
         "--checkpoint",
-        help="best or latest (of the run in --out), or a checkpoint directory "
-        "(runs/x/checkpoints/step-000030)",
+        help="best, latest, step-N or best-N (of the run in --out), or a checkpoint "
+        "directory (runs/x/checkpoints/step-000030)",
     )
     ev.add_argument(
         "--role-checkpoint",
         action="append",
         default=[],
         metavar="ROLE=SOURCE",
-        help="mix and match: take ROLE's weights from SOURCE (base, best, latest, step-N, or "
-        "another run's checkpoint directory with the same model); repeat per role; roles not "
+        help="mix and match: take ROLE's weights from SOURCE (base, best, latest, step-N, "
+        "best-N, or another run's checkpoint directory with the same model); repeat per role; "
+        "roles not "
         "named take --checkpoint (default: base)",
     )
     ev.add_argument("--out", help="a run directory: evaluate with its config.json")

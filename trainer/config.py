@@ -248,8 +248,9 @@ class Config:
     )
     init_from: str = _f(
         "",
-        "Branch: start from this checkpoint directory of another run (…/checkpoints/step-NNNNNN "
-        "or best-NNNNNN) when the run has none of its own; empty = from the base model",
+        "Branch: start from another run's checkpoint when the run has none of its own: RUN:NAME "
+        "on the web (7:best, 7:step-120), a checkpoint directory on the command line; empty = "
+        "from the base model",
         "eval",
     )
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import torch
 
-from trainer.checkpoint_index import STATE_FILE
 from trainer.config import Config
 from trainer.evaluate import evaluate, held_out
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
-from trainer.role_sources import BASE, RoleSource
+from trainer.role_sources import RoleSource
 from trainer.rollout import Codec, make_prompts
 from trainer.routing import agent_policy, role_of, workflow_agents
+from trainer.safe_load import load_state
 from trainer.tasks import load_task
 
 Sources = Mapping[str, RoleSource]  # role -> where its weights come from
@@ -103,8 +103,7 @@ class MixedEvaluator:
 
 
 def _policies_state(path: Path) -> dict:
-    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
-    policies = state["policies"]
+    policies = load_state(path)["policies"]
     if "shards" in policies:
         raise ValueError(
             f"{path} is a sharded checkpoint (full fine-tuning over several ranks); "
@@ -117,6 +116,3 @@ def mixed_evaluate(config: Config, sources: Sources, problems: int | None = None
     """One evaluation with each role from `sources` (what `python -m trainer eval
     --role-checkpoint` prints)."""
     return MixedEvaluator(config, [sources]).evaluate(sources, problems)
-
-
-__all__ = ["BASE", "MixedEvaluator", "mixed_evaluate"]

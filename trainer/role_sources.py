@@ -4,10 +4,16 @@ A source names a checkpoint the way `--role-checkpoint ROLE=SOURCE` spells it:
 
 - `base`: the base model (LoRA adapters at their initial, zero update; full fine-tuning: the
   loaded model);
-- `best`, `latest`, `step-N` (`step-120` or `step-000120`, a step or best checkpoint the run
-  still keeps): a checkpoint of the run in `out_dir`;
-- a checkpoint directory of another run (`runs/7/checkpoints/step-000030`) whose model and
-  policy layout are this run's.
+- a checkpoint name of the run in `out_dir`: `best`, `latest`, `step-N` (`step-120` or
+  `step-000120`), `best-N` (`trainer.checkpoint_index.find_checkpoint`, the one resolver);
+- `RUN:NAME` (`7:best`, `7:step-30`): a checkpoint of another run, given `runs`, the folder
+  holding the run directories (the worker's `$TROUPE_DATA_DIR/runs`; the web server checked
+  who may take run 7's weights before the job was queued: docs/security.md);
+- a checkpoint directory (`runs/7/checkpoints/step-000030`), only when `paths` is on: the
+  operator's own command line, never a web request.
+
+Another run's checkpoint must fit this run (`checkpoint_index.check_fits`: the same model and
+policy layout; sharing may differ: each role reads the policy its agents used).
 
 `resolve_sources` turns specs into `RoleSource`s or refuses with a message naming the role,
 the source and what is missing or different, so the CLI, the worker and the web pages (which
@@ -16,32 +22,28 @@ must not import torch) agree on what can be evaluated before anything is loaded.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.checkpoint_index import (
-    STATE_FILE,
-    checkpoint_root,
-    latest_step_checkpoint,
-    list_checkpoints,
-    parse_checkpoint,
-    read_best,
+    NAMES,
+    CheckpointRef,
+    check_fits,
+    checkpoint_at,
+    find_checkpoint,
+    is_checkpoint_name,
 )
-from trainer.config import Config, config_from_dict
+from trainer.config import Config
 
 BASE = "base"
-# What a source checkpoint must share with the run: the policies' shapes and the workflow
-# whose roles they play (sharing may differ: each role reads the policy its agents used).
-SAME_FIELDS = ("workflow", "model", "finetune", "lora_r", "lora_alpha", "lora_targets")
-_STEP = re.compile(r"^step-(\d+)$")
+_REFERENCE = re.compile(r"^(\d{1,18}):(.+)$")  # RUN:NAME
 
 
 @dataclass(frozen=True)
 class RoleSource:
-    spec: str  # as given: base, best, latest, step-N or a path
+    spec: str  # as given: base, a checkpoint name, RUN:NAME or a path
     path: Path | None  # the checkpoint directory; None: the base model
     step: int  # the training step the weights are from (0: the base model)
     config: Config  # the config of the run the checkpoint belongs to (routing its agents)
@@ -50,6 +52,14 @@ class RoleSource:
     def key(self) -> str:
         """One name per distinct set of weights (two roles from `best` share it)."""
         return str(self.path.resolve()) if self.path is not None else BASE
+
+
+def parse_reference(spec: str) -> tuple[int, str] | None:
+    """(run id, checkpoint name) of a `RUN:NAME` source; None when `spec` is not one."""
+    match = _REFERENCE.match(spec)
+    if match is None or not is_checkpoint_name(match.group(2)):
+        return None
+    return int(match.group(1)), match.group(2)
 
 
 def parse_role_checkpoints(items: list[str], roles: tuple[str, ...]) -> dict[str, str]:
@@ -71,78 +81,65 @@ def parse_role_checkpoints(items: list[str], roles: tuple[str, ...]) -> dict[str
     return parsed
 
 
-def _kept(out_dir: Path) -> str:
-    names = [ref.path.name for ref in list_checkpoints(out_dir)]
-    return ", ".join(names) if names else "none"
+def _checkpoint(
+    spec: str, out_dir: Path | None, runs: Path | None, paths: bool
+) -> tuple[CheckpointRef, bool]:
+    """The checkpoint `spec` names, and whether it is another run's."""
+    if is_checkpoint_name(spec):
+        if out_dir is None:
+            raise ValueError(f"source {spec!r} needs the run's directory (--out DIR)")
+        try:
+            return find_checkpoint(out_dir, spec), False
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"the run {exc}") from None
+    reference = parse_reference(spec)
+    if reference is not None and runs is not None:
+        run_id, name = reference
+        try:
+            return find_checkpoint(Path(runs) / str(run_id), name), True
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"run {run_id} {exc}") from None
+    if paths:
+        return checkpoint_at(spec, "source"), True
+    accepted = f"{BASE}, {NAMES}" + (" or RUN:NAME (7:best)" if runs is not None else "")
+    raise ValueError(f"{spec!r} is not a source; use {accepted}")
 
 
-def _own_checkpoint(spec: str, out_dir: Path | None) -> Path:
-    """The directory of `best`, `latest` or `step-N` of the run in `out_dir`."""
-    if out_dir is None:
-        raise ValueError(f"source {spec!r} needs the run's directory (--out DIR)")
-    if spec == "latest":
-        ref = latest_step_checkpoint(out_dir)
-        if ref is None:
-            raise FileNotFoundError(f"{out_dir} holds no step checkpoint yet")
-        return ref.path
-    if spec == "best":
-        best = read_best(out_dir)
-        if best is None or not (checkpoint_root(out_dir) / best["path"] / STATE_FILE).exists():
-            raise FileNotFoundError(f"{out_dir} holds no best checkpoint")
-        return checkpoint_root(out_dir) / best["path"]
-    step = int(_STEP.match(spec).group(1))
-    for ref in reversed(list_checkpoints(out_dir)):  # a step checkpoint before a best one
-        if ref.step == step:
-            return ref.path
-    raise FileNotFoundError(
-        f"the run keeps no checkpoint of step {step} (it keeps: {_kept(out_dir)})"
-    )
-
-
-def _other_run(spec: str, config: Config) -> tuple[Path, Config]:
-    """Another run's checkpoint directory and that run's config, checked against `config`."""
-    path = Path(spec)
-    if parse_checkpoint(path) is None or not (path / STATE_FILE).is_file():
-        raise FileNotFoundError(
-            f"{spec!r} is not base, best, latest, step-N or a checkpoint directory "
-            f"(…/checkpoints/step-NNNNNN holding {STATE_FILE})"
-        )
-    config_file = path.parent.parent / "config.json"
-    try:
-        other = config_from_dict(json.loads(config_file.read_text()))
-    except (OSError, ValueError) as exc:
-        raise FileNotFoundError(f"cannot read the config of {spec!r} ({config_file}): {exc}")
-    for name in SAME_FIELDS:
-        if getattr(other, name) != getattr(config, name):
-            raise ValueError(
-                f"{spec!r} has {name} {getattr(other, name)!r} but this run has "
-                f"{getattr(config, name)!r}: a role can only take weights of the same shape"
-            )
-    return path, other
-
-
-def resolve_source(spec: str, config: Config, out_dir: str | Path | None) -> RoleSource:
-    """The checkpoint `spec` names for the run of `config` in `out_dir`."""
-    out = Path(out_dir) if out_dir is not None else None
+def resolve_source(
+    spec: str,
+    config: Config,
+    out_dir: str | Path | None,
+    runs: str | Path | None = None,
+    paths: bool = False,
+) -> RoleSource:
+    """The checkpoint `spec` names for the run of `config` in `out_dir`; `RUN:NAME` with
+    `runs` given, a path only with `paths` (the operator's command line)."""
     if spec == BASE:
         return RoleSource(spec, None, 0, config)
-    if spec in ("best", "latest") or _STEP.match(spec):
-        path = _own_checkpoint(spec, out)
-        return RoleSource(spec, path, parse_checkpoint(path).step, config)
-    path, other = _other_run(spec, config)
-    return RoleSource(spec, path, parse_checkpoint(path).step, other)
+    out = Path(out_dir) if out_dir is not None else None
+    ref, other = _checkpoint(spec, out, Path(runs) if runs is not None else None, paths)
+    owner = check_fits(ref, config) if other else config
+    return RoleSource(spec, ref.path, ref.step, owner)
 
 
 def resolve_sources(
-    specs: Mapping[str, str], config: Config, out_dir: str | Path | None, default: str = BASE
+    specs: Mapping[str, str],
+    config: Config,
+    out_dir: str | Path | None,
+    default: str = BASE,
+    runs: str | Path | None = None,
+    paths: bool = False,
 ) -> dict[str, RoleSource]:
     """{role: RoleSource} for every role of `config.workflow` (roles not in `specs` take
-    `default`); the error names the role whose source cannot be used."""
+    `default`); the error names the role whose source cannot be used. `runs`, `paths`: as
+    for `resolve_source`."""
     sources: dict[str, RoleSource] = {}
     for role in config.roles:
         spec = specs.get(role, default)
         try:
-            sources[role] = resolve_source(spec, config, out_dir)
-        except (FileNotFoundError, ValueError) as exc:
-            raise type(exc)(f"{role}={spec}: {exc}") from None
+            sources[role] = resolve_source(spec, config, out_dir, runs, paths)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{role}={spec}: {exc}") from None
+        except ValueError as exc:  # a ConfigError too: its fields are the other run's
+            raise ValueError(f"{role}={spec}: {exc}") from None
     return sources

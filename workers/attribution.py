@@ -67,7 +67,8 @@ def _evaluate(job: SwapJob, lease: Lease) -> dict[str, dict[str, Any]]:
     # What an earlier attempt stored stands: a worker that died loses only its current one.
     evaluations: dict[str, dict[str, Any]] = dict(job.evaluations)
     fresh = [e for e in planned if e["reuse_step"] is None and e["key"] not in evaluations]
-    sources = {e["key"]: resolve_sources(e["sources"], config, out) for e in fresh}
+    # Names and RUN:NAME references only, never a path (docs/security.md).
+    sources = {e["key"]: resolve_sources(e["sources"], config, out, runs=out.parent) for e in fresh}
     if any(e["reuse_step"] is not None for e in planned):
         own = read_per_problem(out)
         for e in planned:

@@ -40,8 +40,10 @@ from webapp.experiments.models import Run, RunLog
 from webapp.leases import Lease
 from webapp.metrics import delete_points_from
 from webapp.runs.queueing import RUNS
+from workers.branch_points import check_init_from
 from workers.ranks import RankLost
 from workers.reporter import DatabaseReporter, retrying
+from workers.tidy_errors import tidy
 
 CLAIM_TRIES = 20  # queued runs a message tries to claim before giving up (others won them)
 
@@ -111,6 +113,7 @@ def train_run(run: Run) -> dict[str, Any]:
         from trainer.train import train
 
         config = config_from_dict(run.config)
+        check_init_from(config.init_from)  # only a branch point the server froze
         if config.world_size > 1:
             from workers.ranks import gpu_problem
 
@@ -130,7 +133,7 @@ def train_run(run: Run) -> dict[str, Any]:
         elif is_own(start, out):
             where = f"resuming from the checkpoint of step {start.step}"
         else:
-            where = f"branching from {start.path} (step {start.step})"
+            where = f"branching from {start.path.name} (step {start.step})"
         reporter.line(f"Worker {run.worker} took the run (attempt {run.attempts}), {where}.")
         if config.world_size > 1:
             from workers.ranks import ranks
@@ -145,11 +148,11 @@ def train_run(run: Run) -> dict[str, Any]:
             reporter.line(f"{exc}; the run will be queued again to resume.")
             reporter.close()
             return {"run": run.id, "status": "lost"}
-        trace = traceback.format_exc()
+        trace = tidy(traceback.format_exc())  # no path of the worker's disk is shown
         reporter.close()
         if reporter.lost:
             return {"run": run.id, "status": "lost"}
-        message = str(exc) or repr(exc)
+        message = tidy(str(exc) or repr(exc))
         finish(
             run,
             status=Run.FAILED,

@@ -136,7 +136,7 @@ def resumed(world: World, config, where: str, load_from: str | None = None) -> d
     for step, source in ((1, None), (2, Path(load_from or where))):
         if source is not None:
             policies = build(config, world)
-            state = torch.load(source / "state.pt", weights_only=False)
+            state = torch.load(source / "state.pt", weights_only=True)
             policies.load_state_dict(state, source)
         mine = split_list(problem_turns(config, step), world)
         turns = [t for problem in mine for t in problem]

@@ -113,7 +113,7 @@ def _assert_states_equal(have: dict, want: dict) -> None:
 
 def _read(config, where: Path):
     policies = dist_ranks.build(config)
-    policies.load_state_dict(torch.load(where / "state.pt", weights_only=False), where)
+    policies.load_state_dict(torch.load(where / "state.pt", weights_only=True), where)
     return policies
 
 
@@ -134,7 +134,7 @@ def test_sharded_checkpoints_resume_and_load_in_one_process_and_back(tmp_path):
         config = dist_ranks.step_config(sharing, "full")
         sharded = tmp_path / f"two-{sharing}"
         assert (sharded / "shards").is_dir()
-        assert "weights" not in torch.load(sharded / "state.pt", weights_only=False)
+        assert "weights" not in torch.load(sharded / "state.pt", weights_only=True)
         # Read by one process, the sharded checkpoint holds what one process's holds.
         _assert_states_equal(
             _read(config, sharded).state_dict(),

@@ -4,6 +4,7 @@ per_role run whose aggregator is frozen, evaluated with each role from its own c
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -34,7 +35,7 @@ def frozen_run(tmp_path_factory):
 
 
 def _lora_b(out, policy):
-    state = torch.load(latest_step_checkpoint(out).path / STATE_FILE, weights_only=False)
+    state = torch.load(latest_step_checkpoint(out).path / STATE_FILE, weights_only=True)
     weights = state["policies"]["weights"][policy]
     return [v for k, v in weights.items() if ".lora_B." in k]
 
@@ -119,8 +120,25 @@ def test_every_sharing_mode_pairs_its_corners_with_the_runs_own_evaluations(shar
 def test_another_runs_checkpoint_is_read_with_its_own_config(frozen_run, tmp_path):
     config, out = frozen_run
     path = str(latest_step_checkpoint(out).path)
-    by_path = resolve_sources({"generator": path}, config, None)["generator"]
+    by_path = resolve_sources({"generator": path}, config, None, paths=True)["generator"]
     assert by_path.path == latest_step_checkpoint(out).path and by_path.step == config.steps
     other = voting(workflow="eval_opt")
-    with pytest.raises(ValueError, match="has workflow 'voting' but this run has 'eval_opt'"):
-        resolve_sources({"generator": path}, other, tmp_path)
+    with pytest.raises(ValueError, match="workflow: 'eval_opt' differs from 'voting'"):
+        resolve_sources({"generator": path}, other, tmp_path, paths=True)
+
+
+def test_a_path_is_a_source_only_on_the_operators_command_line(frozen_run):
+    config, out = frozen_run
+    path = str(latest_step_checkpoint(out).path)
+    with pytest.raises(ValueError, match="is not a source; use base, best, latest"):
+        resolve_sources({"generator": path}, config, out, runs=out.parent)
+
+
+def test_another_run_is_named_run_colon_checkpoint_under_the_runs_folder(frozen_run, tmp_path):
+    config, out = frozen_run
+    shutil.copytree(out, tmp_path / "41")
+    found = resolve_sources({"generator": f"41:step-{config.steps}"}, config, None, runs=tmp_path)
+    assert found["generator"].path == tmp_path / "41" / "checkpoints" / f"step-{config.steps:06d}"
+    assert found["generator"].config == config
+    with pytest.raises(FileNotFoundError, match="generator=41:step-1: run 41 keeps no checkpoint"):
+        resolve_sources({"generator": "41:step-1"}, config, None, runs=tmp_path)

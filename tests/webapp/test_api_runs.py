@@ -45,12 +45,12 @@ def test_listing_runs_of_an_unknown_experiment_gets_404(client, alice):
     assert client.get("/api/v1/runs?experiment=424242", headers=bearer(alice)).status_code == 404
 
 
-def test_a_run_reads_with_its_config_and_error(client, run, bob):
+def test_a_run_reads_with_its_config_and_error(client, run, alice, bob):
     run.status, run.error_type, run.error_message = Run.FAILED, "ValueError", "bad data"
     run.error_traceback = "Traceback …"
     run.save()
 
-    body = client.get(f"/api/v1/runs/{run.id}", headers=bearer(bob)).json()
+    body = client.get(f"/api/v1/runs/{run.id}", headers=bearer(alice)).json()
 
     assert body["config"]["workflow"] == "single" and body["config_hash"] == run.config_hash
     assert body["error"] == {
@@ -58,6 +58,9 @@ def test_a_run_reads_with_its_config_and_error(client, run, bob):
         "message": "bad data",
         "traceback": "Traceback …",
     }
+    # Others read the one-line error; the traceback is the owner's and staff's.
+    body = client.get(f"/api/v1/runs/{run.id}", headers=bearer(bob)).json()
+    assert body["error"] == {"type": "ValueError", "message": "bad data"}
 
 
 def test_an_unknown_run_gets_404(client, alice):

@@ -10,10 +10,9 @@ import pytest
 from tests.branches import give_checkpoints
 from tests.people import make_experiment
 from trainer.config import ConfigError
-from webapp.branching import branch as branching
 from webapp.branching.branch import kept_checkpoints, plan_branches, queue_branches
 from webapp.experiments.models import Run, RunLog
-from webapp.runs import queueing
+from webapp.runs import checkpoint_refs, queueing
 
 pytestmark = pytest.mark.django_db
 
@@ -273,7 +272,7 @@ def test_a_checkpoint_is_copied_where_it_cannot_be_linked(parent, monkeypatch):
     def no_links(source, target):
         raise OSError("cross-device link")
 
-    monkeypatch.setattr(branching.os, "link", no_links)
+    monkeypatch.setattr(checkpoint_refs.os, "link", no_links)
 
     (child,) = queue_branches(plan_branches(parent, "step-000004", [], control=True))
 

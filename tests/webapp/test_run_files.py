@@ -107,3 +107,55 @@ def test_only_branch_points_are_removed_and_missing_files_are_no_error(data):
     remove_run_files([12345], ["ckpt", str(elsewhere)])  # 12345 never had a directory
 
     assert elsewhere.exists()
+
+
+# What a stored init_from may say (rows written before the server made every init_from, or by
+# hand): `{data}` is the data directory, `{other}` another run's folder. None of them may take
+# anything but the deleted run's own folder along.
+HOSTILE_STARTS = [
+    "{data}/branch-points/../x/step-000001",  # .parent.parent is the data directory itself
+    "{data}/branch-points/../runs/{other}/checkpoints/step-000001",
+    "{data}/branch-points/run-1-abc/checkpoints/../../../runs/{other}/checkpoints/s",
+    "{data}/branch-points/run-9-abcdef12/../../runs/{other}/checkpoints/step-1",
+    "{data}/branch-points/link-out/checkpoints/step-000001",  # a link to another run's folder
+    "{data}/branch-points/run-5-abcdef12/checkpoints",  # the branch-points folder's child
+    "/",
+    "{data}",
+    "{data}/runs/{other}/checkpoints/step-000001",
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("start", HOSTILE_STARTS)
+def test_a_delete_never_removes_more_than_the_runs_own_folder(
+    client, alice, data, start, django_capture_on_commit_callbacks
+):
+    (data / "branch-points").mkdir(parents=True)
+    mine, other = make_experiment(alice, runs=2).runs.order_by("id")
+    trained(data, other.id)
+    (data / "branch-points" / "link-out").symlink_to(data / "runs" / str(other.id))
+    (data / "db.sqlite3").write_text("the database")
+    Run.objects.filter(id=mine.id).update(
+        config={**mine.config, "init_from": start.format(data=data, other=other.id)}
+    )
+    trained(data, mine.id)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.delete(f"/api/v1/runs/{mine.id}", headers=bearer(alice))
+
+    assert response.status_code == 200
+    assert not (data / "runs" / str(mine.id)).exists()
+    assert (data / "db.sqlite3").read_text() == "the database"
+    assert (data / "runs" / str(other.id) / "metrics.jsonl").exists()
+    assert (data / "branch-points" / "link-out").is_symlink()
+
+
+def test_a_run_folder_that_is_a_link_is_unlinked_never_followed(data):
+    (data / "runs").mkdir(parents=True)
+    (data / "kept").mkdir()
+    (data / "kept" / "file").write_text("not the run's")
+    (data / "runs" / "77").symlink_to(data / "kept")
+
+    remove_run_files([77], ["a\0b", "y" * 5000])  # a NUL, a name too long: no error
+
+    assert (data / "kept" / "file").exists()

@@ -59,7 +59,9 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(
         trainer.role_sources,
         "resolve_sources",
-        lambda sources, config, out: "+".join(r for r in ROLES if sources[r] == "latest") or "-",
+        lambda sources, config, out, **_: (
+            "+".join(r for r in ROLES if sources[r] == "latest") or "-"
+        ),
     )
 
 

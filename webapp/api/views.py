@@ -199,7 +199,7 @@ def runs(request: HttpRequest) -> JsonResponse:
         **cell,
     )
     RunLog.objects.create(run=run, line=f"External run created through the API by {request.user}.")
-    return JsonResponse(run_json(run, detail=True), status=201)
+    return JsonResponse(run_json(run, detail=True, viewer=request.user), status=201)
 
 
 def _external_columns(config: dict) -> tuple[dict[str, str], int, int]:
@@ -222,7 +222,7 @@ def run(request: HttpRequest, run_id: int) -> JsonResponse:
             raise ApiError(409, f"Run {run_id} is running: cancel it first.")
         delete_runs(Run.objects.filter(id=run_id))
         return JsonResponse({"deleted": run_id})
-    return JsonResponse(run_json(found, detail=True))
+    return JsonResponse(run_json(found, detail=True, viewer=request.user))
 
 
 @api_view("POST")

@@ -24,15 +24,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from django.conf import settings
+from django.core.exceptions import PermissionDenied
 
 from analysis.attribution import coalition_key, method_for, plan_coalitions
+from trainer.checkpoint_index import NAMES, is_checkpoint_name
 from trainer.config import ConfigError, config_from_dict
 from trainer.eval_problems import read_per_problem
 from trainer.role_sources import resolve_sources
 from vocabulary.names import EVAL_SECONDS_KEY
 from webapp.experiments.models import Run
 from webapp.metrics import read_series
+from webapp.runs.checkpoint_refs import Refused, reference_of, run_folder, take
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,7 @@ class Plan:
 
 def run_dir(run: Run) -> Path:
     """Where the run's worker trained it (the worker's `workers.execute.run_dir`)."""
-    if run.checkpoint_dir:
-        return Path(run.checkpoint_dir)
-    return settings.DATA_DIR / "runs" / str(run.id)
+    return run_folder(run)
 
 
 def _refusal(run: Run) -> str:
@@ -146,8 +146,23 @@ def plan_job(run: Run, kind: str) -> Plan:
     return plan
 
 
-def plan_mix(run: Run, sources: dict[str, str]) -> Plan:
-    """One mix-and-match evaluation with each role from `sources` (roles left out: base)."""
+def _check_source(user, role: str, source: str) -> None:
+    """A mix source is `base`, a checkpoint name of the run, or `RUN:NAME` of a run `user`
+    may take weights from (runs/checkpoint_refs.py); ValueError naming the accepted forms,
+    PermissionDenied for another user's run."""
+    if source == "base" or is_checkpoint_name(source):
+        return
+    try:
+        take(user, *reference_of(source))
+    except Refused as exc:
+        if exc.forbidden:
+            raise PermissionDenied(f"{role}: {exc}") from None
+        raise ValueError(f"{role}: {exc}; or base, {NAMES} of this run") from None
+
+
+def plan_mix(run: Run, sources: dict[str, str], user) -> Plan:
+    """One mix-and-match evaluation with each role from `sources` (roles left out: base),
+    taken by `user`."""
     plan = Plan(kind="mix")
     if problem := _refusal(run):
         plan.problem = problem
@@ -161,20 +176,17 @@ def plan_mix(run: Run, sources: dict[str, str]) -> Plan:
         )
     plan.roles = list(config.roles)
     full = {role: sources.get(role, "base") for role in plan.roles}
-    runs_root = (settings.DATA_DIR / "runs").resolve()
     for role, source in full.items():
-        # another run's checkpoint: only one of the runs trained here, never any path
-        if "/" in source and not Path(source).resolve().is_relative_to(runs_root):
-            raise ValueError(f"{role}={source}: a checkpoint path must be under {runs_root}")
-    try:
-        resolved = resolve_sources(full, config, run_dir(run))
+        _check_source(user, role, source)
+    try:  # the worker resolves the same names with the same root (workers/attribution.py)
+        resolve_sources(full, config, run_dir(run), runs=run_dir(run).parent)
     except (FileNotFoundError, ValueError) as exc:
         plan.problem = str(exc)
         return plan
     plan.evaluations = [
         {
             "key": " ".join(f"{role}={full[role]}" for role in plan.roles),
-            "sources": {role: str(resolved[role].path or "base") for role in plan.roles},
+            "sources": full,  # names and references, never a path
             "reuse_step": None,
         }
     ]

@@ -30,7 +30,7 @@ from webapp.attribution.planning import KINDS, Plan, plan_job, plan_mix
 from webapp.attribution.queueing import cancel_job, queue_job
 from webapp.runs.access import get_run_for_user
 
-MAX_SOURCE = 500  # characters of one role's source (a checkpoint path at most)
+MAX_SOURCE = 100  # characters of one role's source (`RUN:NAME` at most: never a path)
 
 
 def _queue_from_page(request: HttpRequest, run, plan: Plan) -> HttpResponse:
@@ -66,7 +66,7 @@ def mix_page(request: HttpRequest, run_id: int) -> HttpResponse:
         if key.startswith("role_") and value.strip()
     }
     try:
-        plan = plan_mix(run, sources)
+        plan = plan_mix(run, sources, request.user)
     except ValueError as exc:
         messages.error(request, f"Not queued: {exc}.")
         return redirect(f"/runs/{run.id}/#attribution")
@@ -88,7 +88,14 @@ def _sources(data: dict) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= MAX_SOURCE
         for k, v in sources.items()
     ):
-        raise ApiError(400, "bad sources", {"sources": "an object of role: source (base, best, …)"})
+        raise ApiError(
+            400,
+            "bad sources",
+            {
+                "sources": f"an object of role: source (base, best, latest, step-N, RUN:NAME), "
+                f"each at most {MAX_SOURCE} characters"
+            },
+        )
     return sources
 
 
@@ -102,7 +109,7 @@ def jobs_api(request: HttpRequest, run_id: int) -> JsonResponse:
     kind = data.get("kind")
     if kind == "mix":
         try:
-            plan = plan_mix(run, _sources(data))
+            plan = plan_mix(run, _sources(data), request.user)
         except ValueError as exc:
             raise ApiError(400, "bad sources", {"sources": str(exc)}) from None
     elif kind in KINDS:

@@ -26,30 +26,27 @@ Why the checkpoint is frozen: a running parent keeps only its newest step checkp
 replaces its best one when it beats it, and a failed parent that is resumed drops a best saved
 after the checkpoint it resumes from. A child waiting in the queue must still find what it was
 branched from, so the checkpoint is linked (hard links; copied where links fail) under
-`$TROUPE_DATA_DIR/branch-points/run-<id>-<random>/`, laid out as a run directory (its
-`config.json` and `checkpoints/<name>/`), and the child's `init_from` names that copy. The
-trainer writes checkpoints to a new directory and renames it, never rewriting a file in
-place, so a link keeps the bytes it was made with.
+`$TROUPE_DATA_DIR/branch-points/run-<id>-<random>/` (`runs/checkpoint_refs.freeze`), laid
+out as a run directory (its `config.json` and `checkpoints/<name>/`), and the child's
+`init_from` names that copy. The trainer writes checkpoints to a new directory and renames
+it, never rewriting a file in place, so a link keeps the bytes it was made with.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from trainer.checkpoint_index import CheckpointRef, list_checkpoints
+from trainer.checkpoint_index import find_checkpoint as resolve_name
 from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
 from vocabulary.names import ACCURACY_KEY
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import values_at
+from webapp.runs.checkpoint_refs import freeze, run_folder
 from webapp.runs.lineage import change_text
 from webapp.runs.queueing import new_run, send_runs
 
@@ -110,10 +107,10 @@ def can_branch(run: Run) -> bool:
 
 def _all_kept(run: Run) -> list[Kept]:
     """Every complete checkpoint on disk, the peak first, then steps newest first."""
-    if not can_branch(run) or not Path(run.checkpoint_dir).is_dir():
+    if not can_branch(run) or not run_folder(run).is_dir():
         return []
     refs = sorted(
-        list_checkpoints(run.checkpoint_dir), key=lambda ref: (ref.kind != "best", -ref.step)
+        list_checkpoints(run_folder(run)), key=lambda ref: (ref.kind != "best", -ref.step)
     )
     accuracy = values_at(run.id, ACCURACY_KEY, (ref.step for ref in refs))
     return [Kept(ref, accuracy.get(ref.step)) for ref in refs]
@@ -131,21 +128,18 @@ def kept_checkpoints(run: Run) -> list[Kept]:
 
 
 def find_checkpoint(run: Run, name: str) -> Kept:
-    """The kept checkpoint called `name` ("best" and "latest" also work), or ConfigError.
-    A step checkpoint that the listing folds into the peak is still found by its name."""
-    kept = _all_kept(run)
-    if not kept:
+    """The kept checkpoint called `name` (best, latest, step-N, best-N: the trainer's one
+    resolver, `trainer.checkpoint_index.find_checkpoint`), or ConfigError."""
+    if not _all_kept(run):
         raise ConfigError({"checkpoint": f"run {run.id} has no checkpoint to branch from yet"})
-    if name == "best":
-        found = [k for k in kept if k.peak]
-    elif name == "latest":  # the newest state kept, whichever kind holds it
-        found = sorted(kept, key=lambda k: (-k.step, k.peak))
-    else:
-        found = [k for k in kept if k.name == name]
-    if not found:
+    try:
+        ref = resolve_name(run_folder(run), name)
+    except (FileNotFoundError, ValueError):
         names = ", ".join(k.name for k in kept_checkpoints(run))
-        raise ConfigError({"checkpoint": f"{name!r} is not a kept checkpoint; kept: {names}"})
-    return found[0]
+        raise ConfigError(
+            {"checkpoint": f"{name!r} is not a kept checkpoint; kept: {names}"}
+        ) from None
+    return Kept(ref, values_at(run.id, ACCURACY_KEY, [ref.step]).get(ref.step))
 
 
 def _number(value: Any) -> float:
@@ -257,36 +251,6 @@ def plan_branches(
     return Plan(parent, kept, children)
 
 
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem, or links not allowed: copy
-        shutil.copy2(source, target)
-
-
-def freeze_checkpoint(parent: Run, kept: Kept) -> Path:
-    """A frozen copy of the checkpoint, laid out as a run directory so that whatever the
-    trainer reads beside a checkpoint is there too. Each branching makes its own (links cost
-    next to nothing): a copy found under a reused run id, after the database was reset, could
-    hold another run's checkpoint."""
-    # Short: init_from is a config text field (at most 200 characters).
-    home = Path(settings.DATA_DIR) / "branch-points" / f"run-{parent.id}-{uuid.uuid4().hex[:8]}"
-    staging = home.with_name(f".tmp-{home.name}")
-    (staging / "checkpoints").mkdir(parents=True)
-    try:
-        shutil.copytree(
-            kept.ref.path, staging / "checkpoints" / kept.name, copy_function=_link_or_copy
-        )
-        config_json = Path(parent.checkpoint_dir) / "config.json"
-        if config_json.exists():
-            _link_or_copy(str(config_json), str(staging / "config.json"))
-        staging.rename(home)  # a child never sees a half-made copy
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return home / "checkpoints" / kept.name
-
-
 def _name(label: str, parent: Run, step: int) -> str:
     return f"{label} · from run {parent.id} @{step}"[:NAME_LIMIT]
 
@@ -296,7 +260,7 @@ def queue_branches(plan: Plan) -> list[Run]:
     ConfigError (`checkpoint`) when the checkpoint vanished since the plan was made."""
     parent, kept = plan.parent, plan.checkpoint
     try:
-        frozen = str(freeze_checkpoint(parent, kept))
+        frozen = str(freeze(parent, kept.ref))
     except FileNotFoundError:  # the parent, still training, dropped it since it was listed
         raise ConfigError(
             {"checkpoint": f"{kept.name} is no longer kept by run {parent.id}: choose again"}

@@ -194,7 +194,7 @@ def branch_api(request: HttpRequest, run_id: int) -> JsonResponse:
         {
             "parent": run.id,
             "checkpoint": plan.checkpoint.json(),
-            "runs": [run_json(child, detail=True) for child in children],
+            "runs": [run_json(child, detail=True, viewer=request.user) for child in children],
         },
         status=201,
     )

@@ -13,6 +13,7 @@ import dash
 from dash import Dash, html
 from django.conf import settings
 
+from webapp.dashboards.callback_inputs import install as check_callback_inputs
 from webapp.dashboards.pages import attribution, bands, compare, gradients, home, matrix
 
 app = Dash(
@@ -61,6 +62,7 @@ def _frame() -> html.Div:
 
 
 app.layout = _frame
+check_callback_inputs(app)  # a wrongly typed input is a 400 before any callback sees it
 
 # The pages are plain modules: importing one defines its layout and callbacks (Dash's global
 # callback list, which the app reads at its first request) and never imports this module. The

@@ -38,6 +38,7 @@ from trainer.config import TINY_MODELS, Config, ConfigError, config_from_dict, e
 from trainer.offline import offline_reason
 from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.runs.checkpoint_refs import start_from_reference
 from webapp.runs.name_claims import claim_name
 from webapp.runs.warm_start import warm_start_note
 from webapp.runs.worker_gpus import check_capacity
@@ -159,6 +160,7 @@ def create_experiment(
     warnings += check_capacity(configs, queue_for)  # ConfigError when no live worker can
     if note := warm_start_note(sorted({c.model for c in configs})):
         warnings.append(note)
+    configs = start_from_reference(owner, config or {}, configs)  # init_from: RUN:NAME
     with transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner,

@@ -7,6 +7,7 @@ from typing import Any
 from django.urls import reverse
 
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.runs.access import can_manage
 from webapp.runs.lineage import lineage_json
 
 
@@ -20,7 +21,7 @@ def run_label(run: Run) -> str:
     return " · ".join([run.workflow, run.task, run.model, run.sharing, f"seed {run.seed}"])
 
 
-def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
+def run_json(run: Run, detail: bool = False, viewer=None) -> dict[str, Any]:
     data = {
         "id": run.id,
         "experiment": run.experiment_id,
@@ -51,7 +52,8 @@ def run_json(run: Run, detail: bool = False) -> dict[str, Any]:
         data["config"] = run.config
         data["config_hash"] = run.config_hash
         data["checkpoint_step"] = run.checkpoint_step
-        if data["error"]:
+        if data["error"] and viewer is not None and can_manage(viewer, run.experiment):
+            # the traceback: its owner and staff only; others read the one-line message
             data["error"]["traceback"] = run.error_traceback
     return data
 

@@ -6,6 +6,8 @@ things (`access.py`). Actions are POSTs that redirect back with a message.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ObjectDoesNotExist
@@ -96,12 +98,22 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/new.html", {"form": form})
 
 
+def start_reference(run: Run) -> str:
+    """The checkpoint a branched run started from as the form takes it (`RUN:NAME`: its
+    parent and the frozen checkpoint's name), or "" for a run that started afresh."""
+    start = run.config.get("init_from") or ""
+    if not start or run.parent_id is None:
+        return ""
+    return f"{run.parent_id}:{Path(start).name}"
+
+
 def _initial(request: HttpRequest) -> dict:
     """The form's starting values: a preset, or a clone of a run or of an experiment."""
     if run_id := request.GET.get("run", "").strip():
         if run_id.isdigit():
             run = get_run_for_user(request.user, int(run_id))
             config = {k: v for k, v in run.config.items() if k in FIELDS}
+            config["init_from"] = start_reference(run)  # a reference, never the server's path
             cell = {axis: [config[axis]] for axis in run.cell if config.get(axis) is not None}
             initial = initial_for("", config, cell)
             initial["seeds"] = str(run.seed)

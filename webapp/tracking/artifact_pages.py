@@ -102,7 +102,7 @@ def artifact_panel(run: Run) -> dict:
 def artifact_download(request: HttpRequest, run_id: int, path: str) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)  # reading is open to every signed-in user
     try:
-        if path in ("", ".", "..") or any(p in ("", ".", "..") for p in path.split("/")):
+        if not artifacts.plain(path):  # `..`, a NUL, a name too long for the disk
             raise Http404("No such artifact.")
         handle = artifacts.open_file(artifacts.run_folder(run.id), path)
     except MlflowError:
@@ -116,7 +116,7 @@ def artifact_image(request: HttpRequest, run_id: int, path: str) -> HttpResponse
     own type; the browser may not sniff another, and a sandbox stops any script."""
     run = get_run_for_user(request.user, run_id)
     kind = IMAGES.get(Path(path).suffix.lower())
-    if kind is None or any(p in ("", ".", "..") for p in path.split("/")):
+    if kind is None or not artifacts.plain(path):
         raise Http404("No such image.")
     try:
         handle = artifacts.open_file(artifacts.run_folder(run.id), path)

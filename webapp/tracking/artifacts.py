@@ -29,6 +29,8 @@ from webapp.tracking.protocol import INVALID, MISSING, MlflowError
 ROOT_PART = "artifacts"  # the last part of every run's artifact URI
 TOTAL_FILE = ".artifact-bytes"  # the run's running total (`artifact_total.py`), not counted
 CHUNK = 1024 * 1024
+PART_BYTES = 255  # the longest name a Linux filesystem holds (NAME_MAX)
+PATH_BYTES = 1024  # well under PATH_MAX (4096) once the data directory is in front
 
 
 def artifact_uri(run: Run, run_id: str) -> str:
@@ -63,6 +65,21 @@ class Address:
     inner: str
 
 
+def plain(path: str) -> bool:
+    """Whether every part of `path` is a plain name the disk can hold: not empty, `.` or `..`,
+    no backslash or NUL, at most PART_BYTES bytes (a longer name is ENAMETOOLONG, not a
+    missing file), and the whole at most PATH_BYTES."""
+    if len(path.encode("utf-8", "surrogatepass")) > PATH_BYTES:
+        return False
+    return all(
+        part not in ("", ".", "..")
+        and "\\" not in part
+        and "\x00" not in part
+        and len(part.encode("utf-8", "surrogatepass")) <= PART_BYTES
+        for part in path.split("/")
+    )
+
+
 def parse(path: str) -> Address:
     """`<experiment>/<run id>/artifacts[/<path>]` or `<experiment>/models/<model id>/artifacts
     [/<path>]`, every part checked."""
@@ -75,13 +92,12 @@ def parse(path: str) -> Address:
             f"Artifact path {path!r} names no run: Troupe keeps artifacts under "
             "<experiment id>/<run id>/artifacts/ (the run's artifact_uri).",
         )
-    for part in parts:
-        if part in ("", ".", "..") or "\\" in part or "\x00" in part:
-            raise MlflowError(
-                INVALID,
-                f"Invalid artifact path {path!r}: each part must be a plain name "
-                "(no '..', '.', empty part, backslash or NUL).",
-            )
+    if not plain(path.strip("/")):
+        raise MlflowError(
+            INVALID,
+            f"Invalid artifact path: each part must be a plain name of at most {PART_BYTES} "
+            f"bytes (no '..', '.', empty part, backslash or NUL), {PATH_BYTES} bytes in all.",
+        )
     inner = "/".join(parts[head:])
     if model:
         return Address(parts[0], "", parts[2], inner)
