@@ -166,4 +166,4 @@ def test_a_large_fall_over_few_evaluations_reads_possible_cliff_everywhere(clien
     live = client.get(f"/runs/{run.id}/live.json").json()
     assert any(label in block for block in live["blocks"].values())
     (row,) = tables.run_rows([run], run_summaries([run]))
-    assert row["cliff"] == "possible" and row["cliff_label"] == label
+    assert row["cliff_status"] == "possible" and row["cliff"] == label
