@@ -136,8 +136,11 @@ def role_accuracy_key(role: str) -> str:
 
 
 def grad_cos_key(a: str, b: str) -> str:
-    """`grad_cos/<a>|<b>`: the cosine between two roles' or agents' gradients on one policy."""
-    return f"{GRAD_COS_PREFIX}{a}|{b}"
+    """`grad_cos/<a>|<b>`: the cosine between two roles' or agents' gradients on one policy,
+    the pair in sorted order, so every writer names a pair with one key whatever order it
+    meets the two in (a voting run's `grad_cos/aggregator|generator`)."""
+    first, second = sorted((a, b))
+    return f"{GRAD_COS_PREFIX}{first}|{second}"
 
 
 def role_of(key: str) -> str | None:
