@@ -58,6 +58,13 @@ def vocabulary_metrics(module=names) -> set[str]:
     }
 
 
+def vocabulary_modes(module=names) -> set[str]:
+    """The config's mode values that code compares against: sharing modes, reward modes."""
+    return {
+        m for name, value in constants(module).items() if name.endswith("_MODES") for m in value
+    }
+
+
 def vocabulary_prefixes(module=names) -> set[str]:
     """The prefixes of the built keys (`role/`) and the namespaces of the whole ones (`train/`)."""
     built = {value for name, value in constants(module).items() if name.endswith("_PREFIX")}
@@ -218,6 +225,8 @@ def test_the_vocabulary_declares_only_keys_metric_names_prefixes_axes_and_labels
                 and isinstance(value, tuple)
             )
             or (isinstance(value, str) and value in vocabulary_metrics())
+            or (name.endswith("_MODES") and isinstance(value, tuple))
+            or (isinstance(value, str) and value in vocabulary_modes())
             or name == "BEHAVIOURS"
         )
     }
@@ -276,6 +285,44 @@ def test_the_guard_reaches_every_product_folder_and_kind_of_file():
 def test_the_design_lists_every_behaviour_metric():
     design = (ROOT / "docs" / "design.md").read_text()
     assert [key for key in names.BEHAVIOUR_KEYS if f"| `{key}` |" not in design] == []
+
+
+def mode_literals(root: Path = ROOT, folders=PRODUCT) -> list[str]:
+    """Every string constant in product Python that spells a sharing or reward mode
+    (`run.sharing == "shared"`), outside the vocabulary; docstrings are prose."""
+    modes = vocabulary_modes()
+    found = []
+    for path in files(root, folders):
+        rel = path.relative_to(root)
+        if path.suffix != ".py" or rel == VOCABULARY:
+            continue
+        tree = ast.parse(path.read_text())
+        prose = _docstrings(tree)
+        found.extend(
+            f"{rel}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if _is_str(node) and node.value in modes and id(node) not in prose
+        )
+    return sorted(found)
+
+
+def test_no_product_module_spells_a_sharing_or_reward_mode():
+    assert mode_literals() == []
+
+
+def test_the_mode_guard_finds_a_planted_mode(tmp_path):
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "planted.py").write_text(
+        '"""Capture is looked for under "shared" (prose)."""\n'
+        'if run.sharing == "shared" or config.reward_mode == "per_role":\n'
+        '    COLOURS = {"per_agent": "#fff"}\n'
+        'folder = "shared/"\n'
+    )
+    assert mode_literals(tmp_path, ("analysis",)) == [
+        "analysis/planted.py:2: 'per_role'",
+        "analysis/planted.py:2: 'shared'",
+        "analysis/planted.py:3: 'per_agent'",
+    ]
 
 
 # --- the axes, the definitions, the builders ----------------------------------------------------
