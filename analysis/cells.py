@@ -18,7 +18,7 @@ from typing import Any
 from analysis.cliffs import UNJUDGED
 from analysis.intervals import Estimate, mean_ci
 from analysis.runs import AccuracySummary, RunSummary
-from vocabulary.names import CELL_AXES
+from vocabulary.names import CELL_AXES, SHARED
 
 # Seeds are the replication unit: fewer than this in a cell give no interval and no verdict.
 MIN_SEEDS = 3
@@ -95,7 +95,7 @@ def _cell(key: tuple, members: list[Mapping[str, Any]], level: float) -> CellSum
     judged = [st for st in statuses if st not in UNJUDGED]
     n_cliffs = sum(st in ("cliff", "provisional") for st in judged)
     capture, capture_counts = None, {}
-    if key[CELL_AXES.index("sharing")] == "shared":
+    if key[CELL_AXES.index("sharing")] == SHARED:
         counts = Counter(s.capture for s in summaries if s.capture is not None)
         top = counts.most_common(2)
         tie = len(top) > 1 and top[0][1] == top[1][1]

@@ -96,6 +96,7 @@ from vocabulary.names import (
     GRAD_SHARE,
     LOSS_KEY,
     REWARD_KEY,
+    SHARED,
     VERDICT_DISAGREEMENTS_KEY,
     VOTER_AGREEMENT_KEY,
     ZERO_STD_KEY,
@@ -226,7 +227,7 @@ def _role_events(
         if key in clean:
             events += _entropy_collapse(key, role, *clean[key], own)
     share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in clean]
-    if sharing in (None, "shared") and len(share_roles) >= 2:
+    if sharing in (None, SHARED) and len(share_roles) >= 2:
         events += _capture(clean, share_roles, running, own, cap_kw)
     return events
 

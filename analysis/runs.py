@@ -26,6 +26,7 @@ from vocabulary.names import (
     GRAD_NORM,
     GRAD_SHARE,
     POLICY_PREFIX,
+    SHARED,
     policy_key,
     role_key,
     roles_in,
@@ -244,7 +245,7 @@ def _capture_of(
     """(the capturing role, the roles' fractions, the capture status) — (None, {}, None)
     unless two or more roles put gradient on one policy."""
     share_roles = [r for r in roles if role_key(r, GRAD_SHARE) in series]
-    if sharing not in (None, "shared") or len(share_roles) < 2:
+    if sharing not in (None, SHARED) or len(share_roles) < 2:
         return None, {}, None
     steps, shares = align_by_step({r: series[role_key(r, GRAD_SHARE)] for r in share_roles})
     verdict = capture_verdict(steps, shares, **cap_kw)

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
-
 import numpy as np
 import torch
 
@@ -35,13 +34,16 @@ from trainer.mixed_eval import MixedEvaluator
 from trainer.reporting import ListReporter
 from trainer.role_sources import resolve_sources
 from trainer.train import train
-from vocabulary.names import EVAL_SECONDS_KEY
+from vocabulary.names import (
+    EVAL_SECONDS_KEY,
+    PER_ROLE,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflow", default="voting")
-    parser.add_argument("--sharing", default="per_role")
+    parser.add_argument("--sharing", default=PER_ROLE)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--smoke", action="store_true", help="2 steps, 8 problems (CI)")
     parser.add_argument("--json", action="store_true", help="one JSON line")

@@ -44,14 +44,15 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
-
 from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
 from bench.troupe_server import PYTHON, ROOT, free_port, wait_http  # noqa: E402
 from vocabulary.names import (  # noqa: E402
     ACCURACY_KEY,
     DB_SECONDS_KEY,
     EVAL_SECONDS_KEY,
+    PER_ROLE,
     ROLLOUT_SECONDS_KEY,
+    SHARED,
     UPDATE_SECONDS_KEY,
 )
 
@@ -60,9 +61,9 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
     "task": ["math", "code"],
-    "sharing": ["shared", "per_role"],
+    "sharing": [SHARED, PER_ROLE],
 }
-SMOKE_MATRIX = {"workflow": ["voting"], "task": ["math"], "sharing": ["shared", "per_role"]}
+SMOKE_MATRIX = {"workflow": ["voting"], "task": ["math"], "sharing": [SHARED, PER_ROLE]}
 SMOKE_CONFIG = {
     "steps": 2,
     "prompts_per_step": 2,

@@ -38,7 +38,6 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
-
 from trainer.config import make_config  # noqa: E402
 from trainer.distributed import SOLO, World, split_list  # noqa: E402
 from trainer.episode import Turn  # noqa: E402
@@ -46,6 +45,7 @@ from trainer.policies import PolicySet, agent_policy, policy_names  # noqa: E402
 from trainer.sharding import local  # noqa: E402
 from trainer.tiny import SPECS  # noqa: E402
 from trainer.update import update_policies  # noqa: E402
+from vocabulary.names import SHARED, SHARING_MODES  # noqa: E402
 
 PAD = 0
 VOCAB = 320
@@ -148,7 +148,7 @@ def _rank(rank: int, port: int, args, queue) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="tiny-m", choices=sorted(SPECS))
-    parser.add_argument("--sharing", default="shared", choices=["shared", "per_role", "per_agent"])
+    parser.add_argument("--sharing", default=SHARED, choices=SHARING_MODES)
     parser.add_argument("--finetune", default="lora", choices=["lora", "full"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--problems", type=int, default=4)

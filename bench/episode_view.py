@@ -29,7 +29,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
-
 from bench.common import (  # noqa: E402 - after the path fix
     DEFAULT_POSTGRES,
     django_database,
@@ -38,6 +37,7 @@ from bench.common import (  # noqa: E402 - after the path fix
     machine,
     timed,
 )
+from vocabulary.names import SHARED  # noqa: E402
 
 DATABASE = "troupe_bench_episode_view"
 WORDS = (
@@ -71,7 +71,7 @@ def step_records(step: int, problems: int, samples: int, answer_chars: int) -> l
                 {
                     "role": "generator",
                     "agent": f"generator{i}",
-                    "policy": "shared",
+                    "policy": SHARED,
                     "stage": 0,
                     "prompt": question,
                     "completion": text,
@@ -90,7 +90,7 @@ def step_records(step: int, problems: int, samples: int, answer_chars: int) -> l
                 {
                     "role": "aggregator",
                     "agent": "aggregator",
-                    "policy": "shared",
+                    "policy": SHARED,
                     "stage": 1,
                     "prompt": prompt,
                     "completion": voters[0],

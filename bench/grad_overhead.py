@@ -28,14 +28,18 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
-
 from trainer.config import make_config  # noqa: E402
 from trainer.episode import Turn  # noqa: E402
 from trainer.gradients import GradientTracker  # noqa: E402
 from trainer.policies import PolicySet, agent_policy, policy_names  # noqa: E402
 from trainer.tiny import SPECS  # noqa: E402
 from trainer.update import update_policies  # noqa: E402
-from vocabulary.names import GRAD_SNAPSHOT_KEY  # noqa: E402
+from vocabulary.names import (  # noqa: E402
+    GRAD_SNAPSHOT_KEY,
+    PER_AGENT,
+    PER_ROLE,
+    SHARED,
+)
 
 PAD = 0
 VOCAB = 320
@@ -208,7 +212,7 @@ def main() -> None:
         "min-vs-min overhead | snapshot MB |"
     )
     print("|---|---|---|---|---|---|---|")
-    for sharing in ("shared", "per_role", "per_agent"):
+    for sharing in (SHARED, PER_ROLE, PER_AGENT):
         r = step_times(args, sharing)
         a, b = statistics.median(r["with"]), statistics.median(r["without"])
         inside = statistics.median(r["tracker"])
@@ -222,9 +226,9 @@ def main() -> None:
     print("| policies | trainable params | frozen | trainable | AdamW | snapshot peak |")
     print("|---|---|---|---|---|---|")
     for label, sharing, finetune in (
-        ("shared LoRA", "shared", "lora"),
-        ("per_role LoRA", "per_role", "lora"),
-        ("per_role full copies", "per_role", "full"),
+        ("shared LoRA", SHARED, "lora"),
+        ("per_role LoRA", PER_ROLE, "lora"),
+        ("per_role full copies", PER_ROLE, "full"),
     ):
         m = memory(args, sharing, finetune)
         print(

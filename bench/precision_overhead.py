@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
+from vocabulary.names import PER_ROLE  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +36,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflow", default="voting")
-    parser.add_argument("--sharing", default="per_role")
+    parser.add_argument("--sharing", default=PER_ROLE)
     parser.add_argument("--steps", type=int, default=4, help="timed steps after one warm-up")
     args = parser.parse_args()
 

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import DEFAULT_POSTGRES, drop_database, recreate_database  # noqa: E402
 from vocabulary.names import (  # noqa: E402
     ACCURACY_KEY,
@@ -36,6 +35,7 @@ from vocabulary.names import (  # noqa: E402
     KL,
     PG_LOSS,
     RESP_LEN,
+    SHARED,
     TOKENS,
     ZERO_STD_KEY,
     role_key,
@@ -89,7 +89,7 @@ def main() -> int:
         user = get_user_model().objects.create_user("bench")
         experiment = Experiment.objects.create(owner=user, name="bench")
         run = Run.objects.create(
-            experiment=experiment, status=Run.RUNNING, total_steps=args.steps, sharing="shared"
+            experiment=experiment, status=Run.RUNNING, total_steps=args.steps, sharing=SHARED
         )
         total = args.steps
         batch = []
@@ -118,7 +118,7 @@ def main() -> int:
             series = radar_series(run.id)
             read.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            radar(series, running=True, sharing="shared", total_steps=total)
+            radar(series, running=True, sharing=SHARED, total_steps=total)
             judge.append(time.perf_counter() - t0)
         events = sorted(Alert.objects.filter(run=run).values_list("kind", flat=True))
         connection.close()

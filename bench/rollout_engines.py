@@ -29,13 +29,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from trainer.config import make_config  # noqa: E402
 from trainer.engines.hf import HFEngine  # noqa: E402
 from trainer.engines.vllm_engine import VllmEngine  # noqa: E402
 from trainer.policies import PolicySet  # noqa: E402
 from trainer.routing import policy_names  # noqa: E402
 from trainer.tiny import RECIPE, SPECS  # noqa: E402
+from vocabulary.names import PER_ROLE  # noqa: E402
 
 SHAPES = {
     # The tiny model's own shape and vocabulary; positions for the longer `--prompt-len` +
@@ -75,7 +75,7 @@ def main() -> None:
         "cpu-demo",
         model=str(work / "model"),
         workflow="voting",
-        sharing="per_role",
+        sharing=PER_ROLE,
         device=args.device,
         rollout_engine="vllm",
     )

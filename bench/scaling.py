@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
-
 from bench.common import DEFAULT_POSTGRES  # noqa: E402
 from bench.troupe_server import TroupeServer, points_body  # noqa: E402
 from vocabulary.names import (  # noqa: E402
@@ -50,8 +49,11 @@ from vocabulary.names import (  # noqa: E402
     GRAD_SHARE,
     KL_KEY,
     LOSS_KEY,
+    PER_AGENT,
+    PER_ROLE,
     RESP_LEN_KEY,
     REWARD_KEY,
+    SHARED,
     STEP_SECONDS_KEY,
     policy_key,
     role_key,
@@ -63,7 +65,7 @@ KEYS = [
     LOSS_KEY,
     role_key("solver", GRAD_NORM),
     role_key("solver", GRAD_SHARE),
-    policy_key("shared", GRAD_NORM),
+    policy_key(SHARED, GRAD_NORM),
     ENTROPY_KEY,
     KL_KEY,
     RESP_LEN_KEY,
@@ -77,7 +79,7 @@ CELLS = list(
         ("single", "voting", "eval_opt", "orch_workers"),
         ("math", "code"),
         [f"model-{i}" for i in range(10)],
-        ("shared", "per_role", "per_agent"),
+        (SHARED, PER_ROLE, PER_AGENT),
     )
 )
 

@@ -27,7 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
-
 from bench.common import (  # noqa: E402 - after the path fix
     DEFAULT_POSTGRES,
     django_database,
@@ -36,13 +35,13 @@ from bench.common import (  # noqa: E402 - after the path fix
     machine,
     timed,
 )
-from vocabulary.names import ACCURACY_KEY, GRAD_NORM, GRAD_SHARE, role_key  # noqa: E402
+from vocabulary.names import ACCURACY_KEY, GRAD_NORM, GRAD_SHARE, PER_ROLE, SHARED, role_key  # noqa: E402
 
 DATABASE = "troupe_bench_stats"
 WORKFLOWS = ("single", "voting", "eval_opt")
 TASKS = ("math", "code")
 MODELS = ("tiny-s", "tiny-m", "tiny-l")
-SHARING = ("shared", "per_role")
+SHARING = (SHARED, PER_ROLE)
 SEEDS = range(5)
 
 
@@ -50,7 +49,7 @@ def series(index: int, sharing: str, steps: int) -> list[tuple[str, int, float]]
     """One run's points: a cliff with amplification 30 steps before it for every third
     shared run, a plateau otherwise; small per-run wobble so no two runs are alike."""
     wobble = (index % 7) / 100
-    falls = sharing == "shared" and index % 3 == 0
+    falls = sharing == SHARED and index % 3 == 0
     cliff_at, onset = int(steps * 0.6), int(steps * 0.45)
     points = []
     for s in range(0, steps + 1, 10):

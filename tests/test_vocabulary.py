@@ -58,6 +58,13 @@ def vocabulary_metrics(module=names) -> set[str]:
     }
 
 
+def vocabulary_modes(module=names) -> set[str]:
+    """The config's mode values that code compares against: sharing modes, reward modes."""
+    return {
+        m for name, value in constants(module).items() if name.endswith("_MODES") for m in value
+    }
+
+
 def vocabulary_prefixes(module=names) -> set[str]:
     """The prefixes of the built keys (`role/`) and the namespaces of the whole ones (`train/`)."""
     built = {value for name, value in constants(module).items() if name.endswith("_PREFIX")}
@@ -127,6 +134,17 @@ def _metric_positions(tree: ast.AST, metrics: set[str]) -> set[int]:
     return found
 
 
+def _prefix_constant(part: ast.AST | None) -> str | None:
+    """The name of a vocabulary prefix that opens an f-string (`f"{GRAD_COS_PREFIX}{pair}"`):
+    a key built by hand around the builder, which would fix the pair order or the separator."""
+    if isinstance(part, ast.FormattedValue):
+        value = part.value
+        name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
+        if name and name.endswith("_PREFIX"):
+            return name
+    return None
+
+
 def python_hits(source: str, terms: Terms) -> list[tuple[int, str]]:
     tree = ast.parse(source)
     prose = _docstrings(tree)
@@ -143,6 +161,8 @@ def python_hits(source: str, terms: Terms) -> list[tuple[int, str]]:
             first = node.values[0] if node.values else None
             if first is not None and _is_str(first) and terms.starts_a_key(first.value):
                 hits.append((node.lineno, f'f"{first.value}…"'))
+            elif (prefix := _prefix_constant(first)) is not None:
+                hits.append((node.lineno, f'f"{{{prefix}}}…"'))
         elif _is_str(node) and id(node) not in prose and id(node) not in in_fstring:
             text = node.value
             if terms.spells_a_key(text) or (text in terms.metrics and id(node) in metric_slots):
@@ -205,6 +225,8 @@ def test_the_vocabulary_declares_only_keys_metric_names_prefixes_axes_and_labels
                 and isinstance(value, tuple)
             )
             or (isinstance(value, str) and value in vocabulary_metrics())
+            or (name.endswith("_MODES") and isinstance(value, tuple))
+            or (isinstance(value, str) and value in vocabulary_modes())
             or name == "BEHAVIOURS"
         )
     }
@@ -224,6 +246,7 @@ def test_the_guard_finds_a_planted_literal_and_leaves_prose_alone(tmp_path):
         'MAP = {"pg_clipfrac": "clip_frac"}\n'
         'WATCHED = ["role/solver/grad_norm", "eval/accuracy/generator"]\n'
         'key = f"train/{name}"\n'
+        'cos = f"{GRAD_COS_PREFIX}{pair}"\n'
         'config = {"lr": 1e-5, "kl": None}\n'
         "def f():\n"
         '    """The `sys/step_seconds` of a step."""\n'
@@ -245,7 +268,8 @@ def test_the_guard_finds_a_planted_literal_and_leaves_prose_alone(tmp_path):
         "trainer/planted.py:7: 'eval/accuracy/generator'",
         "trainer/planted.py:7: 'role/solver/grad_norm'",
         'trainer/planted.py:8: f"train/…"',
-        "trainer/planted.py:12: 'agent/'",
+        'trainer/planted.py:9: f"{GRAD_COS_PREFIX}…"',
+        "trainer/planted.py:13: 'agent/'",
         "webapp/page.html:1: '/dash/compare?runs=3&amp;key=eval/accuracy'",
         "webapp/page.js:1: 'behav/voter_agreement'",
     ]
@@ -261,6 +285,44 @@ def test_the_guard_reaches_every_product_folder_and_kind_of_file():
 def test_the_design_lists_every_behaviour_metric():
     design = (ROOT / "docs" / "design.md").read_text()
     assert [key for key in names.BEHAVIOUR_KEYS if f"| `{key}` |" not in design] == []
+
+
+def mode_literals(root: Path = ROOT, folders=PRODUCT) -> list[str]:
+    """Every string constant in product Python that spells a sharing or reward mode
+    (`run.sharing == "shared"`), outside the vocabulary; docstrings are prose."""
+    modes = vocabulary_modes()
+    found = []
+    for path in files(root, folders):
+        rel = path.relative_to(root)
+        if path.suffix != ".py" or rel == VOCABULARY:
+            continue
+        tree = ast.parse(path.read_text())
+        prose = _docstrings(tree)
+        found.extend(
+            f"{rel}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if _is_str(node) and node.value in modes and id(node) not in prose
+        )
+    return sorted(found)
+
+
+def test_no_product_module_spells_a_sharing_or_reward_mode():
+    assert mode_literals() == []
+
+
+def test_the_mode_guard_finds_a_planted_mode(tmp_path):
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "planted.py").write_text(
+        '"""Capture is looked for under "shared" (prose)."""\n'
+        'if run.sharing == "shared" or config.reward_mode == "per_role":\n'
+        '    COLOURS = {"per_agent": "#fff"}\n'
+        'folder = "shared/"\n'
+    )
+    assert mode_literals(tmp_path, ("analysis",)) == [
+        "analysis/planted.py:2: 'per_role'",
+        "analysis/planted.py:2: 'shared'",
+        "analysis/planted.py:3: 'per_agent'",
+    ]
 
 
 # --- the axes, the definitions, the builders ----------------------------------------------------
@@ -298,7 +360,9 @@ def test_the_builders_make_the_design_names():
     assert names.role_key("generator", names.GRAD_NORM) == "role/generator/grad_norm"
     assert names.agent_key("generator0", names.GRAD_NORM) == "agent/generator0/grad_norm"
     assert names.policy_key("shared", names.LR) == "policy/shared/lr"
-    assert names.grad_cos_key("generator", "aggregator") == "grad_cos/generator|aggregator"
+    # One key per pair, whichever order a writer meets the two in.
+    assert names.grad_cos_key("generator", "aggregator") == "grad_cos/aggregator|generator"
+    assert names.grad_cos_key("aggregator", "generator") == "grad_cos/aggregator|generator"
     assert names.role_accuracy_key("evaluator") == "eval/accuracy/evaluator"
     assert names.roles_in(["role/a/grad_norm", "role/b/entropy", "role/x", "train/kl"]) == [
         "a",

@@ -23,7 +23,13 @@ from collections import defaultdict
 
 from trainer.config import Config
 from trainer.episode import Episode, Turn
-from vocabulary.names import GROUPS_KEY, REWARD_KEY, REWARD_STD_KEY, ZERO_STD_KEY
+from vocabulary.names import (
+    GROUPS_KEY,
+    REWARD_KEY,
+    REWARD_PER_ROLE,
+    REWARD_STD_KEY,
+    ZERO_STD_KEY,
+)
 
 EPS = 1e-4  # TRL's: keeps zero-std groups finite (their advantages are 0 anyway)
 ZERO_STD = 1e-8  # TRL's torch.isclose(std, 0) tolerance for counting zero-std groups
@@ -33,7 +39,7 @@ def assign_rewards(episodes: list[Episode], config: Config) -> None:
     """Fill `turn.reward` for every turn according to `config.reward_mode`."""
     for episode in episodes:
         for turn in episode.turns:
-            if config.reward_mode == "per_role" and turn.score is not None:
+            if config.reward_mode == REWARD_PER_ROLE and turn.score is not None:
                 turn.reward = float(turn.score)
             else:
                 turn.reward = float(episode.reward)

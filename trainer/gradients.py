@@ -50,6 +50,7 @@ from torch import nn
 # One definition each, shared with the memory estimate (torch-free, trainer/memory.py).
 from trainer.memory import snapshot_budget_bytes, vectors_needed  # noqa: F401
 from trainer.sharding import local
+from vocabulary.names import grad_cos_key
 
 _CHUNK = 1 << 22  # elements per float64 chunk when reducing dot products
 
@@ -81,18 +82,13 @@ class GradientFigures:
 
     role_sq: dict[str, float] = field(default_factory=dict)  # role -> ‖g_role‖²
     agent_sq: dict[str, float] = field(default_factory=dict)  # agent -> ‖g_agent‖²
-    cos: dict[str, float] = field(default_factory=dict)  # "a|b" (a < b) -> cosine
+    cos: dict[str, float] = field(default_factory=dict)  # grad_cos_key(a, b) -> cosine
 
     def shares(self) -> dict[str, float]:
         """‖g_role‖ / Σ_r ‖g_r‖ over the roles on this policy (they sum to 1)."""
         norms = {r: math.sqrt(max(sq, 0.0)) for r, sq in self.role_sq.items()}
         total = sum(norms.values())
         return {r: n / total for r, n in norms.items()} if total > 0 else {}
-
-
-def pair_key(a: str, b: str) -> str:
-    a, b = sorted((a, b))
-    return f"{a}|{b}"
 
 
 class GradientTracker:
@@ -178,7 +174,7 @@ class GradientTracker:
             for b in names[i + 1 :]:
                 c = cosine(agents[a], agents[b], self.sum_dots)
                 if c is not None:
-                    self.figures.cos[pair_key(a, b)] = c
+                    self.figures.cos[grad_cos_key(a, b)] = c
         if len(names) == 1:
             role_vector = agents[names[0]]
         else:
@@ -200,7 +196,7 @@ class GradientTracker:
             for b in names[i + 1 :]:
                 c = cosine(self.roles[a], self.roles[b], self.sum_dots)
                 if c is not None:
-                    self.figures.cos[pair_key(a, b)] = c
+                    self.figures.cos[grad_cos_key(a, b)] = c
         return self.figures
 
     def write_back(self, scales: dict[str, float], *, force: bool = False) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocabulary.names import PER_AGENT, PER_ROLE, SHARED
+
 
 @dataclass(frozen=True)
 class Workflow:
@@ -64,9 +66,9 @@ WORKFLOW_TABLE: dict[str, Workflow] = {
 
 SHARING_ROUTES: dict[str, Callable[[str, str], str]] = {
     # sharing mode -> (agent, role) -> the policy that generates the agent's turns
-    "shared": lambda agent, role: "shared",
-    "per_role": lambda agent, role: role,
-    "per_agent": lambda agent, role: agent,
+    SHARED: lambda agent, role: SHARED,
+    PER_ROLE: lambda agent, role: role,
+    PER_AGENT: lambda agent, role: agent,
 }
 
 WORKFLOWS = tuple(WORKFLOW_TABLE)

@@ -90,7 +90,6 @@ from vocabulary.names import (
     COHERENCE_SCALE,
     ENTROPY,
     ENTROPY_KEY,
-    GRAD_COS_PREFIX,
     GRAD_NORM,
     GRAD_SHARE,
     GRAD_SNAPSHOT_KEY,
@@ -616,8 +615,8 @@ def _gradient_metrics(
                 shares[role].append(share)
             for agent, sq in figures.agent_sq.items():
                 series[agent_key(agent, GRAD_NORM)].append(math.sqrt(sq))
-            for pair, c in figures.cos.items():
-                series[f"{GRAD_COS_PREFIX}{pair}"].append(c)
+            for key, c in figures.cos.items():
+                series[key].append(c)
         for role, sq in role_sq.items():
             series[role_key(role, GRAD_NORM)].append(math.sqrt(sq))
         for role, values in shares.items():

@@ -1,6 +1,6 @@
 """The names that are a contract (docs/design.md §5): metric keys, the metric names under a
-role, agent or policy, the matrix's axes and which keys the live radar reads, each written here
-once.
+role, agent or policy, the matrix's axes and the sharing and reward modes, and which keys the
+live radar reads, each written here once.
 
 Code that writes or reads a metric names it from here: a whole key by its constant
 (`LOSS_KEY`), a per-role, per-agent or per-policy key with a builder and a metric constant
@@ -19,6 +19,17 @@ from __future__ import annotations
 # seeds"). The experiment's matrix adds the seed axis; `trainer.config` validates against it.
 CELL_AXES = ("workflow", "task", "model", "sharing")
 MATRIX_AXES = (*CELL_AXES, "seed")
+
+# The sharing modes (the `sharing` axis's values) and the reward modes: the config's values that
+# the trainer routes by and the analysis and pages compare against. `per_role` names two things,
+# one policy per role and one reward per role, so each has its own constant.
+SHARED = "shared"  # one policy for every role; also that policy's name
+PER_ROLE = "per_role"  # one policy per role
+PER_AGENT = "per_agent"  # one policy per agent
+SHARING_MODES = (SHARED, PER_ROLE, PER_AGENT)
+REWARD_BROADCAST = "broadcast"  # every turn gets the episode's final reward
+REWARD_PER_ROLE = "per_role"  # a scored turn gets its own reward
+REWARD_MODES = (REWARD_BROADCAST, REWARD_PER_ROLE)
 
 # --- metric keys ----------------------------------------------------------------------------------
 
@@ -140,8 +151,11 @@ def role_accuracy_key(role: str) -> str:
 
 
 def grad_cos_key(a: str, b: str) -> str:
-    """`grad_cos/<a>|<b>`: the cosine between two roles' or agents' gradients on one policy."""
-    return f"{GRAD_COS_PREFIX}{a}|{b}"
+    """`grad_cos/<a>|<b>`: the cosine between two roles' or agents' gradients on one policy,
+    the pair in sorted order, so every writer names a pair with one key whatever order it
+    meets the two in (a voting run's `grad_cos/aggregator|generator`)."""
+    first, second = sorted((a, b))
+    return f"{GRAD_COS_PREFIX}{first}|{second}"
 
 
 def role_of(key: str) -> str | None:

@@ -21,6 +21,7 @@ from trainer.gradients import GradientTracker, coherence_scales
 from trainer.loss import grpo_loss, make_batch, token_logprobs
 from trainer.policies import PolicySet
 from trainer.update import batch_normalizer, update_policies
+from vocabulary.names import grad_cos_key
 
 
 def make_turns(config, policies: PolicySet) -> list[Turn]:
@@ -224,8 +225,10 @@ def test_tracker_splits_and_recombines_gradients():
     torch.testing.assert_close(tracker.roles["b"], g_b)
     assert figures.role_sq["a"] == pytest.approx(float(g_a @ g_a), rel=1e-5)
     assert figures.agent_sq["a1"] == pytest.approx(float(separate["a1"] @ separate["a1"]), rel=1e-5)
-    assert figures.cos["a0|a1"] == pytest.approx(cos(separate["a0"], separate["a1"]), rel=1e-5)
-    assert figures.cos["a|b"] == pytest.approx(cos(g_a, g_b), rel=1e-5)
+    assert figures.cos[grad_cos_key("a1", "a0")] == pytest.approx(
+        cos(separate["a0"], separate["a1"]), rel=1e-5
+    )
+    assert figures.cos[grad_cos_key("b", "a")] == pytest.approx(cos(g_a, g_b), rel=1e-5)
     assert sum(figures.shares().values()) == pytest.approx(1.0)
 
     before = flat_grad(params).clone()

@@ -313,7 +313,7 @@ def test_the_gradient_table_and_series_download_as_csv(demo, viewer):
 
     series = gradients.download_series(1, run_ids)["content"].splitlines()
     keys = {line.split(",")[6] for line in series[1:]}
-    assert "role/generator/grad_share" in keys and "grad_cos/generator|aggregator" in keys
+    assert "role/generator/grad_share" in keys and "grad_cos/aggregator|generator" in keys
 
 
 def test_every_figure_exports_as_png_or_svg_without_plotly_cloud(demo, viewer):

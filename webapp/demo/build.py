@@ -47,12 +47,12 @@ from vocabulary.names import (
     CELL_AXES,
     ENTROPY,
     ENTROPY_KEY,
-    GRAD_COS_PREFIX,
     GRAD_NORM,
     GRAD_SHARE,
     KL_KEY,
     RESP_LEN_KEY,
     REWARD_KEY,
+    grad_cos_key,
     role_key,
 )
 from webapp.alerts.radar import refresh_alerts
@@ -287,8 +287,8 @@ def _series(run: Run, plan: _Plan, steps: int, eval_every: int):
         yield from _points(role_key(role, ENTROPY), train, role_entropy, 5)
     # Cosines between gradients on the same policy: roles under a shared policy, parallel
     # agents of one role under isolated policies (they align as that role amplifies).
-    for pair, cos in _cosines(run, plan, train, rng).items():
-        yield from _points(f"{GRAD_COS_PREFIX}{pair}", train, cos, 4)
+    for key, cos in _cosines(run, plan, train, rng).items():
+        yield from _points(key, train, cos, 4)
 
 
 def _points(key: str, steps: np.ndarray, values: np.ndarray, digits: int):
@@ -376,7 +376,7 @@ def _cosines(run: Run, plan: _Plan, train: np.ndarray, rng: np.random.Generator)
     roles = WORKFLOW_TABLE[run.workflow].roles
     steps = len(train)
     if run.sharing == "shared":
-        pairs = [f"{a}|{b}" for a, b in itertools.combinations(roles, 2)]
+        pairs = [grad_cos_key(a, b) for a, b in itertools.combinations(roles, 2)]
         return {p: np.clip(0.15 + rng.normal(0, 0.07, steps), -1, 1) for p in pairs}
     parallel = _PARALLEL_ROLE.get(run.workflow)
     if parallel is None:
@@ -388,5 +388,5 @@ def _cosines(run: Run, plan: _Plan, train: np.ndarray, rng: np.random.Generator)
         if plan.amplified == parallel and plan.amplify_at is not None:
             aligned = np.clip((train - plan.amplify_at + 10) / 10, 0, 1)
             cos = cos + (0.93 - 0.55) * aligned
-        out[f"{a}|{b}"] = np.clip(cos, -1, 1)
+        out[grad_cos_key(a, b)] = np.clip(cos, -1, 1)
     return out
