@@ -74,7 +74,7 @@ from analysis.intervals import (
 from analysis.proportions import combine, paired_difference, pairs_needed, rate
 from analysis.runs import RunSummary
 from analysis.series import as_number, as_step
-from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
+from vocabulary.names import CELL_AXES, GRAD_NORM, PER_ROLE, SHARED, role_key
 
 N_BOOT = 10_000
 N_PERM = 10_000
@@ -421,8 +421,8 @@ def paired_effect(
     runs: Iterable[Mapping[str, Any]],
     *,
     factor: str = "sharing",
-    first: str = "shared",
-    second: str = "per_role",
+    first: str = SHARED,
+    second: str = PER_ROLE,
     metrics: Sequence[str] = ("peak", "final", "cliff"),
     axes: Sequence[str] = CELL_AXES,
     level: float = 0.95,

@@ -20,7 +20,7 @@ from typing import Any
 # the tasks in trainer/tasks (each its own Task subclass).
 from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
 from trainer.tasks import TASK_CLASSES, task_class
-from vocabulary.names import MATRIX_AXES
+from vocabulary.names import MATRIX_AXES, REWARD_BROADCAST, REWARD_MODES, SHARED
 
 TASKS = tuple(TASK_CLASSES)
 FINETUNE = ("lora", "full")
@@ -28,7 +28,6 @@ GRAD_CHECKPOINTING = ("auto", "on", "off")
 GRAD_SNAPSHOTS = ("device", "host")
 SCHEDULES = ("cosine", "linear", "constant")
 LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-REWARD_MODES = ("broadcast", "per_role")
 GROUP_KEYS = ("problem_role", "problem_agent")
 DEVICES = ("auto", "cpu", "cuda")
 ROLLOUT_ENGINES = ("hf", "vllm")
@@ -75,7 +74,7 @@ class Config:
         "tiny-s", "tiny-s/m/l (built-in, CPU) or a Hugging Face id / local directory", "run"
     )
     sharing: str = _f(
-        "shared",
+        SHARED,
         "shared: one policy; per_role: one per role; per_agent: one per agent",
         "run",
         SHARING,
@@ -175,7 +174,7 @@ class Config:
     loss_agg: str = _f("seq-mean-token-mean", "How token losses are averaged", "rl", LOSS_AGG)
     # --- credit ----------------------------------------------------------------------------
     reward_mode: str = _f(
-        "broadcast",
+        REWARD_BROADCAST,
         "broadcast: final reward to every turn; per_role: a role's own score",
         "credit",
         REWARD_MODES,
@@ -628,7 +627,7 @@ def _frozen_problem(config: Config) -> str | None:
             f"{', '.join(unknown)} not a role of {config.workflow}; "
             f"its roles are {', '.join(config.roles)}"
         )
-    if config.sharing == "shared":
+    if config.sharing == SHARED:
         # One policy serves every role: it moves whenever any role trains.
         return (
             "under sharing shared every role uses one policy, so no role can stay at the base "

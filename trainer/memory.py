@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.routing import agent_policy, policy_names, role_of, workflow_agents
+from vocabulary.names import PER_AGENT, SHARED
 
 # Published shapes (config.json of each model), so the web process can estimate without the
 # weights. A local directory is read from its own config.json.
@@ -231,7 +232,7 @@ def generation_calls(config: Any) -> list[tuple[int, int, int]]:
     )
     prompt, new = longest_sequence(config)
     counts = Counter(role_of(a) for a in workflow_agents(config))
-    parallel = 1 if config.sharing == "per_agent" else max(counts.values())
+    parallel = 1 if config.sharing == PER_AGENT else max(counts.values())
     wide_prompt = PROMPT_TOKENS + (new if config.workflow == "orch_workers" else 0)  # the plan
     calls = [(episodes * parallel, wide_prompt, new), (episodes, prompt, new)]
     cap = getattr(config, "rollout_batch", 0)
@@ -500,6 +501,6 @@ def _update_fixes(config: Any, need: MemoryEstimate) -> list[str]:
         fixes.append("grad_checkpointing=on")
     if config.micro_batch_size > 1:
         fixes.append(f"a smaller micro_batch_size (now {config.micro_batch_size})")
-    if config.sharing != "shared":
+    if config.sharing != SHARED:
         fixes.append("sharing=shared (one policy)")
     return fixes

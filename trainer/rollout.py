@@ -32,6 +32,7 @@ from trainer.sampling import row_seed
 from trainer.tasks.base import Problem, Task
 from trainer.workflows import Context, Outcome, Request, runner
 from trainer.workflows.prompts import ChatPrompts, TinyPrompts
+from vocabulary.names import REWARD_PER_ROLE
 
 
 @dataclass
@@ -157,7 +158,7 @@ def rollout(
     started = time.perf_counter()
     _score(episodes, owners, outcomes, task)
     sample = config.second_opinion_sample
-    per_role = config.reward_mode == "per_role"
+    per_role = config.reward_mode == REWARD_PER_ROLE
     _second_opinion(episodes, owners, outcomes, task, seed_parts, stats, sample, per_role)
     stats.seconds_score = time.perf_counter() - started
     for ep in episodes:

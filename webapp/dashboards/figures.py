@@ -29,6 +29,9 @@ from vocabulary.names import (
     GRAD_COS_PREFIX,
     GRAD_NORM,
     GRAD_SHARE,
+    PER_AGENT,
+    PER_ROLE,
+    SHARED,
     role_key,
     roles_in,
 )
@@ -39,7 +42,7 @@ INK, MUTED, GRID, CLIFF = "#1f2933", "#616e7c", "#e4e7eb", "#b42318"
 # Colour-blind-safe (Okabe–Ito) hues for seeds and roles; sharing modes get Troupe's accent,
 # an orange and a purple, so "shared vs isolated" reads at a glance.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7f7f7f", "#000000"]
-SHARING_COLOURS = {"shared": "#2f5fd0", "per_role": "#d9731a", "per_agent": "#7b4fb3"}
+SHARING_COLOURS = {SHARED: "#2f5fd0", PER_ROLE: "#d9731a", PER_AGENT: "#7b4fb3"}
 ROLE_COLOURS = {
     "generator": "#0072B2",
     "aggregator": "#E69F00",
@@ -49,7 +52,7 @@ ROLE_COLOURS = {
     "synthesizer": "#56B4E9",
     "solver": "#0072B2",
 }
-SHARING_DASHES = {"shared": "solid", "per_role": "dash", "per_agent": "dot"}
+SHARING_DASHES = {SHARED: "solid", PER_ROLE: "dash", PER_AGENT: "dot"}
 # Pairwise cosines: muted hues, apart from the role colours they share a legend with.
 PAIR_COLOURS = ["#3d4b5c", "#8f6bb3", "#2a9d8f", "#b5838d", "#6b705c", "#9c6644"]
 # Red (lost accuracy) through white (no change) to teal-blue (gained): the matrix's colours.
@@ -560,7 +563,7 @@ def gradients_figure(
         if not pairs:
             _hold_panel(fig, r, 3, points)
             _note(fig, r, 3, _no_cosine(run, roles))
-        if run.sharing != "shared" and any(role_key(role, GRAD_SHARE) in points for role in roles):
+        if run.sharing != SHARED and any(role_key(role, GRAD_SHARE) in points for role in roles):
             _note(fig, r, 2, "one policy per role: every share is 1", y=0.4)
         _onset_lines(fig, r, summary)
         _gradient_axes(fig, r, points)
@@ -616,7 +619,7 @@ def _role_gradients(fig: go.Figure, r: int, run, role: str, points: dict, shown:
         )
     share = points.get(role_key(role, GRAD_SHARE))
     if share:
-        stacked = run.sharing == "shared"
+        stacked = run.sharing == SHARED
         fig.add_trace(
             go.Scatter(
                 x=share["steps"],
@@ -675,7 +678,7 @@ def _no_cosine(run, roles: Sequence[str]) -> str:
     """Why a row's cosine panel is empty, truthfully: under a shared policy two roles do share
     it, and the trainer logs their cosine only from a step where both put a nonzero gradient
     on it."""
-    if run.sharing == "shared" and len(roles) >= 2:
+    if run.sharing == SHARED and len(roles) >= 2:
         return (
             "no cosine logged: no step had two roles' gradients<br>"
             "on the shared policy both nonzero"

@@ -12,14 +12,14 @@ from typing import Any
 
 from trainer.config import SHARING, TASKS, WORKFLOWS
 from trainer.routing import WORKFLOW_TABLE
-from vocabulary.names import ACCURACY_KEY, REWARD_KEY
+from vocabulary.names import ACCURACY_KEY, PER_AGENT, PER_ROLE, REWARD_KEY, SHARED, SHARING_MODES
 
 SHARING_NAMES = {
-    "shared": "Shared policy",
-    "per_role": "Isolated: one policy per role",
-    "per_agent": "One policy per agent",
+    SHARED: "Shared policy",
+    PER_ROLE: "Isolated: one policy per role",
+    PER_AGENT: "One policy per agent",
 }
-SHARING_SHORT = {"shared": "shared", "per_role": "per-role", "per_agent": "per-agent"}
+SHARING_SHORT = {mode: mode.replace("_", "-") for mode in SHARING_MODES}  # per-role
 WORKFLOW_NAMES = {name: spec.title for name, spec in WORKFLOW_TABLE.items()}
 MODEL_ORDER = ("tiny-s", "tiny-m", "tiny-l", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B")
 KEY_NAMES = {

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from analysis.amplification import amplification_label
 from analysis.cells import CellSummary
 from analysis.runs import RunSummary
-from vocabulary.names import CELL_AXES, MATRIX_AXES
+from vocabulary.names import CELL_AXES, MATRIX_AXES, SHARED
 from webapp.dashboards import labels, state
 
 
@@ -269,7 +269,7 @@ def _precedes(cliff, onset, lead, status: str | None = None) -> str:
 
 def _shares_a_policy(run, summary: RunSummary) -> bool:
     """Capture is a question only where two or more roles put gradient on one policy."""
-    return run.sharing == "shared" and len(summary.roles) >= 2
+    return run.sharing == SHARED and len(summary.roles) >= 2
 
 
 def _capture_rule(summary: RunSummary, role: str | None) -> str:
@@ -318,7 +318,7 @@ def dynamics_findings(runs: Sequence, summaries: dict[int, dict]) -> list[str]:
         )
     # Runs where capture may be a question: shared, and not known to have a single role (a run
     # that has logged nothing yet has no roles to count).
-    shared = [r for r in runs if r.sharing == "shared" and len(read[r.id].roles) != 1]
+    shared = [r for r in runs if r.sharing == SHARED and len(read[r.id].roles) != 1]
     logged = [r for r in shared if read[r.id].capture_fractions]
     early = [r for r in shared if read[r.id].capture_status == "too_few_steps"]
     if shared and not logged and early:

@@ -50,8 +50,11 @@ from vocabulary.names import (
     GRAD_NORM,
     GRAD_SHARE,
     KL_KEY,
+    PER_AGENT,
+    PER_ROLE,
     RESP_LEN_KEY,
     REWARD_KEY,
+    SHARED,
     grad_cos_key,
     role_key,
 )
@@ -64,7 +67,7 @@ DEMO_MATRIX = {
     "workflow": ["voting", "eval_opt", "orch_workers"],
     "task": ["math", "code"],
     "model": ["tiny-s", "tiny-m"],
-    "sharing": ["shared", "per_role"],
+    "sharing": [SHARED, PER_ROLE],
     "seed": [0, 1, 2],
 }
 SYNTHETIC = "synthetic"  # the experiment's preset: not "cpu-demo", which would claim training
@@ -92,7 +95,7 @@ _GAIN = {
 _MODEL_SCALE = {"tiny-s": 1.0, "tiny-m": 1.25, "tiny-l": 0.8}
 # Chance of a terminal cliff: isolated policies fall more often (the study's finding), most
 # of all where parallel same-role agents amplify one role's gradient.
-_CLIFF_CHANCE = {"shared": 0.12, "per_role": 0.35, "per_agent": 0.45}
+_CLIFF_CHANCE = {SHARED: 0.12, PER_ROLE: 0.35, PER_AGENT: 0.45}
 # The role whose parallel agents share a turn in each workflow that has one (voting's
 # generators, orch_workers' workers), from trainer's workflow table.
 _PARALLEL_ROLE = {name: next(iter(w.parallel)) for name, w in WORKFLOW_TABLE.items() if w.parallel}
@@ -201,8 +204,8 @@ def build_demo_experiment(
         (m["workflow"], m["task"], m["model"], m["sharing"], m["seed"]): r
         for m, r in zip(members, made)
     }
-    cliff_run = known.get(("voting", "math", "tiny-s", "per_role", 0))
-    capture_run = known.get(("voting", "math", "tiny-s", "shared", 0))
+    cliff_run = known.get(("voting", "math", "tiny-s", PER_ROLE, 0))
+    capture_run = known.get(("voting", "math", "tiny-s", SHARED, 0))
     cliff_onset = _known_cliff_step(steps, eval_every) if cliff_run else None
     return DemoExperiment(
         experiment=experiment,
@@ -241,10 +244,10 @@ def _is_known(run: Run, sharing: str) -> bool:
 def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
     rng = _rng(run, "plan")
     roles = WORKFLOW_TABLE[run.workflow].roles
-    if _is_known(run, "per_role"):
+    if _is_known(run, PER_ROLE):
         cliff_at = _known_cliff_step(steps, eval_every)
         return _Plan(cliff_at, "generator", cliff_at - LEAD, None, known=True)
-    if _is_known(run, "shared"):
+    if _is_known(run, SHARED):
         return _Plan(None, None, None, "generator", known=True)
     cliff_at = amplified = amplify_at = None
     if rng.random() < _CLIFF_CHANCE.get(run.sharing, 0.2):
@@ -254,7 +257,7 @@ def _plan(run: Run, steps: int, eval_every: int) -> _Plan:
             amplified = _PARALLEL_ROLE.get(run.workflow, roles[0])
             amplify_at = cliff_at - int(rng.integers(4, 26))
     capture = None
-    if run.sharing == "shared" and run.workflow in _PARALLEL_ROLE and rng.random() < 0.6:
+    if run.sharing == SHARED and run.workflow in _PARALLEL_ROLE and rng.random() < 0.6:
         capture = _PARALLEL_ROLE[run.workflow]
     return _Plan(cliff_at, amplified, amplify_at, capture)
 
@@ -301,7 +304,7 @@ def _accuracy_curve(run: Run, plan: _Plan, rng: np.random.Generator, steps: int)
     saturating rise, then (for a cliff) a collapse below the base model."""
     base = _BASE[(run.task, run.model)] + rng.normal(0, 0.01)
     gain = _GAIN[(run.workflow, run.task)] * _MODEL_SCALE[run.model] + rng.normal(0, 0.015)
-    if run.sharing != "shared":
+    if run.sharing != SHARED:
         gain += 0.03  # isolated policies peak higher
     tau = 0.22 * steps
 
@@ -366,7 +369,7 @@ def _role_norm(
 
 
 def _shares(norms: dict[str, np.ndarray], sharing: str) -> dict[str, np.ndarray]:
-    if sharing != "shared":
+    if sharing != SHARED:
         return {role: np.ones_like(g) for role, g in norms.items()}  # one role per policy
     total = sum(norms.values())
     return {role: g / total for role, g in norms.items()}
@@ -375,7 +378,7 @@ def _shares(norms: dict[str, np.ndarray], sharing: str) -> dict[str, np.ndarray]
 def _cosines(run: Run, plan: _Plan, train: np.ndarray, rng: np.random.Generator) -> dict:
     roles = WORKFLOW_TABLE[run.workflow].roles
     steps = len(train)
-    if run.sharing == "shared":
+    if run.sharing == SHARED:
         pairs = [grad_cos_key(a, b) for a, b in itertools.combinations(roles, 2)]
         return {p: np.clip(0.15 + rng.normal(0, 0.07, steps), -1, 1) for p in pairs}
     parallel = _PARALLEL_ROLE.get(run.workflow)

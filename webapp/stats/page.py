@@ -36,7 +36,7 @@ from django.db import transaction
 from analysis.runs import RunSummary
 from analysis.stats import MIN_SEEDS, lead_inputs, lead_test, main_effects, paired_effect
 from trainer.config import ConfigError, config_from_dict
-from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
+from vocabulary.names import CELL_AXES, GRAD_NORM, PER_ROLE, SHARED, role_key
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import series_of
 from webapp.runs.lifecycle import live_runs
@@ -46,7 +46,7 @@ from webapp.runs.summaries import run_summaries
 
 AXES = CELL_AXES
 PAIR_AXES = tuple(a for a in CELL_AXES if a != "sharing")  # a cell of the sharing table
-FIRST, SECOND = "shared", "per_role"  # the effect is SECOND − FIRST
+FIRST, SECOND = SHARED, PER_ROLE  # the effect is SECOND − FIRST
 METRICS = ("peak", "final", "cliff")
 METRIC_NAMES = {"peak": "peak accuracy", "final": "final accuracy", "cliff": "cliff rate"}
 MAX_QUEUE = 50  # runs one press of "queue more seeds" may queue: a slip costs hours, not days
