@@ -221,7 +221,7 @@ def test_the_vocabulary_declares_only_keys_metric_names_prefixes_axes_and_labels
         if not (
             (name.endswith(("_KEY", "_PREFIX")) and isinstance(value, str))
             or (
-                name.endswith(("_KEYS", "_METRICS", "_AXES", "_COUNTS"))
+                name.endswith(("_KEYS", "_METRICS", "_AXES", "_COUNTS", "_KINDS"))
                 and isinstance(value, tuple)
             )
             or (isinstance(value, str) and value in vocabulary_metrics())
@@ -323,6 +323,32 @@ def test_the_mode_guard_finds_a_planted_mode(tmp_path):
         "analysis/planted.py:2: 'shared'",
         "analysis/planted.py:3: 'per_agent'",
     ]
+
+
+def test_every_alert_kind_the_radar_raises_is_in_the_vocabulary():
+    from analysis.radar import NON_FINITE_KINDS
+
+    tree = ast.parse((ROOT / "analysis" / "radar.py").read_text())
+    raised = {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "_event"
+        and node.args
+        and _is_str(node.args[0])
+    }
+    assert raised and raised <= set(names.ALERT_KINDS)
+    assert set(NON_FINITE_KINDS.values()) <= set(names.ALERT_KINDS)
+
+
+def test_no_script_or_template_lists_the_alert_kinds_again():
+    # The experiment page's script ranks by the list the page hands it (data-radar-severity).
+    spelled = [
+        str(path.relative_to(ROOT))
+        for path in files(ROOT, ("webapp",))
+        if path.suffix in (".js", ".html") and '"entropy_collapse"' in path.read_text()
+    ]
+    assert spelled == []
 
 
 # --- the axes, the definitions, the builders ----------------------------------------------------

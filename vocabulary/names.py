@@ -170,6 +170,25 @@ def roles_in(keys) -> list[str]:
     return sorted({role for key in keys if (role := role_of(key)) is not None})
 
 
+# --- what the live radar raises -----------------------------------------------------------------
+
+# Its alert kinds, worst first: the order a run's events are ranked in on every page (a confirmed
+# cliff outranks everything; a NaN loss or reward means the run is broken, not just worse; the
+# behaviour rules come last).
+ALERT_KINDS = (
+    "cliff",
+    "degradation",
+    "non_finite_loss",
+    "non_finite_reward",
+    "reward_hacking_suspected",  # an independent re-check failed a passing answer
+    "amplification",
+    "capture",
+    "entropy_collapse",
+    "zero_std_groups",
+    "evaluator_accepts_wrong",  # the behaviour rules (analysis.radar.behavioural_events)
+    "voter_collapse",
+)
+
 # --- what the live radar reads -----------------------------------------------------------------
 
 # The radar (analysis/radar.py) reads these whole keys and each role's RADAR_ROLE_METRICS; a

@@ -66,18 +66,6 @@ from webapp.metrics import selected_series
 log = logging.getLogger(__name__)
 
 ROLE_SUFFIXES = tuple(f"/{metric}" for metric in RADAR_ROLE_METRICS)
-KINDS = (
-    "cliff",
-    "degradation",
-    "amplification",
-    "capture",
-    "entropy_collapse",
-    "evaluator_accepts_wrong",  # the behaviour rules (analysis.radar.behavioural_events)
-    "voter_collapse",
-    "zero_std_groups",
-    "reward_hacking_suspected",  # an independent re-check failed a passing answer
-    *NON_FINITE_KINDS.values(),
-)
 _UPDATED = ["key", "seen_at", "provisional", "value", "limit", "retracted", "retraction"]
 RADAR_QUEUE = "radar"  # its own worker: a run's worker trains, one task at a time
 LOST_AFTER_SECONDS = 300

@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from webapp.alerts.radar import KINDS, alert_json, describe
+from vocabulary.names import ALERT_KINDS
+from webapp.alerts.radar import alert_json, describe
 from webapp.api.http import ApiError, api_view
 from webapp.experiments.models import Alert, Experiment, Run
 from webapp.runs.lifecycle import live_experiments, live_run
@@ -46,8 +47,8 @@ def filtered_alerts(params) -> tuple[QuerySet, dict[str, object], dict[str, str]
         "kind": params.get("kind", "").strip() or None,
         "state": params.get("state", "").strip() or None,
     }
-    if filters["kind"] is not None and filters["kind"] not in KINDS:
-        errors["kind"] = f"one of {', '.join(KINDS)}"
+    if filters["kind"] is not None and filters["kind"] not in ALERT_KINDS:
+        errors["kind"] = f"one of {', '.join(ALERT_KINDS)}"
     if filters["state"] is not None and filters["state"] not in STATES:
         errors["state"] = f"one of {', '.join(STATES)} (or none: both)"
     alerts = Alert.objects.filter(live_run("run__")).select_related("run", "run__experiment")
@@ -74,7 +75,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         "alerts": rows,
         "filters": filters,
         "errors": errors,
-        "kinds": KINDS,
+        "kinds": ALERT_KINDS,
         "states": STATES,
         "experiments": live_experiments(Experiment.objects.filter(runs__alerts__isnull=False))
         .distinct()

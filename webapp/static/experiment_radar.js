@@ -1,17 +1,16 @@
 // The experiment page's radar column follows the runs while any is queued or running: every
 // few seconds it reads the experiment's alerts (GET /api/v1/alerts?experiment=<id>) and
 // shows each run's worst event, ranked as the server ranks it
-// (webapp/alerts/templatetags/radar.py): confirmed before provisional, then cliff,
-// degradation, a non-finite loss or reward, suspected reward hacking, amplification, capture, entropy collapse,
-// zero-std groups, then the earliest step.
+// (webapp/alerts/templatetags/radar.py): confirmed before provisional, then by kind in the
+// order the page hands over (data-radar-severity), then the earliest step.
 (function () {
   "use strict";
   var root = document.getElementById("experiment-live");
   var table = document.querySelector("[data-radar-experiment]");
   if (!root || !table || root.dataset.active === "0") return;
   var experiment = table.dataset.radarExperiment;
-  var SEVERITY = ["cliff", "degradation", "non_finite_loss", "non_finite_reward",
-    "reward_hacking_suspected", "amplification", "capture", "entropy_collapse", "zero_std_groups"];
+  // The kinds worst first, as the server ranks them (vocabulary/names.py ALERT_KINDS).
+  var SEVERITY = (table.dataset.radarSeverity || "").split(",");
 
   function rank(a) {
     var kind = SEVERITY.indexOf(a.kind);

@@ -9,26 +9,21 @@ from __future__ import annotations
 
 from django import template
 
+from vocabulary.names import ALERT_KINDS
 from webapp.experiments.models import Alert, Run
 from webapp.runs.checkpoints import best_checkpoint
 
 register = template.Library()
 
-# The worst event of a run comes first: a confirmed cliff outranks everything else.
-SEVERITY = (
-    "cliff",
-    "degradation",
-    "non_finite_loss",  # a NaN or inf loss or reward: the run is broken, not just worse
-    "non_finite_reward",
-    "reward_hacking_suspected",  # the rewards themselves may be fiction: look at once
-    "amplification",
-    "capture",
-    "entropy_collapse",
-    "zero_std_groups",
-    # The behaviour rules last, as experiment_radar.js ranks a kind it does not list.
-    "evaluator_accepts_wrong",
-    "voter_collapse",
-)
+# The worst event of a run comes first (the vocabulary's order); experiment_radar.js ranks by
+# the same list, which the experiment page hands it (`alert_severity`).
+SEVERITY = ALERT_KINDS
+
+
+@register.simple_tag
+def alert_severity() -> str:
+    """The alert kinds, worst first, comma-separated: for the page's script."""
+    return ",".join(SEVERITY)
 
 
 def _rank(alert: Alert) -> tuple:
