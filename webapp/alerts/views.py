@@ -82,7 +82,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         .only("id", "name"),
         "page_size": PAGE_SIZE,
     }
-    return render(request, "experiments/alerts.html", context, status=400 if errors else 200)
+    return render(request, "alerts/alerts.html", context, status=400 if errors else 200)
 
 
 @api_view("GET")

@@ -148,7 +148,7 @@ def run_branch(request: HttpRequest, run_id: int) -> HttpResponse:
         "kept": kept,
         "sharing_help": SHARING_HELP,
     }
-    return render(request, "experiments/branch.html", context)
+    return render(request, "branching/branch.html", context)
 
 
 def _queue(form: BranchForm) -> list[Run] | None:

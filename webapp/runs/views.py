@@ -30,7 +30,7 @@ from vocabulary.names import (
 )
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import latest_points, read_series
-from webapp.runs import queueing
+from webapp.runs import queueing, verdict_words
 from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
 from webapp.runs.forms import GROUPS, ExperimentForm, as_text, initial_for
 from webapp.runs.lifecycle import live_experiments, live_run, live_runs
@@ -38,7 +38,6 @@ from webapp.runs.run_files import delete_runs
 from webapp.runs.serialize import log_tail, run_json, run_label
 from webapp.runs.sparkline import sparkline
 from webapp.runs.summaries import cell_summaries, run_summaries
-from webapp.runs.templatetags import verdicts
 
 SPARKLINE_KEYS = (ACCURACY_KEY, REWARD_KEY)
 SPARKLINE_POINTS = 120
@@ -74,7 +73,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     for experiment in page:
         total = experiment.steps_total or 0
         experiment.percent = round(100 * (experiment.steps_done or 0) / total) if total else 0
-    return render(request, "experiments/list.html", {"page": page})
+    return render(request, "runs/list.html", {"page": page})
 
 
 @login_required
@@ -95,7 +94,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
             return redirect("experiment_detail", experiment.id)
     else:
         form = ExperimentForm(initial=_initial(request))
-    return render(request, "experiments/new.html", {"form": form})
+    return render(request, "runs/new.html", {"form": form})
 
 
 def start_reference(run: Run) -> str:
@@ -173,7 +172,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         "manage": can_manage(request.user, experiment),
         "spec": _spec_rows(experiment),
     }
-    return render(request, "experiments/detail.html", context)
+    return render(request, "runs/detail.html", context)
 
 
 def _spec_rows(experiment: Experiment) -> list[tuple[str, str]]:
@@ -215,7 +214,7 @@ def experiment_live(request: HttpRequest, experiment_id: int) -> JsonResponse:
 
 def live_results(summary: dict) -> dict:
     """A running run's key results as the experiment page writes them (the same words as
-    its template: `verdicts.cliff_label` and `cliff_line`)."""
+    its template: `verdict_words.cliff_label` and `cliff_line`)."""
     accuracy = RunSummary.of(summary).accuracy
     return {
         "base": accuracy.base,
@@ -223,8 +222,8 @@ def live_results(summary: dict) -> dict:
         "peak_step": accuracy.peak_step,
         "final": accuracy.final,
         "cliff": accuracy.cliff,
-        "cliff_label": verdicts.cliff_label(accuracy),
-        "cliff_line": verdicts.cliff_line(accuracy),
+        "cliff_label": verdict_words.cliff_label(accuracy),
+        "cliff_line": verdict_words.cliff_line(accuracy),
         "evidence": accuracy.evidence,
     }
 
@@ -258,10 +257,10 @@ def experiment_delete(request: HttpRequest, experiment_id: int) -> HttpResponse:
 # The run page's blocks that follow the run while it trains: run_live sends each one rendered
 # by the same template as the page, so a block never reads differently live and on a reload.
 LIVE_BLOCKS = {
-    "facts": "experiments/_run_facts.html",  # heartbeat, attempts, checkpoint, worker, error
-    "results": "experiments/_run_results.html",  # key results: base, peak, final, gain, cliff
-    "radar": "experiments/_run_radar_block.html",  # best checkpoint and events
-    "lineage": "experiments/_run_lineage_block.html",  # branches and the checkpoints offered
+    "facts": "runs/_run_facts.html",  # heartbeat, attempts, checkpoint, worker, error
+    "results": "runs/_run_results.html",  # key results: base, peak, final, gain, cliff
+    "radar": "runs/_run_radar_block.html",  # best checkpoint and events
+    "lineage": "runs/_run_lineage_block.html",  # branches and the checkpoints offered
 }
 
 
@@ -301,7 +300,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         # Resume is offered only where a resume could succeed; else the page says why not.
         "resume_problem": queueing.resume_problem(run),
     }
-    return render(request, "experiments/run.html", context)
+    return render(request, "runs/run.html", context)
 
 
 def _cut_params(run: Run) -> dict[str, int]:

@@ -63,7 +63,7 @@ def experiment_stats_page(request: HttpRequest, experiment_id: int) -> HttpRespo
         "manage": can_manage(request.user, experiment),
         "max_queue": MAX_QUEUE,
     }
-    return render(request, "experiments/stats.html", context)
+    return render(request, "stats/stats.html", context)
 
 
 @login_required

@@ -31,7 +31,7 @@ def _rank(alert: Alert) -> tuple:
     return (alert.provisional, kind, alert.step)
 
 
-@register.inclusion_tag("experiments/_radar.html")
+@register.inclusion_tag("alerts/_radar.html")
 def radar_panel(run: Run) -> dict:
     shown = Alert.objects.filter(run_id=run.id).order_by("step", "kind", "role")
     alerts = [a for a in shown if a.retracted is None]

@@ -26,7 +26,7 @@ def compare_lineage_url(run_id: int) -> str:
     return f"{PREFIX}/compare?run={run_id}&lineage=1&key={ACCURACY_KEY}"
 
 
-@register.inclusion_tag("experiments/_lineage_line.html")
+@register.inclusion_tag("branching/_lineage_line.html")
 def lineage_line(run) -> dict:
     if not is_branch(run):
         return {"show": False}
@@ -40,7 +40,7 @@ def lineage_line(run) -> dict:
     }
 
 
-@register.inclusion_tag("experiments/_lineage.html", takes_context=True)
+@register.inclusion_tag("branching/_lineage.html", takes_context=True)
 def lineage_panel(context) -> dict:
     run = context["run"]
     request = context["request"]

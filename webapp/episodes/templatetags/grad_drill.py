@@ -64,7 +64,7 @@ def carried_gradient(run_id: int, step: int, role: str) -> bool:
     return False
 
 
-@register.inclusion_tag("experiments/_grad_drill.html")
+@register.inclusion_tag("episodes/_grad_drill.html")
 def grad_drill_panel(run: Run) -> dict:
     steps, roles = drill_roles(run.id)
     rows = []
