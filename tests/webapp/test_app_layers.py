@@ -34,7 +34,7 @@ FLOORS: list[list[str]] = [
     ["webapp.runs"],
     ["webapp.alerts", "webapp.stats", "webapp.demo", "webapp.episodes", "webapp.attribution"],
     ["webapp.tracking", "webapp.dashboards"],
-    ["webapp.branching"],
+    ["webapp.branching", "webapp.explorer"],
     ["webapp.api"],
     ["webapp.urls", "webapp.wsgi"],
 ]

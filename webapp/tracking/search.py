@@ -9,6 +9,12 @@ values are 'strings' or numbers. Entities: `metrics.`, `params.`, `tags.`, and a
 for experiments `name`, `creation_time`, `last_update_time`). Anything else is an
 INVALID_PARAMETER_VALUE naming the part that could not be read. An ordering is
 `<entity> [ASC|DESC]`; missing values sort last.
+
+Callers other than MLflow's endpoints extend the language through the same parser's
+arguments rather than a parser of their own: `attributes` and `numeric` name their extra
+fields (the runs explorer's verdicts, cell axes, owner, experiment), and `loose` names the
+entity kinds whose values may be a number or a string (`params.lr <= 1e-5` beside
+`params.lr = '1e-5'`): an unquoted number there is a float `Clause.value`.
 """
 
 from __future__ import annotations
@@ -74,7 +80,9 @@ def _entity(kind: str | None, name: str, attributes: Sequence[str]) -> tuple[str
     return kind, name
 
 
-def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -> list[Clause]:
+def parse_filter(
+    text: str, attributes: Sequence[str], numeric: Sequence[str], loose: Sequence[str] = ()
+) -> list[Clause]:
     clauses: list[Clause] = []
     pos, text = 0, text or ""
     while text[pos:].strip():
@@ -92,7 +100,7 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
             values = tuple(single or double for single, double in _LISTED.findall(found["list"]))
             clauses.append(Clause(kind, name, " ".join(found["inop"].upper().split()), values))
         else:
-            clauses.append(_comparison(found, kind, name, numeric))
+            clauses.append(_comparison(found, kind, name, numeric, loose))
         pos = found.end()
         if text[pos:].strip():
             joiner = _AND.match(text, pos)
@@ -105,10 +113,14 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
     return clauses
 
 
-def _comparison(found: re.Match, kind: str, name: str, numeric: Sequence[str]) -> Clause:
+def _comparison(
+    found: re.Match, kind: str, name: str, numeric: Sequence[str], loose: Sequence[str] = ()
+) -> Clause:
     raw, op = found["value"], found["op"].upper()
     quoted = raw[0] in "'\""
     is_number = kind == "metrics" or (kind == "attributes" and name in numeric)
+    if kind in loose and not op.endswith("LIKE"):
+        is_number = not quoted
     if is_number == quoted or (op.endswith("LIKE") and is_number):
         want = "a number" if is_number else "a quoted string"
         raise MlflowError(INVALID, f"In '{found['ident']} {op} {raw}': expected {want}.")
