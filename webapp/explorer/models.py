@@ -68,3 +68,19 @@ class RunTags(models.Model):
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="+")
     tags = models.JSONField(default=dict)
+
+
+class SavedChart(models.Model):
+    """A chart built in the explorer and kept on an experiment's page (`charts.py`): a metric
+    against steps, runs grouped by a field, each group a mean inside a band over seeds."""
+
+    experiment = models.ForeignKey(
+        "experiments.Experiment", on_delete=models.CASCADE, related_name="explorer_charts"
+    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=200)
+    spec = models.JSONField(default=dict)  # charts.read_spec's result: runs, key, by, …
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "id"]

@@ -14,5 +14,8 @@ urlpatterns = [
     path("explore/experiments/", notes.experiment_search, name="explorer_experiments"),
     path("runs/<int:run_id>/notes/", notes.run_notes, name="run_notes"),
     path("experiments/<int:experiment_id>/notes/", notes.experiment_notes, name="experiment_notes"),
+    path("explore/chart/", views.chart_page, name="explorer_chart"),
+    path("explore/chart/save/", views.save_chart, name="explorer_save_chart"),
+    path("explore/charts/<int:chart_id>/delete/", views.delete_chart, name="explorer_delete_chart"),
     path("explore/plotly.min.js", views.plotly_js, name="explorer_plotly"),
 ]

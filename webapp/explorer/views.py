@@ -24,11 +24,16 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from webapp.dashboards import seed_bands
+from webapp.experiments.models import Experiment
+from webapp.explorer import charts
 from webapp.explorer.fields import ACCURACY, ATTRIBUTES, ExplorerError, parse_columns
-from webapp.explorer.models import ColumnChoice, SavedView
+from webapp.explorer.models import ColumnChoice, SavedChart, SavedView
 from webapp.explorer.query import Table, explore, is_time
 from webapp.explorer.state import State, read_state, split_columns
 from webapp.metrics import metric_keys
+from webapp.runs.access import get_experiment_for_user
+from webapp.runs.lifecycle import live_experiments
 
 CSV_LIMIT = 10_000  # runs in one export
 
@@ -201,3 +206,60 @@ def plotly_js(request: HttpRequest) -> FileResponse:
     response = FileResponse(path.open("rb"), content_type="text/javascript")
     response["Cache-Control"] = "private, max-age=86400"
     return response
+
+
+@login_required
+def chart_page(request: HttpRequest) -> HttpResponse:
+    """The chart builder: the chart of the query string's choices, and the form to change
+    or save it."""
+    error, spec, fig = "", None, None
+    if request.GET.get("runs"):
+        try:
+            spec = charts.read_spec(request.GET)
+            fig = charts.figure(spec).to_json()
+        except ExplorerError as e:
+            error = str(e)
+    context = {
+        "spec": spec or {"runs": [], "key": ACCURACY, "by": "attributes.sharing"},
+        "runs_text": request.GET.get("runs", ""),
+        "figure": fig,
+        "error": error,
+        "smoothing": seed_bands.SMOOTHING,
+        "scales": seed_bands.SCALES,
+        "panel": charts.panel_link(spec) if spec else None,
+        "experiments": _manageable(request.user),
+    }
+    return render(request, "explorer/chart.html", context, status=400 if error else 200)
+
+
+def _manageable(user):
+    found = live_experiments(Experiment.objects.all()).order_by("-created")
+    return found if user.is_staff else found.filter(owner=user)
+
+
+@login_required
+@require_POST
+def save_chart(request: HttpRequest) -> HttpResponse:
+    """Keep the chart on an experiment the user owns (or any, for staff)."""
+    query = request.POST.get("query", "")
+    try:
+        spec = charts.read_spec(QueryDict(query))
+        experiment = get_experiment_for_user(
+            request.user, int(request.POST.get("experiment", "0") or 0), manage=True
+        )
+    except (ExplorerError, ValueError) as e:
+        messages.error(request, str(e))
+        return redirect(f"/explore/chart/?{query}")
+    title = request.POST.get("title", "").strip()[:200] or spec["key"]
+    SavedChart.objects.create(experiment=experiment, owner=request.user, title=title, spec=spec)
+    messages.success(request, f"Saved “{title}” on {experiment.name}.")
+    return redirect(f"/experiments/{experiment.id}/")
+
+
+@login_required
+@require_POST
+def delete_chart(request: HttpRequest, chart_id: int) -> HttpResponse:
+    chart = get_object_or_404(SavedChart, id=chart_id)
+    get_experiment_for_user(request.user, chart.experiment_id, manage=True)
+    chart.delete()
+    return redirect(f"/experiments/{chart.experiment_id}/")
