@@ -102,7 +102,38 @@ def test_it_filters_across_experiments_and_sorts_by_a_metric(alice, bob):
     # last losses: 0.96, 0.86, 0.76, 0.66, 0.56 → the last two, smallest first
     assert _ids(table) == [runs[4].id, runs[3].id]
     assert table.rows[0]["values"][1] == pytest.approx(0.56)
-    assert table.plan == "rows"
+    assert table.plan == "sql"
+
+
+@pytest.mark.parametrize(
+    ("text", "sort"),
+    [
+        ("metrics.`train/loss` < 0.75", "metrics.train/loss ASC"),
+        ("metrics.`train/loss` != 0.86", "metrics.train/loss@max DESC"),
+        ("metrics.nothing IS NULL and seed >= 1", "attributes.seed DESC"),
+        ("params.sharing = 'per_role'", "params.sharing ASC"),
+        ("params.sharing != 'per_role' and workflow IN ('voting')", "attributes.owner ASC"),
+        ("tags.note LIKE '%lr%'", "tags.note DESC"),
+        ("tags.note ILIKE 'TRY%'", ""),
+        ("tags.note NOT IN ('x')", ""),
+        ("peak > 0.3 and cliff_status != 'confirmed'", "attributes.peak ASC"),
+        ("status = 'FINISHED' or", ""),
+    ],
+)
+def test_the_database_and_the_row_by_row_check_agree(alice, bob, text, sort):
+    """Each query answered by the database, and again with a clause only rows can check
+    (`created > 0`, true of every run) forcing the row-by-row path: the same runs, in order."""
+    _, _, runs = _world(alice, bob)
+    set_run_tag(runs[2], "note", "try a lower lr")
+    cols = [parse_column("attributes.seed")]
+    if text.endswith(" or"):
+        with pytest.raises(ExplorerError, match="AND only"):
+            explore(text, cols, parse_sort(sort))
+        return
+    fast = explore(text, cols, parse_sort(sort))
+    slow = explore(f"{text} and created > 0", cols, parse_sort(sort))
+    assert (fast.plan, slow.plan) == ("sql", "rows")
+    assert _ids(fast) == _ids(slow) and fast.total == slow.total
 
 
 def test_it_filters_on_params_owner_and_status(alice, bob):

@@ -66,7 +66,9 @@ class RunTags(models.Model):
     trained run has no such row (its MLflow reads derive params and times from the run
     itself), so its tags are kept beside it and read with the MLflow run's by the explorer."""
 
-    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="explorer_tags"
+    )
     tags = models.JSONField(default=dict)
 
 

@@ -2,14 +2,13 @@
 the chosen columns.
 
 How it stays fast on 10,000 runs with 200 metric keys each (bench/explorer.py measures it):
-1. The filter's comparisons on the run's own columns (status, the cell axes, seed,
-   experiment, owner, run name) become SQL conditions; with a sort on such a column too, the
-   database sorts and returns the ids alone (the primary key's order for the default,
-   newest first).
-2. Otherwise the candidates' rows are read once (a few columns each), and what the rest of
-   the filter and the sort name is read for those runs only: a metric's last value is one
-   seek into the points' primary key a run (`webapp.metrics.digests`), a verdict one stored
-   row (`verdicts.py`), a param or tag the run's JSON. Never every point.
+1. The filter and the sort become conditions and an ordering of one Run query
+   (`conditions.py`): the run's own columns, a metric's last value (one seek into the
+   points' primary key a run), a stored verdict, a param's or tag's string. The database
+   counts, sorts and cuts the page, and returns its 50 ids.
+2. What it cannot say (times, `run_id`, `user_id`, a param compared as a number) is checked
+   row by row on the runs step 1 left: their rows are read once, and each field for those
+   runs only (`Values`), never every point.
 3. The chosen columns are read for the page's runs alone.
 """
 
@@ -20,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import QuerySet
 
 from webapp.experiments.models import Run
+from webapp.explorer.conditions import narrow, ordering
 from webapp.explorer.fields import TIMES, Column, ExplorerError, parse_filter
 from webapp.explorer.models import RunTags
 from webapp.explorer.verdicts import FIELDS as VERDICTS
@@ -34,22 +34,6 @@ from webapp.tracking import search
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 10_000
 
-# attribute → the Run query's path, for those the database can filter and sort on itself
-_COLUMNS = {
-    "run_name": "name",
-    "status": "status",
-    "workflow": "workflow",
-    "task": "task",
-    "model": "model",
-    "sharing": "sharing",
-    "seed": "seed",
-    "experiment": "experiment__name",
-    "experiment_id": "experiment_id",
-    "owner": "experiment__owner__username",
-    "step": "step",
-    "created": "id",  # runs are numbered as they are made: the primary key sorts by creation
-}
-_PUSHED_OPS = ("=", "!=", "IN", "NOT IN")
 _ROW = {
     "id": "id",
     "name": "name",
@@ -83,7 +67,7 @@ class Table:
     pages: int
     sort: tuple[Column, bool]
     plan: str = ""  # "sql" when the database paged itself, else "rows"
-    run_ids: list[int] = field(default_factory=list)  # every match, in order (CSV, selection)
+    run_ids: list[int] = field(default_factory=list)  # the page's, in order
 
 
 def _read_rows(runs: QuerySet) -> list[dict[str, Any]]:
@@ -114,40 +98,6 @@ def attribute(row: dict[str, Any], name: str, verdict: dict[str, Any] | None) ->
         case "user_id":
             return row["user_id"] or row["owner"]
     return row.get(name)
-
-
-def _pushed(clause: search.Clause) -> Q | None:
-    """The clause as an SQL condition, where the run's own column can answer it exactly."""
-    path = _COLUMNS.get(clause.name)
-    if clause.kind != "attributes" or path is None or clause.op not in _PUSHED_OPS:
-        return None
-    if clause.name in ("created", "step"):
-        return None  # compared as ms / numbers in Python
-    value = clause.value
-    if clause.op in ("IN", "NOT IN"):
-        if clause.name in ("seed", "experiment_id"):
-            return None
-        q = Q(**{f"{path}__in": list(value)})
-    else:
-        if isinstance(value, float):
-            if not value.is_integer():
-                return Q(pk__in=[]) if clause.op == "=" else Q()
-            value = int(value)
-        q = Q(**{path: value})
-    return ~q if clause.op.startswith(("!", "NOT")) else q
-
-
-def _candidates(clauses: Sequence[search.Clause]) -> tuple[QuerySet, list[search.Clause]]:
-    """The live runs the SQL-able clauses leave, and the clauses left to check row by row."""
-    runs = live_runs(Run.objects.all())
-    rest = []
-    for clause in clauses:
-        q = _pushed(clause)
-        if q is None:
-            rest.append(clause)
-        else:
-            runs = runs.filter(q)
-    return runs, rest
 
 
 def _param_values(run_ids: Sequence[int], names: set[str]) -> dict[int, dict[str, str]]:
@@ -242,14 +192,16 @@ def explore(
     """The table for a filter, columns, a sort and a page (among the runs `only`, when
     given); ExplorerError on a bad filter."""
     clauses = parse_filter(text)
-    runs, rest = _candidates(clauses)
+    runs = live_runs(Run.objects.all())
     if only is not None:
         runs = runs.filter(id__in=list(only))
+    runs, rest = narrow(runs, clauses)
     sort_column, descending = sort
-    path = _COLUMNS.get(sort_column.name) if sort_column.kind == "attributes" else None
-    if not rest and path:
-        return _paged_in_sql(runs, columns, sort, path, page, page_size)
-    rows = _read_rows(runs)
+    sorted_in_sql = ordering(runs, sort_column, descending)
+    if not rest and sorted_in_sql is not None:
+        return _paged_in_sql(*sorted_in_sql, columns, sort, page, page_size)
+    # in id order first, as the database breaks ties: the sort below is stable
+    rows = sorted(_read_rows(runs), key=lambda row: row["id"], reverse=descending)
     wanted = [_column_of(c) for c in rest]
     values = Values(rows, [*wanted, sort_column])
     kept = [
@@ -261,22 +213,31 @@ def explore(
         kept, [("x", "x", descending)], lambda row, _k, _n: values.get(row["id"], sort_column)
     )
     ids = [row["id"] for row in ordered]
-    return _table(ids, columns, sort, page, page_size, "rows")
-
-
-def _paged_in_sql(runs, columns, sort, path, page, page_size) -> Table:
-    descending = sort[1]
-    order = [F(path).desc(nulls_last=True) if descending else F(path).asc(nulls_last=True)]
-    ids = list(runs.order_by(*order, "-id" if descending else "id").values_list("id", flat=True))
-    return _table(ids, columns, sort, page, page_size, "sql")
-
-
-def _table(ids, columns, sort, page, page_size, plan) -> Table:
-    if page_size < 1 or page_size > MAX_PAGE_SIZE:
-        raise ExplorerError(f"A page holds 1 to {MAX_PAGE_SIZE} runs, not {page_size}.")
+    _check_size(page_size)
     pages = max(1, -(-len(ids) // page_size))
     page = min(max(1, page), pages)
-    shown = ids[(page - 1) * page_size : page * page_size]
+    return _table(
+        ids[(page - 1) * page_size : page * page_size], len(ids), page, pages, columns, sort, "rows"
+    )
+
+
+def _check_size(page_size: int) -> None:
+    if page_size < 1 or page_size > MAX_PAGE_SIZE:
+        raise ExplorerError(f"A page holds 1 to {MAX_PAGE_SIZE} runs, not {page_size}.")
+
+
+def _paged_in_sql(runs, order, columns, sort, page, page_size) -> Table:
+    """The database filters, counts, sorts and cuts the page: only its ids come back."""
+    _check_size(page_size)
+    total = runs.count()
+    pages = max(1, -(-total // page_size))
+    page = min(max(1, page), pages)
+    start = (page - 1) * page_size
+    shown = list(runs.order_by(*order).values_list("id", flat=True)[start : start + page_size])
+    return _table(shown, total, page, pages, columns, sort, "sql")
+
+
+def _table(shown, total, page, pages, columns, sort, plan) -> Table:
     rows = _read_rows(Run.objects.filter(id__in=shown))
     values = Values(rows, columns)
     by_id = {row["id"]: row for row in rows}
@@ -288,7 +249,7 @@ def _table(ids, columns, sort, page, page_size, plan) -> Table:
         }
         for run_id in shown
     ]
-    return Table(columns, out, len(ids), page, pages, sort, plan, ids)
+    return Table(columns, out, total, page, pages, sort, plan, list(shown))
 
 
 def is_time(column: Column) -> bool:

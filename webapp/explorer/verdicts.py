@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.db.models import CharField, F, Q, QuerySet, Value
+from django.db.models.functions import Cast, Concat
+
 from analysis.runs import RunSummary
 from webapp.experiments.models import Run
 from webapp.explorer.models import RunVerdict
@@ -28,6 +31,29 @@ NUMBERS = ("peak", "final", "gain")
 def fingerprint(row: Mapping[str, Any]) -> str:
     """What a verdict depends on that the run's own row shows (`row`: its column values)."""
     return "|".join(str(row.get(k)) for k in ("status", "step", "total_steps", "sharing"))
+
+
+def _fingerprint_expression() -> Concat:
+    """`fingerprint` computed by the database, for finding stale rows without reading runs."""
+    parts = [F("status"), Cast("step", CharField()), Cast("total_steps", CharField()), F("sharing")]
+    joined = []
+    for part in parts:
+        joined += [part, Value("|")]
+    return Concat(*joined[:-1], output_field=CharField())
+
+
+def refresh_stale(runs: QuerySet) -> int:
+    """Summarise again the runs of `runs` whose stored verdict is missing or stale; how many.
+    One query finds them (the fingerprint compared in the database)."""
+    stale = runs.annotate(_fingerprint=_fingerprint_expression()).filter(
+        Q(verdict__isnull=True) | ~Q(verdict__fingerprint=F("_fingerprint"))
+    )
+    rows = list(stale.values("id", "status", "step", "total_steps", "sharing"))
+    wanted = {row["id"]: fingerprint(row) for row in rows}
+    ids = list(wanted)
+    for start in range(0, len(ids), 500):
+        _refresh(ids[start : start + 500], wanted)
+    return len(ids)
 
 
 def reduce(summary: Mapping[str, Any] | None) -> dict[str, Any]:

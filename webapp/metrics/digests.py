@@ -5,6 +5,8 @@ Each is a seek into the points' primary key (run, key, step), never a scan of th
 last value is the index's last entry under (run, key), read backwards and stopped at one row;
 the minimum and maximum read that one series' entries (its steps), nothing of other keys.
 `plan()` returns the database's plan of the last-value read, so a benchmark can show it.
+`last_value` and `folded_value` are the same reads as expressions of a Run
+query, for a filter or a sort the database evaluates itself, a page at a time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from django.db import connection
+from django.db.models import FloatField, Max, Min, OuterRef, Subquery
 
+from webapp.experiments.models import MetricPoint
 from webapp.metrics.tables import POINTS, RUNS, placeholders
 
 _CHUNK = 500  # run ids per IN (...) list: well under every backend's parameter limit
@@ -63,3 +67,20 @@ def plan(run_ids: Sequence[int], key: str) -> str:
             f"{explain} {_LAST.format(ids=placeholders(len(chunk)))}", [key, key, *chunk]
         )
         return "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
+
+
+# --- the same numbers as expressions of a Run query (the explorer's filters and sorts) -------
+
+
+def last_value(key: str, run: str = "pk") -> Subquery:
+    """The run's last value of `key`, as a column of a Run query: one backward seek a run."""
+    points = MetricPoint.objects.filter(run_id=OuterRef(run), key=key).order_by("-step")
+    return Subquery(points.values("value")[:1], output_field=FloatField())
+
+
+def folded_value(key: str, aggregate: str, run: str = "pk") -> Subquery:
+    """The run's min or max of `key`, as a column of a Run query: a read of that one series."""
+    fold = {"min": Min, "max": Max}[aggregate]
+    points = MetricPoint.objects.filter(run_id=OuterRef(run), key=key).values("run_id")
+    return Subquery(points.annotate(v=fold("value")).values("v")[:1], output_field=FloatField())
+

@@ -125,19 +125,23 @@
     }).filter(Boolean);
     var colour = document.getElementById("parcoords-colour").value;
     var ids = rowIds();
+    var wanted = axes.concat([colour]).filter(function (c, i, all) { return all.indexOf(c) === i; });
     var params = new URLSearchParams({
       runs: ids.join(","),
-      cols: axes.concat([colour]).join(","),
+      cols: wanted.join(","),
       sort: "attributes.created DESC",
     });
     fetch(plot.dataset.json + "?" + params.toString(), { credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (body) {
         if (body.error) { plot.textContent = body.error; return; }
-        var column = function (k) { return body.values.map(function (row) { return row[k]; }); };
-        var dims = axes.map(function (axis, k) { return dimension(axis, column(k)); });
-        var outcome = dimension(colour, column(axes.length));
-        dims.push(outcome);
+        var column = function (spec) {
+          var k = body.columns.indexOf(spec);
+          return body.values.map(function (row) { return k < 0 ? null : row[k]; });
+        };
+        var dims = axes.map(function (axis) { return dimension(axis, column(axis)); });
+        var outcome = dimension(colour, column(colour));
+        if (axes.indexOf(colour) < 0) dims.push(outcome);
         loadPlotly(function () {
           var trace = {
             type: "parcoords",
