@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from django.http import QueryDict
 
-from vocabulary.names import ACCURACY_KEY
+from vocabulary.names import ACCURACY_KEY, MATRIX_AXES
 from webapp.dashboards import seed_bands
 from webapp.explorer.fields import ExplorerError, parse_column, parse_sort
 from webapp.explorer.query import explore
@@ -90,7 +90,7 @@ def panel_link(spec: dict[str, Any]) -> str | None:
     by (a param or a cell axis)."""
     by = parse_column(spec["by"])
     if by.kind not in ("params", "attributes") or (
-        by.kind == "attributes" and by.name not in ("workflow", "task", "model", "sharing", "seed")
+        by.kind == "attributes" and by.name not in MATRIX_AXES
     ):
         return None
     runs = ",".join(map(str, spec["runs"]))

@@ -199,7 +199,8 @@ def explore(
     sort_column, descending = sort
     sorted_in_sql = ordering(runs, sort_column, descending)
     if not rest and sorted_in_sql is not None:
-        return _paged_in_sql(*sorted_in_sql, columns, sort, page, page_size)
+        # counted before the sort's value is added: COUNT(*) need not compute it
+        return _paged_in_sql(runs.count(), *sorted_in_sql, columns, sort, page, page_size)
     # in id order first, as the database breaks ties: the sort below is stable
     rows = sorted(_read_rows(runs), key=lambda row: row["id"], reverse=descending)
     wanted = [_column_of(c) for c in rest]
@@ -226,10 +227,9 @@ def _check_size(page_size: int) -> None:
         raise ExplorerError(f"A page holds 1 to {MAX_PAGE_SIZE} runs, not {page_size}.")
 
 
-def _paged_in_sql(runs, order, columns, sort, page, page_size) -> Table:
+def _paged_in_sql(total, runs, order, columns, sort, page, page_size) -> Table:
     """The database filters, counts, sorts and cuts the page: only its ids come back."""
     _check_size(page_size)
-    total = runs.count()
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
     start = (page - 1) * page_size

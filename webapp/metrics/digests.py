@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from django.db import connection
-from django.db.models import FloatField, Max, Min, OuterRef, Subquery
+from django.db.models import FloatField, OuterRef, Subquery
 
 from webapp.experiments.models import MetricPoint
 from webapp.metrics.tables import POINTS, RUNS, placeholders
@@ -79,8 +79,9 @@ def last_value(key: str, run: str = "pk") -> Subquery:
 
 
 def folded_value(key: str, aggregate: str, run: str = "pk") -> Subquery:
-    """The run's min or max of `key`, as a column of a Run query: a read of that one series."""
-    fold = {"min": Min, "max": Max}[aggregate]
-    points = MetricPoint.objects.filter(run_id=OuterRef(run), key=key).values("run_id")
-    return Subquery(points.annotate(v=fold("value")).values("v")[:1], output_field=FloatField())
-
+    """The run's min or max of `key`, as a column of a Run query: that one series read in
+    value order, stopped at the first row (no GROUP BY: SQLite would build a temporary
+    table for each run's)."""
+    order = "-value" if aggregate == "max" else "value"
+    points = MetricPoint.objects.filter(run_id=OuterRef(run), key=key, value__isnull=False)
+    return Subquery(points.order_by(order).values("value")[:1], output_field=FloatField())
