@@ -199,8 +199,7 @@ def explore(
     sort_column, descending = sort
     sorted_in_sql = ordering(runs, sort_column, descending)
     if not rest and sorted_in_sql is not None:
-        # counted before the sort's value is added: COUNT(*) need not compute it
-        return _paged_in_sql(runs.count(), *sorted_in_sql, columns, sort, page, page_size)
+        return _paged_in_sql(*sorted_in_sql, columns, sort, page, page_size)
     # in id order first, as the database breaks ties: the sort below is stable
     rows = sorted(_read_rows(runs), key=lambda row: row["id"], reverse=descending)
     wanted = [_column_of(c) for c in rest]
@@ -227,14 +226,15 @@ def _check_size(page_size: int) -> None:
         raise ExplorerError(f"A page holds 1 to {MAX_PAGE_SIZE} runs, not {page_size}.")
 
 
-def _paged_in_sql(total, runs, order, columns, sort, page, page_size) -> Table:
-    """The database filters, counts, sorts and cuts the page: only its ids come back."""
+def _paged_in_sql(runs, order, columns, sort, page, page_size) -> Table:
+    """The database filters and sorts; only the matches' ids come back, in order (one
+    query: a COUNT(*) beside the page's query would evaluate the filter twice)."""
     _check_size(page_size)
-    pages = max(1, -(-total // page_size))
+    ids = list(runs.order_by(*order).values_list("id", flat=True))
+    pages = max(1, -(-len(ids) // page_size))
     page = min(max(1, page), pages)
-    start = (page - 1) * page_size
-    shown = list(runs.order_by(*order).values_list("id", flat=True)[start : start + page_size])
-    return _table(shown, total, page, pages, columns, sort, "sql")
+    shown = ids[(page - 1) * page_size : page * page_size]
+    return _table(shown, len(ids), page, pages, columns, sort, "sql")
 
 
 def _table(shown, total, page, pages, columns, sort, plan) -> Table:
