@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "webapp.dashboards",
     "webapp.tracking",
     "webapp.attribution",
+    "webapp.explorer",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -25,6 +25,8 @@ urlpatterns = [
     path("", include("webapp.alerts.urls")),
     # swap jobs' forms and API (webapp/attribution), before the API's catch-all
     path("", include("webapp.attribution.urls")),
+    # the runs explorer, and tags and notes from the browser (webapp/explorer)
+    path("", include("webapp.explorer.urls")),
     path("api/v1/", include("webapp.api.urls")),
     # MLflow's other API versions and the UI's (`/api/3.0/mlflow/server-info`, …): its JSON 404
     re_path(r"^(ajax-)?api/\d+\.\d+/", tracking_views.not_found),

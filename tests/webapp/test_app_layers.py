@@ -37,7 +37,7 @@ FLOORS: list[list[str]] = [
     # the demo's runs get their alerts from the live radar, as trained runs do
     ["webapp.demo"],
     ["webapp.tracking", "webapp.dashboards"],
-    ["webapp.branching"],
+    ["webapp.branching", "webapp.explorer"],
     ["webapp.api"],
     ["webapp.urls", "webapp.wsgi"],
 ]

@@ -16,6 +16,12 @@ and `_get_orderby_clauses`): a getter hands a NaN metric over as `math.nan`, nev
 every operator but `!=`, which holds (`metrics.x != 1` finds the NaN runs); ±inf compare
 as the numbers they are (`inf > 1e308`, `-inf < 0`, `inf = inf`). Ordered, a NaN value comes
 after every number and before the missing values, whichever the direction.
+
+Callers other than MLflow's endpoints extend the language through the same parser's
+arguments rather than a parser of their own: `attributes` and `numeric` name their extra
+fields (the runs explorer's verdicts, cell axes, owner, experiment), and `loose` names the
+entity kinds whose values may be a number or a string (`params.lr <= 1e-5` beside
+`params.lr = '1e-5'`): an unquoted number there is a float `Clause.value`.
 """
 
 from __future__ import annotations
@@ -82,7 +88,9 @@ def _entity(kind: str | None, name: str, attributes: Sequence[str]) -> tuple[str
     return kind, name
 
 
-def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -> list[Clause]:
+def parse_filter(
+    text: str, attributes: Sequence[str], numeric: Sequence[str], loose: Sequence[str] = ()
+) -> list[Clause]:
     clauses: list[Clause] = []
     pos, text = 0, text or ""
     while text[pos:].strip():
@@ -100,7 +108,7 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
             values = tuple(single or double for single, double in _LISTED.findall(found["list"]))
             clauses.append(Clause(kind, name, " ".join(found["inop"].upper().split()), values))
         else:
-            clauses.append(_comparison(found, kind, name, numeric))
+            clauses.append(_comparison(found, kind, name, numeric, loose))
         pos = found.end()
         if text[pos:].strip():
             joiner = _AND.match(text, pos)
@@ -113,10 +121,14 @@ def parse_filter(text: str, attributes: Sequence[str], numeric: Sequence[str]) -
     return clauses
 
 
-def _comparison(found: re.Match, kind: str, name: str, numeric: Sequence[str]) -> Clause:
+def _comparison(
+    found: re.Match, kind: str, name: str, numeric: Sequence[str], loose: Sequence[str] = ()
+) -> Clause:
     raw, op = found["value"], found["op"].upper()
     quoted = raw[0] in "'\""
     is_number = kind == "metrics" or (kind == "attributes" and name in numeric)
+    if kind in loose and not op.endswith("LIKE"):
+        is_number = not quoted
     if is_number == quoted or (op.endswith("LIKE") and is_number):
         want = "a number" if is_number else "a quoted string"
         raise MlflowError(INVALID, f"In '{found['ident']} {op} {raw}': expected {want}.")

@@ -1,0 +1,90 @@
+"""The chart builder: runs grouped by any explorer field, a mean and a band over each group's
+seeds (the seed-bands view's own statistics), raw points under a smoothed line, saved on an
+experiment by its owner and drawn on its page."""
+
+import json
+
+import pytest
+
+from tests.people import make_experiment
+from vocabulary.names import ACCURACY_KEY
+from webapp.explorer import charts
+from webapp.explorer.fields import ExplorerError
+from webapp.explorer.models import SavedChart
+from webapp.metrics import write_points
+
+pytestmark = pytest.mark.django_db
+
+
+def _runs(alice):
+    shared = make_experiment(alice, "shared", runs=2, sharing="shared", lr=1e-5)
+    per_role = make_experiment(alice, "per role", runs=2, sharing="per_role", lr=1e-4)
+    ids = []
+    for experiment, level in ((shared, 0.3), (per_role, 0.6)):
+        for i, run in enumerate(experiment.runs.order_by("id")):
+            write_points(run.id, [(ACCURACY_KEY, s, level + 0.02 * i) for s in range(4)])
+            ids.append(run.id)
+    return shared, ids
+
+
+def _means(fig):
+    return {t.name: list(t.y) for t in fig.data if t.mode == "lines" and t.fill != "toself"}
+
+
+def test_it_groups_runs_by_a_param_with_a_mean_over_seeds(alice):
+    _, ids = _runs(alice)
+    spec = charts.read_spec({"runs": ",".join(map(str, ids)), "by": "params.lr"})
+    means = _means(charts.figure(spec))
+    assert sorted(means) == ["params.lr = 0.0001 (2 runs)", "params.lr = 1e-05 (2 runs)"]
+    assert means["params.lr = 1e-05 (2 runs)"] == pytest.approx([0.31] * 4)
+
+
+def test_smoothing_keeps_the_raw_points_visible(alice):
+    _, ids = _runs(alice)
+    spec = charts.read_spec({"runs": ",".join(map(str, ids)), "smooth": "ema-0.3"})
+    raw = [t for t in charts.figure(spec).data if t.name == "raw points"]
+    assert len(raw) == 4 and sum(len(t.y) for t in raw) == 16
+    off = charts.read_spec({"runs": ",".join(map(str, ids))})
+    assert not [t for t in charts.figure(off).data if t.name == "raw points"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"runs": "1,x"}, "run numbers"),
+        ({"runs": ""}, "Choose 1 to"),
+        ({"runs": "1", "smooth": "cubic"}, "smooth must be"),
+        ({"runs": "1", "by": "nothing.here"}, "Cannot search on"),
+    ],
+)
+def test_a_bad_choice_is_named(params, message):
+    with pytest.raises(ExplorerError, match=message):
+        charts.read_spec(params)
+
+
+def test_the_page_draws_a_log_scale_chart(client, alice):
+    _, ids = _runs(alice)
+    client.force_login(alice)
+    response = client.get(
+        "/explore/chart/",
+        {"runs": ",".join(map(str, ids)), "scale": "log", "by": "attributes.sharing"},
+    )
+    assert response.status_code == 200
+    figure = json.loads(response.context["figure"])
+    assert figure["layout"]["yaxis"]["type"] == "log"
+
+
+def test_the_owner_saves_a_chart_that_the_experiment_page_draws(client, alice, bob):
+    experiment, ids = _runs(alice)
+    query = f"runs={','.join(map(str, ids))}&by=attributes.sharing"
+    client.force_login(bob)
+    client.post("/explore/chart/save/", {"query": query, "experiment": experiment.id, "title": "t"})
+    assert not SavedChart.objects.exists()
+    client.force_login(alice)
+    client.post(
+        "/explore/chart/save/", {"query": query, "experiment": experiment.id, "title": "by mode"}
+    )
+    chart = SavedChart.objects.get()
+    assert chart.owner == alice and chart.spec["by"] == "attributes.sharing"
+    page = client.get(f"/experiments/{experiment.id}/").content.decode()
+    assert "by mode" in page and f'id="saved-chart-{chart.id}"' in page
