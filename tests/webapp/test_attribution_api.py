@@ -143,3 +143,23 @@ def test_a_run_sampled_by_vllm_reuses_none_of_its_evaluations(client, trained, b
         f"/api/v1/runs/{trained.id}/attribution-plan?kind=gain", headers=bearer(bob)
     ).json()
     assert answer["to_run"] == 4 and answer["estimated_seconds"] == 12.0
+
+
+def test_the_run_page_plans_its_three_kinds_from_one_read(client, trained, alice, monkeypatch):
+    # The panel shows every kind's plan; each checkpoint name is resolved once and the
+    # evaluation time read once for all three, not once a kind (three scans of the folder).
+    from webapp.attribution import planning
+
+    resolved, series = [], []
+    resolve = planning.resolve_sources
+    read = planning.read_series
+    monkeypatch.setattr(
+        planning,
+        "resolve_sources",
+        lambda *a, **k: resolved.append(k["default"]) or resolve(*a, **k),
+    )
+    monkeypatch.setattr(planning, "read_series", lambda *a: series.append(a) or read(*a))
+    client.force_login(alice)
+    page = client.get(f"/runs/{trained.id}/").content.decode()
+    assert "final − peak" in page and "peak − base" in page
+    assert sorted(resolved) == ["base", "best", "latest"] and len(series) == 1

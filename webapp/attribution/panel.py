@@ -15,7 +15,7 @@ from analysis.attribution import parse_coalition_key
 from trainer.checkpoint_index import list_checkpoints, parse_checkpoint
 from trainer.routing import WORKFLOW_ROLES
 from webapp.attribution.models import SwapJob
-from webapp.attribution.planning import KINDS, plan_job, run_dir
+from webapp.attribution.planning import KINDS, plan_jobs, run_dir
 from webapp.experiments.models import Run
 
 WIDTH = 360  # px of the bars' axis
@@ -111,7 +111,9 @@ def panel(run: Run, manage: bool) -> dict:
     return {
         "run": run,
         "manage": manage,
-        "plans": [(kind, KINDS[kind], plan_job(run, kind)) for kind in KINDS] if can_plan else [],
+        "plans": [(kind, KINDS[kind], plan) for kind, plan in plan_jobs(run).items()]
+        if can_plan
+        else [],
         "latest": latest,
         "latest_title": KINDS[latest.kind].change if latest else "",
         "bars": bars(latest.result) if latest else None,

@@ -98,21 +98,45 @@ def plan_job(run: Run, kind: str) -> Plan:
     """The plan of a `kind` attribution of `run` (ValueError for an unknown kind)."""
     if kind not in KINDS:
         raise ValueError(f"{kind!r} is not one of {', '.join(KINDS)}")
-    plan = Plan(kind=kind)
+    return plan_jobs(run, (kind,))[kind]
+
+
+def plan_jobs(run: Run, kinds=tuple(KINDS)) -> dict[str, Plan]:
+    """Each kind's plan of `run`. The run page shows all three: its config, checkpoints,
+    own evaluations and evaluation time are read once for them, not once a kind."""
     if problem := _refusal(run):
-        plan.problem = problem
-        return plan
-    spec = KINDS[kind]
+        return {kind: Plan(kind=kind, problem=problem) for kind in kinds}
     try:
         config = config_from_dict(run.config)
     except ConfigError as exc:
-        plan.problem = f"the run's config is not valid any more: {exc}"
-        return plan
+        problem = f"the run's config is not valid any more: {exc}"
+        return {kind: Plan(kind=kind, problem=problem) for kind in kinds}
     out = run_dir(run)
-    roles = list(config.roles)
+    resolved: dict[str, dict | Exception] = {}  # a checkpoint name -> every role's source
+
+    def sources_of(name: str) -> dict:
+        if name not in resolved:
+            try:
+                resolved[name] = resolve_sources({}, config, out, default=name)
+            except (FileNotFoundError, ValueError) as exc:
+                resolved[name] = exc
+        if isinstance(resolved[name], Exception):
+            raise resolved[name]
+        return resolved[name]
+
+    # A run that sampled with vLLM evaluated with other noise than the exact sampler a swap
+    # job uses: its own evaluations are not paired with the job's, so none stands in.
+    own = _own_evaluations(out) if config.rollout_engine == "hf" else {}
+    seconds = eval_seconds(run)
+    return {kind: _plan(kind, list(config.roles), sources_of, own, seconds) for kind in kinds}
+
+
+def _plan(kind: str, roles: list[str], sources_of, own: dict, seconds: float | None) -> Plan:
+    plan = Plan(kind=kind)
+    spec = KINDS[kind]
     try:
         both = {
-            side: resolve_sources({}, config, out, default=name)
+            side: sources_of(name)
             for side, name in (("source", spec.source), ("target", spec.target))
         }
     except (FileNotFoundError, ValueError) as exc:
@@ -125,9 +149,6 @@ def plan_job(run: Run, kind: str) -> Plan:
             f"({plan.steps['source']}): there is no change to attribute"
         )
         return plan
-    # A run that sampled with vLLM evaluated with other noise than the exact sampler a swap
-    # job uses: its own evaluations are not paired with the job's, so none stands in.
-    own = _own_evaluations(out) if config.rollout_engine == "hf" else {}
     full = frozenset(roles)
     plan.roles, plan.method = roles, method_for(roles)
     for coalition in plan_coalitions(roles):
@@ -141,7 +162,7 @@ def plan_job(run: Run, kind: str) -> Plan:
             }
         )
     plan.to_run = sum(1 for e in plan.evaluations if e["reuse_step"] is None)
-    if (seconds := eval_seconds(run)) is not None:
+    if seconds is not None:
         plan.estimated_seconds = round(seconds * plan.to_run, 1)
     return plan
 
