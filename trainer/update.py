@@ -222,10 +222,9 @@ def _micro_backward(
     loss's statistics and whether KL to the base model was measured."""
     device = policies.device
     ref_logps = None
-    # KL to the base model is measured even when it is not penalised (beta 0): with
-    # LoRA the reference is the same weights with adapters off, so it costs one
-    # no-grad forward. Full fine-tuning keeps a frozen copy only when beta > 0.
-    measure_kl = beta > 0 or policies.finetune == "lora"
+    # KL to the base model only where it is penalised: at beta 0 the reference forward (a
+    # no-grad pass as large as the policy's own) would buy a metric and no gradient.
+    measure_kl = beta > 0
     if measure_kl:
         with policies.reference() as ref:
             ref_logps, _ = token_logprobs(
