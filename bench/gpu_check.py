@@ -403,7 +403,7 @@ def _profiled(path: str, device: str, title: str):
 def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int) -> dict:
     """Decode `sequences` × `new_tokens` with CUDA graphs and without: tokens/s of each and
     whether they sampled the same tokens (the graph must change speed, not samples)."""
-    from trainer import fused_sampling, sampling
+    from trainer import sampling
     from trainer.memory import model_shape
 
     hub_id = SHAPES[shape_name]
@@ -423,27 +423,25 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
     )
     row = dict(shape=shape_name, sequences=sequences, new_tokens=new_tokens)
     results = {}
+    checked = sampling.Decoding.for_device(device)
     for graphs in (True, False, True):  # the first call pays for warm-up and Triton's compile
-        sampling.USE_CUDA_GRAPHS = graphs
+        decoding = sampling.Decoding(checked.pick, graphs and checked.cuda_graphs, checked.picker)
         _sync(device)
         started = time.perf_counter()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            samples = sampling.generate(model, prompts, **call)
+            samples = sampling.generate(model, prompts, **call, decoding=decoding)
         _sync(device)
         row["graphs" if graphs else "eager"] = (
             sequences * new_tokens / (time.perf_counter() - started)
         )
         results[graphs] = samples
-    sampling.USE_CUDA_GRAPHS = True
     same = [a.completion_ids == b.completion_ids for a, b in zip(results[True], results[False])]
     gap = max(
         abs(x - y)
         for a, b in zip(results[True], results[False])
         for x, y in zip(a.logprobs, b.logprobs)
     )
-    row.update(
-        same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=fused_sampling.STATUS
-    )
+    row.update(same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=checked.picker)
     del model
     gc.collect()
     if device == "cuda":
