@@ -30,6 +30,31 @@ is reachable) and install them first; Troupe says at start when transformers is 
     pip install --no-deps --target /tmp/site transformers==5.24.0 trl==1.16.0 \\
         datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 && export PYTHONPATH=/tmp/site
 
+Issue 51's round (one script, inside a GPU slot's budget: `bash bench/gpu_round.sh`):
+
+    python bench/gpu_check.py --compare-packing --micro-batch 16 --micro-batch-tokens 16384 \
+        --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
+    python bench/gpu_check.py --kernels liger --micro-batch-tokens 16384 --no-sampler-check \
+        --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+    python bench/gpu_check.py --study --study-size 16x8 --micro-batch-tokens 16384 \
+        --budget-s 300 --no-sampler-check            # cases smallest first, TRL beside each
+    python bench/gpu_check.py --device cpu --study --cases tiny:lora:per_role:voting:2x2 \
+        --steps 1 --new-tokens 4 --eval-problems 2 --budget-s 850   # the CPU's dry run
+
+`--study` sets the cases: Voting, Eval-Opt and Orch-Workers × per_role and shared × LoRA and
+full on the 0.6B, 1.7B and 4B shapes, at `--study-size` (the paper's 64x8 by default, which
+a 15-minute slot cannot finish: the budget ends the list, and what was skipped says so). Per
+case it adds the phases (rollout = generation, scoring, update: medians of the timed steps;
+evaluation of `--eval-problems` held-out problems and one checkpoint save, once) and after
+the first case of each shape and workflow runs bench/trl_step.py: TRL's GRPOTrainer on the
+single-agent equivalent (prompts × turns per episode, the same group and new tokens, so the
+same generated tokens), whose step time stands beside the case's.
+
+GPU wheel set for the kernels (`--kernels liger`, trainer/kernels.py) and the fused sampler:
+the node's CUDA torch with its own Triton (3.6.0 on the H200 of 2026-12-04; Triton 3.9.0 is
+what the CPU machines' tests use), plus `liger-kernel==0.8.5` (pure Python, ≈ 1 MB) installed
+with `pip install --no-deps` so it never replaces torch.
+
 Runs without trl and without Django: when trl is not installed, the three helpers
 trainer/loss.py takes from it are defined here with TRL's semantics (naive, same maths).
 """
@@ -239,6 +264,9 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         return row
     shape = model_shape(hub_id) if hub_id else TINY
     model = build_model(shape, args.device, max(shape["vocab_size"], len(tokenizer)))
+    from trainer.kernels import use_kernels
+
+    row["kernels"] = args.kernels if use_kernels(model, args.kernels) else "exact"
     n_params = sum(p.numel() for p in model.parameters())
     policies = PolicySet(model, config, policy_names(config))
     task = load_task("math")
@@ -427,7 +455,11 @@ def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
         *("--max-new-tokens", str(args.new_tokens)),
         *("--steps", str(args.steps + 1), "--warmup", "1"),
     ]
-    row = dict(case=f"trl:{case.shape}:{case.workflow}:{case.prompts}x{case.group}")
+    row = dict(
+        case=f"trl:{case.shape}:{case.workflow}:{case.prompts}x{case.group}",
+        sequences=case.prompts * turns * case.group,
+        new_tokens=args.new_tokens,
+    )
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=max(30.0, remaining_s)
@@ -444,7 +476,7 @@ def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
         "troupe_step_s": result["troupe"]["step_s"],
         "trl_step_s": result["trl"]["step_s"],
         "ratio_step_per_token": result["ratio_step_per_token"],
-        "tokens": result["troupe"]["tokens"],
+        "tokens": result["trl"]["tokens"],
     }
 
 
@@ -685,7 +717,8 @@ def study_table(rows: list[dict], trl: list[dict]) -> str:
     """--study's per-phase seconds (medians of the timed steps; evaluation and checkpoint
     once), and TRL's single-agent step with the same tokens beside the first case of each."""
     names = ("rollout", "scoring", "update", "evaluation", "checkpoint")
-    head = f"{'case':<42}" + "".join(f"{n[:8] + ' s':>11}" for n in names) + f"{'gen tok':>9}"
+    labels = ("rollout s", "scoring s", "update s", "eval s", "ckpt s")
+    head = f"{'case':<42}" + "".join(f"{n:>11}" for n in labels) + f"{'gen tok':>9}"
     lines = ["per phase", head, "-" * len(head)]
     for r in rows:
         if r["status"] != "ok":
@@ -723,6 +756,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")
     parser.add_argument("--no-sampler-check", action="store_true")
+    parser.add_argument(
+        "--kernels", choices=("exact", "liger"), default="exact", help="trainer/kernels.py"
+    )
     parser.add_argument(
         "--study",
         action="store_true",
