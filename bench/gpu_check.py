@@ -30,7 +30,8 @@ is reachable) and install them first; Troupe says at start when transformers is 
     pip install --no-deps --target /tmp/site transformers==5.24.0 trl==1.16.0 \\
         datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 && export PYTHONPATH=/tmp/site
 
-Issue 51's round (one script, inside a GPU slot's budget: `bash bench/gpu_round.sh`):
+The round of per-role update, kernel and study measurements (one script, inside a GPU
+slot's budget: `bash bench/gpu_round.sh`):
 
     python bench/gpu_check.py --compare-packing --micro-batch 16 --micro-batch-tokens 16384 \
         --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
@@ -738,6 +739,21 @@ def study_table(rows: list[dict], trl: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _fixed_codec():
+    """A small BPE tokenizer and a codec with no end token: every completion runs to its
+    budget, a fixed workload per step."""
+    from trainer.rollout import Codec
+    from trainer.tiny import train_tokenizer
+
+    class FixedLengthCodec(Codec):
+        @property
+        def eos_ids(self) -> list[int]:
+            return [-1]
+
+    tokenizer = train_tokenizer(["Q: (3*4)+(5+2) A: 12+7=\\boxed{19}"] * 50, vocab_size=200)
+    return tokenizer, FixedLengthCodec(tokenizer, add_bos=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -787,18 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     _trl_stand_in()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    from trainer.rollout import Codec
-    from trainer.tiny import train_tokenizer
-
-    class FixedLengthCodec(Codec):
-        """No end token: every completion runs to its budget, a fixed workload per step."""
-
-        @property
-        def eos_ids(self) -> list[int]:
-            return [-1]
-
-    tokenizer = train_tokenizer(["Q: (3*4)+(5+2) A: 12+7=\\boxed{19}"] * 50, vocab_size=200)
-    codec = FixedLengthCodec(tokenizer, add_bos=True)
+    tokenizer, codec = _fixed_codec()
     started = time.perf_counter()
     ceiling = matmul_ceiling(args.device)
     report: dict = {"ceiling_tflops": ceiling, "sampler": [], "cases": [], "trl": []}

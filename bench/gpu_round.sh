@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 51's GPU round in one go (bench/gpu_check.py's docstring says what each step measures):
+# The GPU round of per-role update, kernel and study measurements in one go (bench/gpu_check.py's
+# docstring says what each step measures):
 # the GPU-only tests, then packed vs padded updates, Liger's kernels against the exact path, and
 # the study's cases within a fixed budget. Every result lands in ${OUT:-bench-out}/.
 # Wheels: liger-kernel (pure Python) from ./wheels if present, installed without dependencies
