@@ -17,6 +17,7 @@ the same script times both, Troupe's side with its CUDA graphs.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -58,6 +59,12 @@ def build(shape: str, device: str):
         return Qwen3ForCausalLM._from_config(Qwen3Config(**spec), dtype=dtype).eval()
 
 
+@functools.cache
+def decoding(device: str) -> sampling.Decoding:
+    """The picker checked once per device, as the hf engine keeps it."""
+    return sampling.Decoding.for_device(device)
+
+
 def troupe(model, prompts, tokens: int) -> None:
     sampling.generate(
         model,
@@ -67,6 +74,7 @@ def troupe(model, prompts, tokens: int) -> None:
         temperature=0.7,
         eos_ids=[-1],
         pad_id=0,
+        decoding=decoding(next(model.parameters()).device.type),
     )
 
 

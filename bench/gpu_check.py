@@ -30,6 +30,32 @@ is reachable) and install them first; Troupe says at start when transformers is 
     pip install --no-deps --target /tmp/site transformers==5.24.0 trl==1.16.0 \\
         datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 && export PYTHONPATH=/tmp/site
 
+The round of per-role update, kernel and study measurements (one script, inside a GPU
+slot's budget: `bash bench/gpu_round.sh`):
+
+    python bench/gpu_check.py --compare-packing --micro-batch 16 --micro-batch-tokens 16384 \
+        --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
+    python bench/gpu_check.py --kernels liger --micro-batch-tokens 16384 --no-sampler-check \
+        --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+    python bench/gpu_check.py --study --study-size 16x8 --micro-batch-tokens 16384 \
+        --budget-s 300 --no-sampler-check            # cases smallest first, TRL beside each
+    python bench/gpu_check.py --device cpu --study --cases tiny:lora:per_role:voting:2x2 \
+        --steps 1 --new-tokens 4 --eval-problems 2 --budget-s 850   # the CPU's dry run
+
+`--study` sets the cases: Voting, Eval-Opt and Orch-Workers × per_role and shared × LoRA and
+full on the 0.6B, 1.7B and 4B shapes, at `--study-size` (the paper's 64x8 by default, which
+a 15-minute slot cannot finish: the budget ends the list, and what was skipped says so). Per
+case it adds the phases (rollout = generation, scoring, update: medians of the timed steps;
+evaluation of `--eval-problems` held-out problems and one checkpoint save, once) and after
+the first case of each shape and workflow runs bench/trl_step.py: TRL's GRPOTrainer on the
+single-agent equivalent (prompts × turns per episode, the same group and new tokens, so the
+same generated tokens), whose step time stands beside the case's.
+
+GPU wheel set for the kernels (`--kernels liger`, trainer/kernels.py) and the fused sampler:
+the node's CUDA torch with its own Triton (3.6.0 on the H200 of 2026-12-04; Triton 3.9.0 is
+what the CPU machines' tests use), plus `liger-kernel==0.8.5` (pure Python, ≈ 1 MB) installed
+with `pip install --no-deps` so it never replaces torch.
+
 Runs without trl and without Django: when trl is not installed, the three helpers
 trainer/loss.py takes from it are defined here with TRL's semantics (naive, same maths).
 """
@@ -57,6 +83,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 
 SHAPES = {
     "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "qwen3-1.7b": "Qwen/Qwen3-1.7B",
     "qwen3-4b": "Qwen/Qwen3-4B",
     "tiny": None,
 }
@@ -179,6 +206,25 @@ DEFAULT_CASES = [
     "qwen3-4b:lora:shared:single:8x8",
     "qwen3-4b:full:shared:single:8x8",
 ]
+# The study's setting (docs/design.md §1): every multi-agent workflow × sharing mode × LoRA and
+# full fine-tuning on the three model sizes, smallest first (a slot's time budget ends the
+# list where it ends); the batch is the paper's 64 prompts × 8 rollouts unless --study-size.
+STUDY_WORKFLOWS = ("voting", "eval_opt", "orch_workers")
+TURNS_PER_EPISODE = {"single": 1, "voting": 4, "eval_opt": 2, "orch_workers": 3}
+
+
+def study_cases(device: str, size: str) -> list[str]:
+    """`--study`'s cases on `device` (the CPU's dry run: the tiny shape)."""
+    shapes = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b") if device == "cuda" else ("tiny",)
+    return [
+        f"{shape}:{finetune}:{sharing}:{workflow}:{size}"
+        for shape in shapes
+        for workflow in STUDY_WORKFLOWS
+        for sharing in ("per_role", "shared")
+        for finetune in ("lora", "full")
+    ]
+
+
 CPU_CASES = [
     f"tiny:{f}:{s}:{w}:2x2"
     for f in ("lora", "full")
@@ -219,6 +265,9 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
         return row
     shape = model_shape(hub_id) if hub_id else TINY
     model = build_model(shape, args.device, max(shape["vocab_size"], len(tokenizer)))
+    from trainer.kernels import use_kernels
+
+    row["kernels"] = args.kernels if use_kernels(model, args.kernels) else "exact"
     n_params = sum(p.numel() for p in model.parameters())
     policies = PolicySet(model, config, policy_names(config))
     task = load_task("math")
@@ -235,6 +284,10 @@ def run_case(args, case: Case, tokenizer, codec, ceiling, profile_to=None) -> di
     )
     row.update(_measured(args, config, shape, n_params, ceiling, timing), moved=moved)
     row["finite"] = all(math.isfinite(x) for x in timing["losses"])
+    row["phases_s"] = timing["phases"]
+    row["generated_tokens"] = timing["generated"]
+    if args.study:
+        row["phases_s"].update(_eval_and_checkpoint(args, config, policies, codec, prompts, task))
     del policies, model, before
     gc.collect()
     if args.device == "cuda":
@@ -258,6 +311,7 @@ def _case_config(args, case: Case, hub_id: str | None):
         group_size=case.group,
         max_new_tokens=args.new_tokens,
         micro_batch_size=args.micro_batch,
+        micro_batch_tokens=args.micro_batch_tokens,
         rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
         lr=2e-5,
         warmup_steps=0,
@@ -274,6 +328,7 @@ def _run_steps(args, case: Case, config, policies, codec, prompts, task, profile
     from vocabulary.names import LOSS_KEY
 
     step_s, rollout_tps, update_tps, losses, longest, calls = [], [], [], [], (0, 0), []
+    phases: dict[str, list[float]] = {"rollout": [], "scoring": [], "update": []}
     peaks = {"rollout": 0, "update": 0}
     extra = 1 if profile_to else 0  # an untimed step to profile: the profiler slows it
     for step in range(args.steps + 1 + extra):
@@ -316,6 +371,9 @@ def _run_steps(args, case: Case, config, policies, codec, prompts, task, profile
         calls += _generation_calls(episodes)
         tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
         step_s.append(t2 - t0)
+        phases["rollout"].append(stats.seconds_generate)
+        phases["scoring"].append(stats.seconds_score)
+        phases["update"].append(t2 - t1)
         rollout_tps.append(stats.tokens / (t1 - t0))
         update_tps.append(tokens / (t2 - t1))
     return dict(
@@ -326,6 +384,8 @@ def _run_steps(args, case: Case, config, policies, codec, prompts, task, profile
         longest=longest,
         calls=calls,
         peaks=peaks,
+        phases={k: statistics.median(v) for k, v in phases.items() if v},
+        generated=stats.tokens,
     )
 
 
@@ -345,7 +405,7 @@ def _measured(args, config, shape, n_params: int, ceiling, timing: dict) -> dict
         step_s=statistics.median(timing["step_s"]),
         rollout_tps=statistics.median(timing["rollout_tps"]),
         update_tps=tps,
-        micro_batch_tokens=args.micro_batch * sum(longest),
+        micro_batch_tokens=args.micro_batch_tokens or args.micro_batch * sum(longest),
         mfu=6 * n_params * tps / 1e12 / ceiling,
         checkpointing=config.checkpointing,
         peak_gib=max(peaks.values()) / gib if on_cuda else None,
@@ -359,6 +419,153 @@ def _measured(args, config, shape, n_params: int, ceiling, timing: dict) -> dict
         longest=longest,
         calls=sorted(set(calls)),
     )
+
+
+def _eval_and_checkpoint(args, config, policies, codec, prompts, task) -> dict[str, float]:
+    """Seconds of one held-out evaluation (`--eval-problems`) and of one checkpoint save."""
+    import tempfile
+
+    from trainer.checkpoint import save_checkpoint
+    from trainer.evaluate import evaluate, held_out
+
+    problems = held_out(task, args.eval_problems)
+    _sync(args.device)
+    started = time.perf_counter()
+    evaluate(config, policies=policies, codec=codec, prompts=prompts, task=task, problems=problems)
+    _sync(args.device)
+    evaluated = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        save_checkpoint(out, 1, policies, config.hash())
+        saved = time.perf_counter()
+    return {"evaluation": evaluated - started, "checkpoint": saved - evaluated}
+
+
+def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
+    """TRL's GRPOTrainer (bench/trl_step.py, a subprocess) on the single-agent equivalent of
+    `case`: as many prompts × generations, each turn one sequence of `--new-tokens`, so both
+    generate and train the same number of tokens a step. Troupe's own single step beside it."""
+    import subprocess
+
+    turns = TURNS_PER_EPISODE.get(case.workflow, 1)
+    shape = "tiny-s" if case.shape == "tiny" else case.shape
+    command = [
+        sys.executable,
+        str(Path(__file__).with_name("trl_step.py")),
+        *("--device", args.device, "--shape", shape, "--json"),
+        *("--prompts", str(case.prompts * turns), "--generations", str(case.group)),
+        *("--max-new-tokens", str(args.new_tokens)),
+        *("--steps", str(args.steps + 1), "--warmup", "1"),
+    ]
+    row = dict(
+        case=f"trl:{case.shape}:{case.workflow}:{case.prompts}x{case.group}",
+        sequences=case.prompts * turns * case.group,
+        new_tokens=args.new_tokens,
+    )
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=max(30.0, remaining_s)
+        )
+    except subprocess.TimeoutExpired:
+        return {**row, "status": "skipped: time budget spent"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {**row, "status": f"failed: {done.stderr[-300:]}"}
+    result = json.loads(lines[-1])
+    return {
+        **row,
+        "status": "ok",
+        "troupe_step_s": result["troupe"]["step_s"],
+        "trl_step_s": result["trl"]["step_s"],
+        "ratio_step_per_token": result["ratio_step_per_token"],
+        "tokens": result["trl"]["tokens"],
+    }
+
+
+def packing_check(args, case: Case, tokenizer, codec) -> dict:
+    """The update of one rollout's turns, padded (`micro_batch_size` rows) and packed
+    (`micro_batch_tokens`), alternated `--steps` + 1 times on two copies of the policies (the
+    first round is warm-up): median seconds of each, and whether they agree (loss, norms)."""
+    from dataclasses import replace
+
+    from trainer.advantages import compute_advantages
+    from trainer.memory import model_shape
+    from trainer.policies import PolicySet, policy_names
+    from trainer.rollout import make_prompts, rollout
+    from trainer.tasks import load_task
+    from trainer.update import update_policies
+    from vocabulary.names import LOSS_KEY
+
+    padded = _case_config(args, case, SHAPES[case.shape])
+    budget = args.micro_batch_tokens or 4096
+    configs = {"padded": replace(padded, micro_batch_tokens=0)}
+    configs["packed"] = replace(padded, micro_batch_tokens=budget)
+    shape = model_shape(SHAPES[case.shape]) if SHAPES[case.shape] else TINY
+    vocab = max(shape["vocab_size"], len(tokenizer))
+    policies = {
+        k: PolicySet(build_model(shape, args.device, vocab), c, policy_names(c))
+        for k, c in configs.items()
+    }
+    task = load_task("math")
+    episodes, _ = rollout(
+        task.sample("train", case.prompts, seed=0),
+        case.group,
+        config=padded,
+        policies=policies["padded"],
+        codec=codec,
+        prompts=make_prompts(padded, tokenizer, "tiny"),
+        task=task,
+        temperature=0.7,
+        seed_parts=(0, 0),
+    )
+    compute_advantages(episodes, padded)
+    turns = [t for ep in episodes for t in ep.turns]
+    for i, turn in enumerate(turns):
+        turn.advantage = 1.0 if i % 2 else -1.0  # random weights: give every policy a signal
+    times: dict[str, list[float]] = {k: [] for k in configs}
+    losses: dict[str, list[float]] = {k: [] for k in configs}
+    for _ in range(args.steps + 1):
+        for key, config in configs.items():
+            _sync(args.device)
+            started = time.perf_counter()
+            metrics = update_policies(policies[key], turns, config, tokenizer_pad_id=codec.pad_id)
+            _sync(args.device)
+            times[key].append(time.perf_counter() - started)
+            losses[key].append(metrics.get(LOSS_KEY, math.nan))
+    medians = {k: statistics.median(v[1:]) for k, v in times.items()}
+    tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
+    padded_tokens = _padded_tokens(turns, configs["padded"])
+    return dict(
+        case=str(case),
+        turns=len(turns),
+        tokens=tokens,
+        padded_tokens=padded_tokens,
+        budget=budget,
+        padded_s=medians["padded"],
+        packed_s=medians["packed"],
+        speedup=medians["padded"] / medians["packed"],
+        loss_gap=max(abs(a - b) for a, b in zip(losses["padded"], losses["packed"])),
+    )
+
+
+def _padded_tokens(turns, config) -> int:
+    """Token slots the padded path computes: each micro-batch's rows × its widest prompt plus
+    its widest completion (trainer/update.py's micro-batches, in segment order)."""
+    from itertools import groupby
+
+    from trainer.update import segment_key
+
+    total = 0
+    ordered = sorted(turns, key=segment_key(config))
+    size = config.micro_batch_size
+    for _, group in groupby(ordered, key=lambda t: (t.policy, t.role, t.agent)):
+        group = list(group)
+        for k in range(0, len(group), size):
+            chunk = group[k : k + size]
+            width = max(len(t.prompt_ids) for t in chunk) + max(
+                len(t.completion_ids) for t in chunk
+            )
+            total += len(chunk) * width
+    return total
 
 
 def _generation_calls(episodes) -> list[tuple[int, int, int]]:
@@ -403,7 +610,7 @@ def _profiled(path: str, device: str, title: str):
 def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int) -> dict:
     """Decode `sequences` × `new_tokens` with CUDA graphs and without: tokens/s of each and
     whether they sampled the same tokens (the graph must change speed, not samples)."""
-    from trainer import fused_sampling, sampling
+    from trainer import sampling
     from trainer.memory import model_shape
 
     hub_id = SHAPES[shape_name]
@@ -423,27 +630,25 @@ def sampler_check(device: str, shape_name: str, sequences: int, new_tokens: int)
     )
     row = dict(shape=shape_name, sequences=sequences, new_tokens=new_tokens)
     results = {}
+    checked = sampling.Decoding.for_device(device)
     for graphs in (True, False, True):  # the first call pays for warm-up and Triton's compile
-        sampling.USE_CUDA_GRAPHS = graphs
+        decoding = sampling.Decoding(checked.pick, graphs and checked.cuda_graphs, checked.picker)
         _sync(device)
         started = time.perf_counter()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            samples = sampling.generate(model, prompts, **call)
+            samples = sampling.generate(model, prompts, **call, decoding=decoding)
         _sync(device)
         row["graphs" if graphs else "eager"] = (
             sequences * new_tokens / (time.perf_counter() - started)
         )
         results[graphs] = samples
-    sampling.USE_CUDA_GRAPHS = True
     same = [a.completion_ids == b.completion_ids for a, b in zip(results[True], results[False])]
     gap = max(
         abs(x - y)
         for a, b in zip(results[True], results[False])
         for x, y in zip(a.logprobs, b.logprobs)
     )
-    row.update(
-        same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=fused_sampling.STATUS
-    )
+    row.update(same_tokens=f"{sum(same)}/{len(same)}", logprob_gap=gap, fused_picker=checked.picker)
     del model
     gc.collect()
     if device == "cuda":
@@ -473,16 +678,110 @@ def table(rows: list[dict], ceiling: float) -> str:
     return "\n".join(lines)
 
 
+def _run_cases(args, cases, tokenizer, codec, ceiling, started: float, report: dict) -> None:
+    """Each case in order until `--budget-s` is spent (the rest are listed as skipped); with
+    `--study`, TRL's single-agent equivalent after the first case of each shape and workflow."""
+    compared = set()
+    for i, case in enumerate(cases):
+        if time.perf_counter() - started > args.budget_s:
+            report["cases"].append(dict(case=str(case), status="skipped: time budget spent"))
+            continue
+        profile_to = args.profile if i == 0 else None
+        if args.compare_packing:
+            row = packing_check(args, case, tokenizer, codec)
+            report["packing"] = [*report.get("packing", []), row]
+            print(f"packing {row}", flush=True)
+            continue
+        try:
+            row = run_case(args, case, tokenizer, codec, ceiling, profile_to)
+        except Exception as exc:  # one broken case must not cost the slot's other numbers
+            traceback.print_exc()
+            row = dict(case=str(case), status=f"failed: {type(exc).__name__}: {exc}"[:300])
+            gc.collect()
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+        report["cases"].append(row)
+        print(row, file=sys.stderr, flush=True)
+        key = (case.shape, case.workflow, case.prompts, case.group)
+        if args.study and key not in compared and row["status"] == "ok":
+            compared.add(key)
+            remaining = args.budget_s - (time.perf_counter() - started)
+            trl = trl_equivalent(args, case, remaining)
+            if trl["status"] == "ok":
+                trl["troupe_case"], trl["troupe_case_step_s"] = str(case), row["step_s"]
+                trl["case_vs_trl"] = row["step_s"] / trl["trl_step_s"]
+            report["trl"].append(trl)
+            print(f"trl {trl}", file=sys.stderr, flush=True)
+
+
+def study_table(rows: list[dict], trl: list[dict]) -> str:
+    """--study's per-phase seconds (medians of the timed steps; evaluation and checkpoint
+    once), and TRL's single-agent step with the same tokens beside the first case of each."""
+    names = ("rollout", "scoring", "update", "evaluation", "checkpoint")
+    labels = ("rollout s", "scoring s", "update s", "eval s", "ckpt s")
+    head = f"{'case':<42}" + "".join(f"{n:>11}" for n in labels) + f"{'gen tok':>9}"
+    lines = ["per phase", head, "-" * len(head)]
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        phases = r.get("phases_s", {})
+        cells = "".join(f"{phases[n]:>11.3f}" if n in phases else f"{'-':>11}" for n in names)
+        lines.append(f"{r['case']:<42}{cells}{r.get('generated_tokens', 0):>9}")
+    lines += ["", f"{'TRL, single-agent, same tokens':<42}{'TRL s':>9}{'Troupe s':>10}{'ratio':>8}"]
+    for t in trl:
+        if t["status"] != "ok":
+            lines.append(f"{t['case']:<42}  {t['status'][:80]}")
+            continue
+        lines.append(
+            f"{t['troupe_case']:<42}{t['trl_step_s']:>9.2f}{t['troupe_case_step_s']:>10.2f}"
+            + f"{t['case_vs_trl']:>8.2f}"
+        )
+    return "\n".join(lines)
+
+
+def _fixed_codec():
+    """A small BPE tokenizer and a codec with no end token: every completion runs to its
+    budget, a fixed workload per step."""
+    from trainer.rollout import Codec
+    from trainer.tiny import train_tokenizer
+
+    class FixedLengthCodec(Codec):
+        @property
+        def eos_ids(self) -> list[int]:
+            return [-1]
+
+    tokenizer = train_tokenizer(["Q: (3*4)+(5+2) A: 12+7=\\boxed{19}"] * 50, vocab_size=200)
+    return tokenizer, FixedLengthCodec(tokenizer, add_bos=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--cases", help="comma-separated shape:finetune:sharing:workflow:PxG")
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--micro-batch", type=int, default=128)
+    parser.add_argument(
+        "--micro-batch-tokens", type=int, default=0, help="pack turns, this many tokens a pass"
+    )
+    parser.add_argument(
+        "--compare-packing",
+        action="store_true",
+        help="per case, the update of one rollout padded and packed, alternated (medians)",
+    )
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")
     parser.add_argument("--no-sampler-check", action="store_true")
+    parser.add_argument(
+        "--kernels", choices=("exact", "liger"), default="exact", help="trainer/kernels.py"
+    )
+    parser.add_argument(
+        "--study",
+        action="store_true",
+        help="the study's workflows × sharing × LoRA/full × 0.6B-4B, per phase, TRL beside",
+    )
+    parser.add_argument("--study-size", default="64x8", help="--study's PROMPTSxGROUP")
+    parser.add_argument("--eval-problems", type=int, default=64, help="--study's evaluation")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = parser.parse_args(argv)
     from trainer.versions import problems
@@ -495,6 +794,8 @@ def main(argv: list[str] | None = None) -> int:
         # The memory check compares against this GPU, as a worker's would.
         os.environ["TROUPE_GPU_MEMORY_GB"] = str(torch.cuda.mem_get_info()[1] / 2**30)
     default = DEFAULT_CASES if args.device == "cuda" else CPU_CASES
+    if args.study:
+        default = study_cases(args.device, args.study_size)
     try:
         cases = [Case.parse(c) for c in (args.cases.split(",") if args.cases else default)]
     except ValueError as exc:
@@ -502,21 +803,10 @@ def main(argv: list[str] | None = None) -> int:
     _trl_stand_in()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    from trainer.rollout import Codec
-    from trainer.tiny import train_tokenizer
-
-    class FixedLengthCodec(Codec):
-        """No end token: every completion runs to its budget, a fixed workload per step."""
-
-        @property
-        def eos_ids(self) -> list[int]:
-            return [-1]
-
-    tokenizer = train_tokenizer(["Q: (3*4)+(5+2) A: 12+7=\\boxed{19}"] * 50, vocab_size=200)
-    codec = FixedLengthCodec(tokenizer, add_bos=True)
+    tokenizer, codec = _fixed_codec()
     started = time.perf_counter()
     ceiling = matmul_ceiling(args.device)
-    report: dict = {"ceiling_tflops": ceiling, "sampler": [], "cases": []}
+    report: dict = {"ceiling_tflops": ceiling, "sampler": [], "cases": [], "trl": []}
     if not args.no_sampler_check:
         checks = [("qwen3-0.6b", 128), ("qwen3-4b", 64)] if args.device == "cuda" else [("tiny", 8)]
         for shape, sequences in checks:
@@ -527,22 +817,10 @@ def main(argv: list[str] | None = None) -> int:
                 row = dict(shape=shape, sequences=sequences, error=f"{type(exc).__name__}: {exc}")
             report["sampler"].append(row)
             print(f"sampler {row}", flush=True)
-    for i, case in enumerate(cases):
-        if time.perf_counter() - started > args.budget_s:
-            report["cases"].append(dict(case=str(case), status="skipped: time budget spent"))
-            continue
-        profile_to = args.profile if i == 0 else None
-        try:
-            row = run_case(args, case, tokenizer, codec, ceiling, profile_to)
-        except Exception as exc:  # one broken case must not cost the slot's other numbers
-            traceback.print_exc()
-            row = dict(case=str(case), status=f"failed: {type(exc).__name__}: {exc}"[:300])
-            gc.collect()
-            if args.device == "cuda":
-                torch.cuda.empty_cache()
-        report["cases"].append(row)
-        print(row, file=sys.stderr, flush=True)
+    _run_cases(args, cases, tokenizer, codec, ceiling, started, report)
     print(table(report["cases"], ceiling))
+    if args.study:
+        print(study_table(report["cases"], report["trl"]))
     print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

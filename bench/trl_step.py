@@ -23,11 +23,7 @@ token, for (a) the whole step and (b) the update only, over the steps after `--w
 ratio Troupe / TRL of those medians, and the median of the per-step ratios of back-to-back
 steps (`paired_ratios_per_token`; below 1: Troupe is faster).
 
-Diagnostic, `troupe_without_beta0_kl`: Troupe's update measures `train/kl` even at beta 0,
-with one extra no-grad forward of the reference (the base model, adapters off) that TRL skips
-at beta 0. A second policy set, identical but for a stub reference, runs `update_policies` on
-the same turns after each step (alternating which update goes first), which times the update
-without that forward. `--threads` sets torch's intra-op threads for both sides (on a loaded
+`--threads` sets torch's intra-op threads for both sides (on a loaded
 2-core machine, 1 thread is faster and far steadier than 2).
 
     .venv/bin/python bench/trl_step.py --steps 12 --warmup 2 --threads 1
@@ -44,7 +40,6 @@ one micro-batch on both sides, no vLLM (TRL generates with `model.generate`):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
 import statistics
@@ -53,7 +48,6 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
@@ -110,7 +104,11 @@ def random_model(tokenizer, shape: str = "tiny-s", device: str = "cpu"):
         return Qwen3ForCausalLM._from_config(config, dtype=dtype)
 
 
-SHAPES = {"qwen3-0.6b": "Qwen/Qwen3-0.6B"}
+SHAPES = {
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "qwen3-1.7b": "Qwen/Qwen3-1.7B",
+    "qwen3-4b": "Qwen/Qwen3-4B",
+}
 
 
 def _sync() -> None:
@@ -119,42 +117,19 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-class _ZeroLogits(torch.nn.Module):
-    """Stands in for the reference model: what update_policies costs without its KL forward."""
-
-    def __init__(self, vocab: int):
-        super().__init__()
-        self.vocab = vocab
-
-    def forward(self, input_ids, logits_to_keep, **_kwargs):
-        logits = torch.zeros(
-            input_ids.shape[0], logits_to_keep, self.vocab, device=input_ids.device
-        )
-        return SimpleNamespace(logits=logits)
-
-
 class TroupeSide:
-    """One training step of trainer/train.py's loop: rollout → advantages → update.
-
-    `shadow` (diagnostic) is a second policy set with the same initial weights whose reference
-    model is a stub: after each step it runs `update_policies` on the same turns, timing the
-    update without the no-grad reference forward that measures `train/kl` at beta 0 (at beta 0
-    the KL does not enter the gradient, so the shadow trains exactly as the real set does).
-    """
+    """One training step of trainer/train.py's loop: rollout → advantages → update (at beta 0
+    the update skips the reference forward, as TRL does)."""
 
     def __init__(self, config: Config, tokenizer, task, shape: str = "tiny-s"):
         self.config = config
         model = random_model(tokenizer, shape, config.device)
         self.policies = PolicySet(model, config, ["shared"])
-        self.shadow = PolicySet(random_model(tokenizer, shape, config.device), config, ["shared"])
-        stub = _ZeroLogits(model.config.vocab_size)
-        self.shadow.reference = lambda: contextlib.nullcontext(stub)
         self.codec = Codec(tokenizer, add_bos=True)
         self.prompts = TinyPrompts(config.task)
         self.task = task
         self.generation: list[float] = []  # rollout + rewards + advantages
         self.update: list[float] = []
-        self.update_without_kl: list[float] = []
         self.tokens: list[int] = []
 
     def step(self, step: int) -> None:
@@ -179,16 +154,10 @@ class TroupeSide:
         compute_advantages(episodes, c)
         turns = [turn for ep in episodes for turn in ep.turns]
         self.generation.append(time.perf_counter() - t0)
-        # The real update and the shadow's in alternating order (ABBA), so neither always
-        # runs first after generation.
-        for policies, times in [
-            (self.policies, self.update),
-            (self.shadow, self.update_without_kl),
-        ][:: 1 if step % 2 else -1]:
-            started = time.perf_counter()
-            update_policies(policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
-            _sync()
-            times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        update_policies(self.policies, turns, c, tokenizer_pad_id=self.codec.pad_id)
+        _sync()
+        self.update.append(time.perf_counter() - started)
         self.tokens.append(stats.tokens)
 
 
@@ -383,8 +352,6 @@ def _compared(args, troupe: TroupeSide, callback) -> dict:
     """The result row: each side's times per token, their ratios, and paired per-step ratios."""
     trl_update = [w - g for w, g in zip(callback.whole, callback.generation)]
     ours = summarize(troupe.generation, troupe.update, troupe.tokens, args.warmup)
-    # Diagnostic: the same steps with the update timed without the beta-0 KL forward.
-    lean = summarize(troupe.generation, troupe.update_without_kl, troupe.tokens, args.warmup)
     theirs = summarize(callback.generation, trl_update, callback.tokens, args.warmup)
 
     def ratio(a: dict, key: str) -> float:
@@ -400,14 +367,6 @@ def _compared(args, troupe: TroupeSide, callback) -> dict:
             (steps(troupe.generation, troupe.update), troupe.tokens), trl_steps, args.warmup
         ),
         "update": paired_ratio((troupe.update, troupe.tokens), trl_updates, args.warmup),
-        "step_without_beta0_kl": paired_ratio(
-            (steps(troupe.generation, troupe.update_without_kl), troupe.tokens),
-            trl_steps,
-            args.warmup,
-        ),
-        "update_without_beta0_kl": paired_ratio(
-            (troupe.update_without_kl, troupe.tokens), trl_updates, args.warmup
-        ),
     }
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
@@ -420,11 +379,8 @@ def _compared(args, troupe: TroupeSide, callback) -> dict:
         "steps_measured": len(troupe.update) - args.warmup,
         "troupe": {k: round(v, 4) for k, v in ours.items()},
         "trl": {k: round(v, 4) for k, v in theirs.items()},
-        "troupe_without_beta0_kl": {k: round(v, 4) for k, v in lean.items()},
         "ratio_step_per_token": ratio(ours, "step_ms_per_token"),
         "ratio_update_per_token": ratio(ours, "update_ms_per_token"),
-        "ratio_step_per_token_without_beta0_kl": ratio(lean, "step_ms_per_token"),
-        "ratio_update_per_token_without_beta0_kl": ratio(lean, "update_ms_per_token"),
         "paired_ratios_per_token": paired,
         "smoke": args.smoke,
     }

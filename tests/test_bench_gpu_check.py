@@ -1,6 +1,7 @@
 """bench/gpu_check.py still runs: CI runs it on the CPU with a tiny shape, so the
 script the GPU node runs cannot rot between GPU sessions."""
 
+import json
 import subprocess
 import sys
 
@@ -54,3 +55,38 @@ def test_a_malformed_case_is_named():
     assert "case 'tiny:lora:shared': expected shape:finetune:sharing:workflow:PROMPTSxGROUP" in (
         done.stderr
     )
+
+
+@pytest.mark.timeout(900)
+def test_the_study_dry_run_times_every_phase_and_trl_beside(tmp_path):
+    """`--study` on the CPU: one study case (tiny shape) with its five phases timed, and TRL's
+    single-agent step with the same tokens in the same run."""
+    out = tmp_path / "study.json"
+    args = [
+        *("--device", "cpu", "--study", "--cases", "tiny:lora:per_role:voting:2x2"),
+        *("--steps", "1", "--new-tokens", "4", "--micro-batch-tokens", "256"),
+        *("--eval-problems", "2", "--budget-s", "850", "--no-sampler-check", "--json", str(out)),
+    ]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=880,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    (case,) = report["cases"]
+    assert case["status"] == "ok" and case["moved"] and case["finite"]
+    assert set(case["phases_s"]) == {"rollout", "scoring", "update", "evaluation", "checkpoint"}
+    assert all(v >= 0 for v in case["phases_s"].values())
+    assert case["micro_batch_tokens"] == 256  # the update packed
+    (trl,) = report["trl"]
+    assert trl["status"] == "ok", trl
+    # The single-agent equivalent asks for what the case generated: 2 x 2 episodes x 4 turns
+    # of 4 tokens (TRL's side may stop a completion early at an end token).
+    assert case["generated_tokens"] == 2 * 2 * 4 * 4
+    assert trl["sequences"] * trl["new_tokens"] == case["generated_tokens"]
+    assert 0 < trl["tokens"] <= case["generated_tokens"]
+    assert trl["case_vs_trl"] == pytest.approx(case["step_s"] / trl["trl_step_s"])
+    assert "per phase" in done.stdout and "TRL, single-agent, same tokens" in done.stdout

@@ -133,6 +133,13 @@ class Config:
     micro_batch_size: int = _f(
         32, "Sequences per forward/backward (memory knob only)", "rl", minimum=1
     )
+    micro_batch_tokens: int = _f(
+        0,
+        "Tokens per forward/backward, turns packed end to end without padding (0 = padded "
+        "micro-batches of micro_batch_size sequences); the same loss up to rounding",
+        "rl",
+        minimum=0,
+    )
     rollout_batch: int = _f(
         0,
         "Max sequences per generation call (0 = a stage's whole group at once); smaller "
@@ -304,6 +311,7 @@ _LATER_FIELDS = {
     "grad_checkpointing": "auto",
     "grad_snapshots": "device",
     "rollout_batch": 0,
+    "micro_batch_tokens": 0,
     "world_size": 1,
     "episodes_per_step": 2,
     "episodes_probe": 4,

@@ -9,7 +9,10 @@ the same tokens.
 
 `checked_picker` compares the kernel with the plain code on a small batch before first use and
 keeps the plain code when Triton is missing or the two disagree (a warning says why), so a
-different Triton or GPU can make sampling slower but never different.
+different Triton or GPU can make sampling slower but never different. It returns its decision
+with the picker; the caller keeps both (`trainer.sampling.Decoding`), nothing here remembers.
+On the CPU the kernel runs under Triton's interpreter (`TRITON_INTERPRET=1` before the kernel
+module is imported): slow, but the same program, which is how the tests check it.
 """
 
 from __future__ import annotations
@@ -21,56 +24,13 @@ import torch
 
 log = logging.getLogger(__name__)
 
-STATUS = "not tried"  # what the last check decided, for logs and bench/gpu_check.py
-
 BLOCK = 2048  # vocabulary entries a program handles per iteration
 
 
 def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mix(x):
-        x = x ^ (x >> 30)
-        x = x * 0xBF58476D1CE4E5B9
-        x = x ^ (x >> 27)
-        x = x * 0x94D049BB133111EB
-        x = x ^ (x >> 31)
-        return x
-
-    @triton.jit
-    def pick(logits, seeds, position, choice, logp, vocab, stride, inv_temp, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        seed = tl.load(seeds + row).to(tl.uint64)
-        t = tl.load(position).to(tl.uint64)
-        base = seed * 0x9E3779B97F4A7C15 + (t + 1) * 0xBF58476D1CE4E5B9
-        low = tl.full((), 1e-12, tl.float64)
-        high = tl.full((), 1.0 - 1e-12, tl.float64)
-        best = tl.full((), float("-inf"), tl.float32)
-        best_at = tl.full((), 0, tl.int64)
-        top = tl.full((), float("-inf"), tl.float32)
-        total = tl.full((), 0.0, tl.float32)
-        for start in range(0, vocab, BLOCK):
-            idx = start + tl.arange(0, BLOCK)
-            valid = idx < vocab
-            x = tl.load(logits + row * stride + idx, mask=valid, other=float("-inf")) * inv_temp
-            h = mix(mix(base + idx.to(tl.uint64)))
-            u = (h >> 11).to(tl.float64) / 9007199254740992.0  # 2**53: [0, 1)
-            u = tl.minimum(tl.maximum(u, low), high)
-            g = (-tl.log(-tl.log(u))).to(tl.float32)
-            y = tl.where(valid, x + g, float("-inf"))
-            block_best = tl.max(y, axis=0)
-            block_at = tl.argmax(y, axis=0).to(tl.int64) + start
-            better = block_best > best  # strict: the first maximum wins, as torch.argmax
-            best_at = tl.where(better, block_at, best_at)
-            best = tl.where(better, block_best, best)
-            new_top = tl.maximum(top, tl.max(x, axis=0))
-            total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
-            top = new_top
-        chosen = tl.load(logits + row * stride + best_at) * inv_temp
-        tl.store(choice + row, best_at)
-        tl.store(logp + row, chosen - top - tl.log(total))
+    """The Triton kernel (imported here: Triton is optional, and only CUDA or its
+    interpreter runs it)."""
+    from trainer.pick_kernel import pick
 
     return pick
 
@@ -122,14 +82,16 @@ def agrees(fast: Callable, reference: Callable, device: str = "cuda") -> str | N
     return None
 
 
-def checked_picker(reference: Callable) -> Callable:
-    """The fused picker if Triton runs it and it agrees with `reference` here, else `reference`."""
+def checked_picker(
+    reference: Callable, device: torch.device | str = "cuda"
+) -> tuple[Callable, str]:
+    """(the fused picker, "on") if Triton runs it on `device` and it agrees with `reference`
+    there, else (`reference`, "off (why)")."""
     try:
         fast = fused_picker(reference)
-        problem = agrees(fast, reference)
+        problem = agrees(fast, reference, device)
     except Exception as exc:  # no Triton, no compiler, an unsupported GPU: sample the plain way
         problem = f"{type(exc).__name__}: {exc}"
-    global STATUS
-    STATUS = "on" if problem is None else f"off ({problem})"
-    (log.info if problem is None else log.warning)("sampling: fused Triton token picker %s", STATUS)
-    return fast if problem is None else reference
+    status = "on" if problem is None else f"off ({problem})"
+    (log.info if problem is None else log.warning)("sampling: fused Triton token picker %s", status)
+    return (fast if problem is None else reference), status

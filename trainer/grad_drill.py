@@ -65,7 +65,12 @@ class EpisodeDrill:
         self.norm_sq: dict[str, float] = defaultdict(float)
 
     def micro_batches(
-        self, role: str, segment: list[Turn], size: int, params: list[nn.Parameter]
+        self,
+        role: str,
+        segment: list[Turn],
+        size: int,
+        params: list[nn.Parameter],
+        tokens: int = 0,
     ) -> Iterator[list[Turn]]:
         """The segment's micro-batches: each recorded episode's turns on their own, snapshot
         after each (when the caller asks for the next micro-batch, its backward is done)."""
@@ -77,12 +82,12 @@ class EpisodeDrill:
         if mine:
             before = flat_grad(params)
             for episode in sorted(mine):
-                yield from _chunks(mine[episode], size)
+                yield from _chunks(mine[episode], size, tokens)
                 after = flat_grad(params)
                 self._keep(role, episode, after - before)
                 before = after
             del before
-        yield from _chunks(rest, size)
+        yield from _chunks(rest, size, tokens)
 
     def _keep(self, role: str, episode: int, piece: torch.Tensor) -> None:
         if piece.device.type != "cpu":
@@ -117,9 +122,24 @@ def flat_grad(params: list[nn.Parameter]) -> torch.Tensor:
     return GradientTracker(params).flat_grad()
 
 
-def _chunks(turns: list[Turn], size: int) -> Iterator[list[Turn]]:
-    for start in range(0, len(turns), size):
-        yield turns[start : start + size]
+def _chunks(turns: list[Turn], size: int, tokens: int = 0) -> Iterator[list[Turn]]:
+    """Consecutive micro-batches of `size` turns, or (`tokens` > 0) of as many turns as fit in
+    `tokens` prompt and completion tokens (a longer turn alone)."""
+    if tokens <= 0:
+        for start in range(0, len(turns), size):
+            yield turns[start : start + size]
+        return
+    chunk: list[Turn] = []
+    used = 0
+    for turn in turns:
+        length = len(turn.prompt_ids) + len(turn.completion_ids)
+        if chunk and used + length > tokens:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(turn)
+        used += length
+    if chunk:
+        yield chunk
 
 
 _ACTIVE: ContextVar[EpisodeDrill | None] = ContextVar("troupe_grad_drill", default=None)
@@ -136,30 +156,29 @@ def drilling(drill: EpisodeDrill | None) -> Iterator[EpisodeDrill | None]:
 
 
 def micro_batches(
-    role: str, segment: list[Turn], size: int, params: list[nn.Parameter]
+    role: str, segment: list[Turn], size: int, params: list[nn.Parameter], tokens: int = 0
 ) -> Iterator[list[Turn]]:
-    """The update's micro-batches of one segment: plain chunks unless a drill is active."""
+    """The update's micro-batches of one segment (of `size` turns, or of at most `tokens`
+    tokens when > 0): plain chunks unless a drill is active."""
     drill = _ACTIVE.get()
     if drill is None:
-        return _chunks(segment, size)
-    return drill.micro_batches(role, segment, size, params)
+        return _chunks(segment, size, tokens)
+    return drill.micro_batches(role, segment, size, params, tokens)
 
 
-def micro_batch_count(segment: list[Turn], size: int) -> int:
+def micro_batch_count(segment: list[Turn], size: int, tokens: int = 0) -> int:
     """How many micro-batches `micro_batches` yields for `segment`: ranks that must run the
     same number of passes (sharded parameters) count with this, not with len(segment)."""
     drill = _ACTIVE.get()
     if drill is None:
-        return -(-len(segment) // size)
-    mine: dict[int, int] = defaultdict(int)
-    rest = 0
+        return sum(1 for _ in _chunks(segment, size, tokens))
+    mine: dict[int, list[Turn]] = defaultdict(list)
+    rest = []
     for turn in segment:
         episode = drill.owner.get(id(turn))
-        if episode is None:
-            rest += 1
-        else:
-            mine[episode] += 1
-    return sum(-(-n // size) for n in mine.values()) + -(-rest // size)
+        (rest if episode is None else mine[episode]).append(turn)
+    parts = [*mine.values(), rest]
+    return sum(sum(1 for _ in _chunks(part, size, tokens)) for part in parts)
 
 
 def settle(roles: Mapping[str, torch.Tensor]) -> None:

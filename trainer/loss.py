@@ -27,6 +27,15 @@ correction`, token_truncate), before the KL term is added, as TRL does.
 Batch layout: prompts left-padded, completions right-padded, so every completion starts at the
 same column and only the last T+1 positions need logits (`logits_to_keep`). Position ids are
 derived from the attention mask, so a padded row computes the same numbers as the bare row.
+
+Packed layout (`micro_batch_tokens` > 0; `make_packed_batch`): no padding at all, as TRL's
+`padding_free` and verl's remove-padding do. The turns are laid end to end in one row, position
+ids restart at 0 with each turn, and the attention mask is left out: transformers reads the
+restarts and keeps each turn's attention within itself (a block-causal mask for SDPA and eager
+attention, variable-length kernels for FlashAttention). Only the logits that predict a
+completion token are computed; the log-probs are scattered back into the padded (B, T) layout,
+so the loss and its statistics are the padded path's, with the same numbers up to the kernels'
+rounding (tests/trainer/test_packing.py states the tolerance).
 """
 
 from __future__ import annotations
@@ -53,6 +62,88 @@ class Batch:
     @property
     def completion_len(self) -> int:
         return self.completion_mask.shape[1]
+
+
+@dataclass
+class PackedBatch(Batch):
+    """A `Batch` whose sequences are packed into one row: `input_ids` and `position_ids`
+    (1, N), `attention_mask` None; `keep` (K,) the positions whose logits predict completion
+    tokens, `slots` (K,) where each lands in the flattened (B, T) layout."""
+
+    position_ids: torch.Tensor | None = None
+    keep: torch.Tensor | None = None
+    slots: torch.Tensor | None = None
+
+
+def make_packed_batch(
+    turns: list[Turn], pad_id: int, device: torch.device | str = "cpu"
+) -> PackedBatch:
+    """Collate turns end to end, without padding (the module docstring's packed layout); the
+    per-token tensors of the loss keep the padded (B, T) shape."""
+    padded = make_batch(turns, pad_id)  # the (B, T) tensors of the loss (host-side, small)
+    width = padded.completion_len
+    ids: list[int] = []
+    positions: list[int] = []
+    keep: list[int] = []
+    slots: list[int] = []
+    for i, t in enumerate(turns):
+        prompt, completion = len(t.prompt_ids), len(t.completion_ids)
+        if completion and not prompt:
+            raise ValueError(f"turn of {t.agent}: a completion needs a prompt token before it")
+        start = len(ids) + prompt - 1  # the logit there predicts the first completion token
+        keep.extend(range(start, start + completion))
+        slots.extend(range(i * width, i * width + completion))
+        ids.extend(t.prompt_ids)
+        ids.extend(t.completion_ids)
+        positions.extend(range(prompt + completion))
+    long = dict(dtype=torch.long, device=device)
+    return PackedBatch(
+        input_ids=torch.tensor([ids], **long),
+        attention_mask=None,
+        completion_mask=padded.completion_mask.to(device),
+        old_logps=padded.old_logps.to(device),
+        advantages=padded.advantages.to(device),
+        is_weights=None if padded.is_weights is None else padded.is_weights.to(device),
+        position_ids=torch.tensor([positions], **long),
+        keep=torch.tensor(keep, **long),
+        slots=torch.tensor(slots, **long),
+    )
+
+
+def batch_logprobs(
+    model: nn.Module, batch: Batch, temperature: float, *, with_entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_logprobs` of a padded or a packed batch: (B, T) log-probs and entropies."""
+    if not isinstance(batch, PackedBatch):
+        return token_logprobs(
+            model,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.completion_len,
+            temperature,
+            with_entropy=with_entropy,
+        )
+    logits = model(
+        input_ids=batch.input_ids,
+        position_ids=batch.position_ids,
+        logits_to_keep=batch.keep,
+        use_cache=False,
+    ).logits[0]  # (K, V)
+    logits = logits / temperature
+    targets = batch.input_ids[0, batch.keep + 1]  # (K,)
+    shape = batch.completion_mask.shape
+    logps = _scattered(selective_log_softmax(logits, targets), batch.slots, shape)
+    entropies = None
+    if with_entropy:
+        with torch.no_grad():
+            entropies = _scattered(entropy_from_logits(logits), batch.slots, shape)
+    return logps, entropies
+
+
+def _scattered(values: torch.Tensor, slots: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """(K,) values placed at `slots` of a zero (B, T) tensor (differentiable in `values`)."""
+    flat = torch.zeros(shape.numel(), dtype=values.dtype, device=values.device)
+    return flat.scatter(0, slots, values).view(shape)
 
 
 def make_batch(turns: list[Turn], pad_id: int, device: torch.device | str = "cpu") -> Batch:

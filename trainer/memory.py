@@ -15,7 +15,8 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
 - snapshots: the per-role gradient vectors of trainer/gradients.py (fp32, one policy's
   optimizer step at a time); none on the device with `grad_snapshots=host` (one transient
   vector), none when they would exceed its budget (it moves them to the host itself).
-- activations: one micro-batch (`micro_batch_rows`: an agent's turns when they are fewer than
+- activations: one micro-batch (packed, `micro_batch_tokens` tokens with logits on the longest
+  turn's completion share of them; else `micro_batch_rows`: an agent's turns when fewer than
   `micro_batch_size`) of the longest sequence a role can see (its prompt, the outputs of the
   agents before it, its own completion); per token and layer ACT_PER_LAYER elements,
   or, with gradient checkpointing, one layer's worth plus each layer's saved input.
@@ -369,6 +370,11 @@ def estimate(
     prompt, completion = sequence or longest_sequence(config)
     rows = micro_batch_rows(config)
     tokens = rows * (prompt + completion)
+    kept = rows * (completion + 1)  # positions whose logits the loss reads
+    budget = getattr(config, "micro_batch_tokens", 0)
+    if budget:  # packed: the budget (or one longer turn), logits on its completion share
+        tokens = max(budget, prompt + completion)
+        kept = -(-tokens * completion // (prompt + completion))
     h, layers = shape["hidden_size"], shape["num_hidden_layers"]
     q = shape["num_attention_heads"] * (shape.get("head_dim") or h // shape["num_attention_heads"])
     mlp = shape["intermediate_size"]
@@ -380,7 +386,7 @@ def estimate(
     else:
         activations = tokens * layers * per_layer * compute
     copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
-    logits = int(copies * rows * (completion + 1) * shape["vocab_size"] * compute)
+    logits = int(copies * kept * shape["vocab_size"] * compute)
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
 
 

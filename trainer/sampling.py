@@ -24,6 +24,9 @@ Why the decode loop looks the way it does (speed on a GPU, same tokens everywher
   hundreds of small kernels whose launches, not the GPU's arithmetic, bound an eager loop.
   `trainer/fused_sampling.py` draws the noise and picks the token in one Triton kernel there
   (checked against the plain code below before first use).
+- Those two choices are a `Decoding` the caller passes and keeps (the hf engine holds one for
+  its life), not process state: `Decoding.for_device` checks the fused picker once, and a
+  capture that fails switches graphs off in that object only, with a warning.
 """
 
 from __future__ import annotations
@@ -225,12 +228,11 @@ def _finished(done: torch.Tensor) -> bool:
     return bool(done.all())
 
 
-def _captured(step: Callable[[], None]) -> Callable[[], None]:
+def _captured(step: Callable[[], None], decoding: Decoding) -> Callable[[], None]:
     """Run `step` once (for real: CUDA warm-up on a side stream), capture it as a CUDA graph and
     return the graph's replay, which updates the step's buffers in place. A step that cannot
-    be captured (a model whose forward reads the host) is returned as it is, with a warning
-    once per process: slower, the same samples."""
-    global USE_CUDA_GRAPHS
+    be captured (a model whose forward reads the host) is returned as it is and `decoding`
+    captures no more, with a warning: slower, the same samples."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -247,15 +249,32 @@ def _captured(step: Callable[[], None]) -> Callable[[], None]:
             finally:
                 graph.capture_end()
     except RuntimeError as exc:  # nothing ran: a failed capture launches no kernel
-        USE_CUDA_GRAPHS = False
+        decoding.cuda_graphs = False
         log.warning("sampling: decode steps run without CUDA graphs (capture failed: %s)", exc)
         return step
     torch.cuda.current_stream().wait_stream(stream)
     return graph.replay
 
 
-# Whether decode steps are captured as CUDA graphs on a GPU (tests switch it off to compare).
-USE_CUDA_GRAPHS = True
+@dataclass
+class Decoding:
+    """How `generate` decodes: the token picker (`pick_tokens`' signature and results) and
+    whether a GPU's decode steps are captured as CUDA graphs. The caller keeps it."""
+
+    pick: Callable = pick_tokens
+    cuda_graphs: bool = True
+    picker: str = "plain"  # which picker, and why (logs, bench/gpu_check.py)
+
+    @classmethod
+    def for_device(cls, device: torch.device | str) -> Decoding:
+        """On CUDA the fused Triton picker when it agrees with `pick_tokens` there (checked
+        now, once: keep the result), elsewhere the plain picker."""
+        if torch.device(device).type != "cuda":
+            return cls()
+        from trainer.fused_sampling import checked_picker
+
+        pick, status = checked_picker(pick_tokens, device)
+        return cls(pick=pick, picker=status)
 
 
 @torch.no_grad()
@@ -268,10 +287,13 @@ def generate(
     temperature: float,
     eos_ids: set[int] | list[int],
     pad_id: int,
+    decoding: Decoding | None = None,
 ) -> list[Sample]:
-    """Left-padded batched decoding with a static KV cache; returns one Sample per prompt."""
+    """Left-padded batched decoding with a static KV cache; returns one Sample per prompt.
+    `decoding` (default: the plain picker, CUDA graphs on a GPU) says how (`Decoding`)."""
     from transformers import StaticCache
 
+    decoding = decoding if decoding is not None else Decoding()
     if not prompts:
         return []
     device = next(model.parameters()).device
@@ -315,7 +337,7 @@ def generate(
         temperature=temperature,
         mask=attention,
         positions=position_ids[:, -1:] + 1,
-        pick=_fast_pick() if on_gpu else pick_tokens,
+        pick=decoding.pick,
     )
     decode.sample()
     step = decode.step
@@ -323,8 +345,8 @@ def generate(
     for t in range(1, steps):
         if t % every == 0 and _finished(decode.done):
             break
-        if t == 1 and on_gpu and USE_CUDA_GRAPHS and not _across_ranks():
-            step = _captured(decode.step)  # runs step 1 itself
+        if t == 1 and on_gpu and decoding.cuda_graphs and not _across_ranks():
+            step = _captured(decode.step, decoding)  # runs step 1 itself
             continue
         step()
     return _samples(prompts, decode)
@@ -344,17 +366,3 @@ def _samples(prompts: list[list[int]], decode: _Decode) -> list[Sample]:
         )
         for i, prompt in enumerate(prompts)
     ]
-
-
-_FAST_PICK: Callable | None = None
-
-
-def _fast_pick() -> Callable:
-    """The fused Triton token picker when it is available and agrees with `pick_tokens` on this
-    GPU, else `pick_tokens` (decided once per process)."""
-    global _FAST_PICK
-    if _FAST_PICK is None:
-        from trainer.fused_sampling import checked_picker
-
-        _FAST_PICK = checked_picker(pick_tokens)
-    return _FAST_PICK

@@ -22,7 +22,9 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   their norms, shares and cosines are exact and need no extra backward pass. `instrument=False`
   skips this (the parameters come out bit-identical either way when the coherence regulariser
   is off). The loss of a micro-batch is a sum over its sequences divided by the normaliser of
-  the whole optimizer batch (trainer/loss.py), so accumulation is exact.
+  the whole optimizer batch (trainer/loss.py), so accumulation is exact. A micro-batch is
+  `micro_batch_size` turns, padded, or with `micro_batch_tokens` > 0 as many turns as fit in
+  that many tokens, packed without padding (trainer/loss.py's packed layout).
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
@@ -78,7 +80,13 @@ from trainer.gradients import (
     coherence_scales,
     vectors_needed,
 )
-from trainer.loss import grpo_loss, loss_normalizer, make_batch, token_logprobs
+from trainer.loss import (
+    batch_logprobs,
+    grpo_loss,
+    loss_normalizer,
+    make_batch,
+    make_packed_batch,
+)
 from trainer.memory import snapshot_budget_bytes
 from trainer.policies import PolicySet
 from trainer.sharding import local
@@ -181,14 +189,15 @@ def accumulate_gradients(
         segment = by_segment.get((role, agent), [])
         # Plain chunks of the segment, or (trainer/grad_drill.py) the recorded episodes' first.
         params = policies.parameters(name)
-        size = config.micro_batch_size
+        size, tokens = config.micro_batch_size, config.micro_batch_tokens
+        collate = make_packed_batch if tokens > 0 else make_batch
         if micro_counts is not None:  # sharded: every rank runs as many passes (lock-step)
             for _ in range(
-                micro_counts[(role, agent)] - grad_drill.micro_batch_count(segment, size)
+                micro_counts[(role, agent)] - grad_drill.micro_batch_count(segment, size, tokens)
             ):
                 policies.zero_backward(name)
-        for micro in grad_drill.micro_batches(role, segment, size, params):
-            batch = make_batch(micro, pad_id, device=policies.device)
+        for micro in grad_drill.micro_batches(role, segment, size, params, tokens):
+            batch = collate(micro, pad_id, device=policies.device)
             if batch.completion_len == 0:
                 stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
                 if micro_counts is not None:
@@ -221,28 +230,14 @@ def _micro_backward(
     loss's statistics and whether KL to the base model was measured."""
     device = policies.device
     ref_logps = None
-    # KL to the base model is measured even when it is not penalised (beta 0): with
-    # LoRA the reference is the same weights with adapters off, so it costs one
-    # no-grad forward. Full fine-tuning keeps a frozen copy only when beta > 0.
-    measure_kl = beta > 0 or policies.finetune == "lora"
+    # KL to the base model only where it is penalised: at beta 0 the reference forward (a
+    # no-grad pass as large as the policy's own) would buy a metric and no gradient.
+    measure_kl = beta > 0
     if measure_kl:
         with policies.reference() as ref:
-            ref_logps, _ = token_logprobs(
-                ref,
-                batch.input_ids,
-                batch.attention_mask,
-                batch.completion_len,
-                config.temperature,
-                with_entropy=False,
-            )
+            ref_logps, _ = batch_logprobs(ref, batch, config.temperature, with_entropy=False)
     with policies.use(name, train=True) as model:
-        logps, entropies = token_logprobs(
-            model,
-            batch.input_ids,
-            batch.attention_mask,
-            batch.completion_len,
-            config.temperature,
-        )
+        logps, entropies = batch_logprobs(model, batch, config.temperature)
         loss, micro_stats = grpo_loss(
             logps,
             batch.old_logps,
@@ -430,10 +425,11 @@ def _micro_counts(
 ) -> dict[tuple[str, str], int]:
     """Each segment's largest micro-batch count over the ranks (sharded policies run that many
     forward and backward passes on every rank)."""
-    mine = defaultdict(int)
-    for turn in turns:
-        mine[(turn.role, turn.agent)] += 1
-    counts = [-(-mine[s] // config.micro_batch_size) for s in segments]
+    mine: dict[tuple[str, str], list[Turn]] = defaultdict(list)
+    for turn in sorted(turns, key=segment_key(config)):
+        mine[(turn.role, turn.agent)].append(turn)
+    size, tokens = config.micro_batch_size, config.micro_batch_tokens
+    counts = [grad_drill.micro_batch_count(mine[s], size, tokens) for s in segments]
     everyone = world.gather(counts, f"the micro-batch counts of {name}")
     return {s: max(c[i] for c in everyone) for i, s in enumerate(segments)}
 

@@ -37,6 +37,8 @@ MODES = [
     for finetune in ("lora", "full")
 ]
 MODES.append(("shared", "lora", {"coherence_lambda": 0.5}))
+# Packed micro-batches on sharded ranks: every rank runs each segment's largest pass count.
+MODES.append(("per_role", "full", {"micro_batch_tokens": 24}))
 ROOT = Path(__file__).resolve().parents[2]
 RTOL, ATOL = 1e-5, 1e-6  # figures: sums of the same terms in another order
 # Weights after two AdamW steps at lr 1e-2: Adam divides by sqrt(v), which magnifies rounding

@@ -136,6 +136,8 @@ CASES = [
     dict(micro_batch_size=16),
     # micro-batches smaller than a segment (accumulation), token-mean loss, a KL on generators
     dict(micro_batch_size=2, loss_agg="token-mean", kl_beta_per_role={"generator": 0.05}),
+    # packed micro-batches of at most 24 tokens (2–3 turns, no padding), a KL on generators
+    dict(micro_batch_tokens=24, kl_beta_per_role={"generator": 0.05}),
 ]
 
 

@@ -126,3 +126,27 @@ def test_turns_routed_to_an_unknown_policy_are_rejected():
     policies = PolicySet(tiny_qwen3(), config, ["generator"])
     with pytest.raises(KeyError, match="aggregator"):
         update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)
+
+
+def test_no_kl_coefficient_means_no_reference_forward():
+    """At kl_beta 0 a LoRA update never enters the reference (adapters off) and logs no KL;
+    a role with its own coefficient still gets its KL."""
+    config = voting_config(sharing="per_role", kl_beta=0.0)
+    policies = PolicySet(tiny_qwen3(), config, policy_names(config))
+    entered = []
+    reference = policies.reference
+
+    def counted():
+        entered.append(1)
+        return reference()
+
+    policies.reference = counted
+    metrics = update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)
+    assert not entered
+    assert not any(key.endswith("/kl") for key in metrics)
+
+    anchored = voting_config(sharing="per_role", kl_beta=0.0, kl_beta_per_role={"aggregator": 0.1})
+    policies = PolicySet(tiny_qwen3(), anchored, policy_names(anchored))
+    metrics = update_policies(policies, voting_turns(anchored), anchored, tokenizer_pad_id=PAD)
+    assert "role/aggregator/kl" in metrics and "train/kl" in metrics
+    assert "role/generator/kl" not in metrics

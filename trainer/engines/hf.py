@@ -4,12 +4,14 @@ Generation runs in this process on the policy's module (`PolicySet.use`), in chu
 `rollout_batch` rows (0: all at once). Rows are independent (per-row seeds, left padding,
 own budgets), so a chunk samples what the whole call would, with a smaller KV cache. The
 log-probs it returns are the trainer's own, so nothing needs recomputing, and an update is
-seen at once (the engine holds the very modules that are trained).
+seen at once (the engine holds the very modules that are trained). The engine keeps one
+`Decoding` for its life: the token picker checked once on its device, and whether CUDA graph
+capture still works there.
 """
 
 from __future__ import annotations
 
-from trainer.sampling import Sample, generate
+from trainer.sampling import Decoding, Sample, generate
 
 
 class HFEngine:
@@ -20,6 +22,7 @@ class HFEngine:
         self.policies = policies
         self.rollout_batch = rollout_batch  # rows per generate call; 0 = all
         self.calls = 0
+        self.decoding: Decoding | None = None  # chosen on the first call's device
 
     def generate(
         self,
@@ -35,6 +38,8 @@ class HFEngine:
         size = self.rollout_batch or len(prompts)
         results: list[Sample] = []
         with self.policies.use(policy) as model:
+            if self.decoding is None:
+                self.decoding = Decoding.for_device(next(model.parameters()).device)
             for k in range(0, len(prompts), max(1, size)):
                 results += generate(
                     model,
@@ -44,6 +49,7 @@ class HFEngine:
                     temperature=temperature,
                     eos_ids=eos_ids,
                     pad_id=pad_id,
+                    decoding=self.decoding,
                 )
                 self.calls += 1
         return results

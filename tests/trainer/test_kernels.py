@@ -1,0 +1,55 @@
+"""Liger's fused RMSNorm and SwiGLU (`trainer/kernels.py`) against the exact path.
+
+On the CPU only the refusal can be tested (Liger's kernels have no CPU path, not even under
+Triton's interpreter); on a GPU with liger-kernel installed, the patched model's log-probs and
+LoRA gradients must equal the exact path's within fp32 tolerances (1e-4 absolute on log-probs,
+1e-3 relative on the gradient norm and 1e-4 on 1 − cosine). Full parameters in fp32, no
+autocast: the kernels' own rounding, not bf16's.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trainer.tiny_qwen3 import tiny_qwen3
+from tests.trainer.voting_setup import PAD, random_turn, voting_config
+from trainer.kernels import use_kernels
+from trainer.loss import batch_logprobs, make_batch
+
+
+def test_liger_is_refused_off_cuda_and_exact_changes_nothing():
+    model = tiny_qwen3()
+    with pytest.raises(ValueError, match="kernels=liger runs on CUDA only"):
+        use_kernels(model, "liger")
+    with pytest.raises(ValueError, match="kernels must be one of exact, liger"):
+        use_kernels(model, "fast")
+    before = [type(m).forward for m in model.modules()]
+    assert use_kernels(model, "exact") == 0
+    assert [type(m).forward for m in model.modules()] == before
+
+
+def _logps_and_grad(model, turns):
+    batch = make_batch(turns, PAD, device="cuda")
+    logps, _ = batch_logprobs(model, batch, 0.7, with_entropy=False)
+    (logps * batch.completion_mask).sum().backward()
+    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    return logps.detach(), grad
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Liger's kernels need CUDA")
+def test_liger_kernels_give_the_exact_paths_log_probs_and_gradients():
+    pytest.importorskip("liger_kernel")
+    config = voting_config()
+    gen = torch.Generator().manual_seed(0)
+    turns = [random_turn(config, "generator0", "generator", gen, None) for _ in range(6)]
+    results = []
+    for kernels in ("exact", "liger"):
+        model = tiny_qwen3().to("cuda")  # fp32, the same seeded weights both times
+        assert (use_kernels(model, kernels) > 0) == (kernels == "liger")
+        results.append(_logps_and_grad(model, turns))
+    (exact, g_exact), (fused, g_fused) = results
+    torch.testing.assert_close(fused, exact, atol=1e-4, rtol=0)
+    assert float(g_fused.norm()) == pytest.approx(float(g_exact.norm()), rel=1e-3)
+    cos = torch.nn.functional.cosine_similarity(g_fused, g_exact, dim=0)
+    assert 1 - float(cos) < 1e-4

@@ -1,0 +1,93 @@
+"""Packed micro-batches (`micro_batch_tokens`): turns end to end without padding give the padded
+path's log-probs, loss, metrics and update, within float32 rounding.
+
+Tolerances: log-probs and entropies 1e-5 absolute (the same float32 sums in another order and
+another attention mask); metrics (gradient norms, shares, cosines, token statistics) 1e-4
+relative; parameters after one AdamW step 1e-4 absolute, 1% of the step (lr 1e-2): AdamW's
+first step is lr·g/(|g| + ε), so a float32 rounding of a tiny gradient can move its weight's step
+by more than the rounding itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trainer.test_update import snapshot, voting_turns
+from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
+from trainer import grad_drill
+from trainer.loss import batch_logprobs, make_batch, make_packed_batch
+from trainer.update import update_policies
+
+
+def _turns(n: int, seed: int = 3):
+    config = voting_config()
+    gen = torch.Generator().manual_seed(seed)
+    return [random_turn(config, "generator0", "generator", gen, prompt_len=None) for _ in range(n)]
+
+
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_packed_log_probs_are_the_padded_ones(finetune):
+    config = voting_config(finetune=finetune, sharing="shared")
+    policies = build(config)
+    turns = _turns(5)
+    turns[2].completion_ids, turns[2].logprobs = [], []  # an empty completion among them
+    padded, packed = make_batch(turns, PAD), make_packed_batch(turns, PAD)
+    assert packed.input_ids.shape == (
+        1,
+        sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns),
+    )
+    assert packed.attention_mask is None and packed.keep.numel() == int(
+        padded.completion_mask.sum()
+    )
+    with policies.use("shared") as model:
+        want, want_h = batch_logprobs(model, padded, 0.7)
+        got, got_h = batch_logprobs(model, packed, 0.7)
+    mask = padded.completion_mask.bool()
+    assert torch.equal(got[~mask], torch.zeros_like(got[~mask]))
+    torch.testing.assert_close(got[mask], want[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got_h[mask], want_h[mask], atol=1e-5, rtol=0)
+
+
+def test_a_completion_without_a_prompt_is_refused():
+    turn = _turns(1)[0]
+    turn.prompt_ids = []
+    with pytest.raises(ValueError, match="needs a prompt token"):
+        make_packed_batch([turn], PAD)
+
+
+def test_token_budget_micro_batches():
+    turns = _turns(9)
+    lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
+    chunks = list(grad_drill.micro_batches("generator", turns, 4, [], tokens=20))
+    assert [t for c in chunks for t in c] == turns  # in order, every turn once
+    for chunk in chunks:
+        used = sum(len(t.prompt_ids) + len(t.completion_ids) for t in chunk)
+        assert used <= 20 or len(chunk) == 1
+    # greedy: the next turn would not have fitted
+    for this, after in zip(chunks, chunks[1:]):
+        used = sum(len(t.prompt_ids) + len(t.completion_ids) for t in this)
+        assert used + len(after[0].prompt_ids) + len(after[0].completion_ids) > 20
+    assert grad_drill.micro_batch_count(turns, 4, tokens=20) == len(chunks)
+    assert grad_drill.micro_batch_count(turns, 4) == 3  # rows, as before
+    long = list(grad_drill.micro_batches("generator", turns, 4, [], tokens=min(lengths) - 1))
+    assert [len(c) for c in long] == [1] * len(turns)  # a turn over the budget runs alone
+
+
+@pytest.mark.parametrize(
+    "sharing, finetune", [("per_role", "lora"), ("per_role", "full"), ("shared", "lora")]
+)
+def test_a_packed_update_is_the_padded_update(sharing, finetune):
+    results = []
+    for tokens in (0, 40):
+        config = voting_config(sharing=sharing, finetune=finetune, micro_batch_tokens=tokens)
+        policies = build(config)
+        metrics = update_policies(policies, voting_turns(config), config, tokenizer_pad_id=PAD)
+        results.append((snapshot(policies), metrics))
+    (padded_weights, padded), (packed_weights, packed) = results
+    assert set(packed) == set(padded)
+    for key, value in padded.items():
+        assert packed[key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
+    for name, weights in padded_weights.items():
+        for a, b in zip(weights, packed_weights[name]):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=0)

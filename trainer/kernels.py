@@ -1,0 +1,62 @@
+"""Opt-in fused kernels for the update on CUDA, from Liger Kernel; the exact path is the reference.
+
+The update of a small model is bound by elementwise work (RMSNorm, SwiGLU), each a few passes
+over the activations in eager PyTorch. Liger Kernel (`liger-kernel`, Triton; the kernels TRL's
+`use_liger_kernel` applies) fuses each into one kernel. `use_kernels(model, "liger")` patches
+one Qwen3 model instance: its RMSNorms (the decoder's, the final norm, attention's q/k norms)
+and its MLPs' SiLU·up product. Nothing else in the process changes (no class or module
+function of transformers is replaced), rotary embeddings and the logits stay exact, and LoRA
+layers keep working (the fused MLP calls the wrapped projections).
+
+Only on CUDA: Liger's kernels do not run under Triton's CPU interpreter (liger-kernel 0.8.5
+calls `.to` on a Python float inside them), so on the CPU the exact path is the only one and
+asking for Liger is an error that says so. Its agreement with the exact path (log-probs and
+gradients within stated tolerances) is tested on a GPU (tests/trainer/test_kernels.py) and
+measured by `bench/gpu_check.py --kernels liger`. liger-kernel is not in requirements.txt: a
+GPU node installs it with `pip install --no-deps liger-kernel==0.8.5` beside its CUDA torch
+and Triton (bench/gpu_check.py's docstring lists the wheel set).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+KERNELS = ("exact", "liger")
+
+
+def use_kernels(model: nn.Module, kernels: str) -> int:
+    """Patch `model` (a Qwen3 causal LM, before or after LoRA injection) to run `kernels`;
+    returns how many modules were patched (0 for "exact"). A clear ValueError when the choice
+    is unknown, the model is not on CUDA, or liger-kernel is missing."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
+    if kernels == "exact":
+        return 0
+    device = next(model.parameters()).device
+    if device.type != "cuda":
+        raise ValueError(
+            f"kernels=liger runs on CUDA only (Liger's Triton kernels have no CPU path); "
+            f"this model is on {device.type}: use kernels=exact"
+        )
+    try:
+        from liger_kernel.transformers.monkey_patch import (
+            _patch_rms_norm_module,
+            _patch_swiglu_module,
+        )
+        from liger_kernel.transformers.swiglu import LigerSwiGLUMLP
+    except ImportError as exc:
+        raise ValueError(
+            "kernels=liger needs liger-kernel: pip install --no-deps liger-kernel==0.8.5"
+        ) from exc
+    patched = 0
+    for module in model.modules():
+        kind = type(module).__name__
+        if kind == "Qwen3RMSNorm":
+            _patch_rms_norm_module(module)
+            patched += 1
+        elif kind == "Qwen3MLP":
+            _patch_swiglu_module(module, LigerSwiGLUMLP)
+            patched += 1
+    if not patched:
+        raise ValueError(f"kernels=liger: no Qwen3 RMSNorm or MLP in {type(model).__name__}")
+    return patched
