@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from bench.common import DEFAULT_POSTGRES, load_average, log, machine  # noqa: E402
+from vocabulary.names import PER_ROLE, SHARED  # noqa: E402
 
 DATABASE = "troupe_bench_explorer"
 QUERIES = {
@@ -68,7 +69,7 @@ def fill(n_runs: int, n_keys: int, n_steps: int) -> None:
     Experiment.objects.bulk_create(experiments)
     runs = []
     for i in range(n_runs):
-        sharing = ("shared", "per_role")[i % 2]
+        sharing = (SHARED, PER_ROLE)[i % 2]
         runs.append(
             Run(
                 experiment=experiments[i % 20],

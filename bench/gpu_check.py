@@ -81,6 +81,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from vocabulary.names import PER_ROLE, SHARED  # noqa: E402
+
 SHAPES = {
     "qwen3-0.6b": "Qwen/Qwen3-0.6B",
     "qwen3-1.7b": "Qwen/Qwen3-1.7B",
@@ -220,7 +222,7 @@ def study_cases(device: str, size: str) -> list[str]:
         f"{shape}:{finetune}:{sharing}:{workflow}:{size}"
         for shape in shapes
         for workflow in STUDY_WORKFLOWS
-        for sharing in ("per_role", "shared")
+        for sharing in (PER_ROLE, SHARED)
         for finetune in ("lora", "full")
     ]
 
@@ -228,7 +230,7 @@ def study_cases(device: str, size: str) -> list[str]:
 CPU_CASES = [
     f"tiny:{f}:{s}:{w}:2x2"
     for f in ("lora", "full")
-    for s in ("shared", "per_role")
+    for s in (SHARED, PER_ROLE)
     for w in ("single", "voting")
 ]
 

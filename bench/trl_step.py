@@ -64,6 +64,7 @@ from trainer.train import sample_problems  # noqa: E402
 from trainer.transcripts import corpus  # noqa: E402
 from trainer.update import update_policies  # noqa: E402
 from trainer.workflows.prompts import TinyPrompts  # noqa: E402
+from vocabulary.names import SHARED  # noqa: E402
 
 SEED = 0
 LR = 3e-3
@@ -124,7 +125,7 @@ class TroupeSide:
     def __init__(self, config: Config, tokenizer, task, shape: str = "tiny-s"):
         self.config = config
         model = random_model(tokenizer, shape, config.device)
-        self.policies = PolicySet(model, config, ["shared"])
+        self.policies = PolicySet(model, config, [SHARED])
         self.codec = Codec(tokenizer, add_bos=True)
         self.prompts = TinyPrompts(config.task)
         self.task = task
@@ -286,7 +287,7 @@ def main() -> None:
         "cpu-demo",
         workflow="single",
         task="math",
-        sharing="shared",
+        sharing=SHARED,
         lora_r=8,
         lora_alpha=16,
         lr=LR,
