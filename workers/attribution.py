@@ -29,6 +29,7 @@ from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import run_dir
 from webapp.attribution.queueing import SWAP_JOBS
 from webapp.leases import TRANSIENT_DB_ERRORS, Lease, drop_connection
+from workers.tidy_errors import tidy
 
 
 class JobLost(Exception):
@@ -121,7 +122,8 @@ def run_job(job: SwapJob, lease: Lease) -> dict[str, Any]:
     except JobCancelled:
         status, fields = SwapJob.CANCELLED, {}
     except Exception as exc:  # the job's record says what went wrong; the worker goes on
-        status, fields = SwapJob.FAILED, {"error": f"{type(exc).__name__}: {exc}"}
+        error = tidy(f"{type(exc).__name__}: {exc}")  # shown to users: no worker's path
+        status, fields = SwapJob.FAILED, {"error": error}
     else:
         status, fields = SwapJob.SUCCEEDED, {"result": result}
     if not lease.finish(status, **fields):

@@ -23,6 +23,7 @@ The trainer (and so torch) is imported inside `train_run`, which runs in the poo
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 import traceback
@@ -113,7 +114,9 @@ def train_run(run: Run) -> dict[str, Any]:
         from trainer.train import train
 
         config = config_from_dict(run.config)
-        check_init_from(config.init_from)  # only a branch point the server froze
+        # Only a branch point the server froze; stored relative to the data directory, the
+        # trainer gets the folder itself (the same path on every attempt: same config hash).
+        config = dataclasses.replace(config, init_from=check_init_from(config.init_from))
         if config.world_size > 1:
             from workers.ranks import gpu_problem
 

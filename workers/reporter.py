@@ -50,6 +50,7 @@ from webapp.experiments.models import Run, RunLog
 from webapp.leases import TRANSIENT_DB_ERRORS, Beating, Lease, drop_connection
 from webapp.metrics import Point
 from webapp.runs.queueing import RUNS
+from workers.tidy_errors import tidy
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class DatabaseReporter:
     def line(self, text: str) -> None:
         """A line for the run page's log tail, stored with the next flush."""
         with self._lock:
-            self._lines.append(text)
+            self._lines.append(tidy(text))  # shown to every signed-in user: no worker path
 
     # --- the trainer's reporter interface -------------------------------------------------------
 

@@ -107,7 +107,7 @@ def test_a_mix_source_naming_an_uploaded_artifact_runs_nothing(attack, alice, se
     evaluation = {"key": "x", "sources": {"generator": str(folder)}, "reuse_step": None}
     plan = {"kind": "mix", "roles": ["generator"], "evaluations": [evaluation], "to_run": 1}
     job = SwapJob.objects.create(run=own, kind="mix", plan=plan)
-    assert swap_worker.run_job(swap_worker.claim(job.id, "worker"))["status"] == SwapJob.FAILED
+    assert swap_worker.run_job(*swap_worker.claim(job.id, "worker"))["status"] == SwapJob.FAILED
     job.refresh_from_db()
     assert "is not a source" in job.error
     assert not marker.exists()

@@ -236,7 +236,7 @@ def test_the_children_start_from_a_frozen_copy_the_parent_cannot_prune(parent, d
     plan = plan_branches(parent, "best", [], control=True)
     (child,) = queue_branches(plan)
 
-    frozen = Path(child.config["init_from"])
+    frozen = data_dir / child.config["init_from"]  # stored relative to the data directory
     assert frozen.parent.parent.parent == data_dir / "branch-points"
     assert frozen.parent.parent.name.startswith(f"run-{parent.id}-")
     assert frozen.relative_to(frozen.parent.parent) == Path("checkpoints/best-000002")
@@ -249,11 +249,11 @@ def test_the_children_start_from_a_frozen_copy_the_parent_cannot_prune(parent, d
     assert (frozen.parent.parent / "config.json").exists()  # laid out as a run directory
 
 
-def test_each_branching_freezes_its_own_copy(parent):
+def test_each_branching_freezes_its_own_copy(parent, data_dir):
     first = queue_branches(plan_branches(parent, "best", [], control=True))
     second = queue_branches(plan_branches(parent, "best", [("lr", {"lr_factor": 0.1})], False))
 
-    paths = {Path(first[0].config["init_from"]), Path(second[0].config["init_from"])}
+    paths = {data_dir / first[0].config["init_from"], data_dir / second[0].config["init_from"]}
     assert len(paths) == 2 and all((p / "state.pt").exists() for p in paths)
 
 
@@ -268,7 +268,7 @@ def test_a_checkpoint_pruned_after_planning_is_a_checkpoint_error(parent):
     assert not Run.objects.filter(parent=parent).exists()
 
 
-def test_a_checkpoint_is_copied_where_it_cannot_be_linked(parent, monkeypatch):
+def test_a_checkpoint_is_copied_where_it_cannot_be_linked(parent, monkeypatch, data_dir):
     def no_links(source, target):
         raise OSError("cross-device link")
 
@@ -276,4 +276,4 @@ def test_a_checkpoint_is_copied_where_it_cannot_be_linked(parent, monkeypatch):
 
     (child,) = queue_branches(plan_branches(parent, "step-000004", [], control=True))
 
-    assert (Path(child.config["init_from"]) / "state.pt").read_bytes() == b"state of step 4"
+    assert (data_dir / child.config["init_from"] / "state.pt").read_bytes() == b"state of step 4"

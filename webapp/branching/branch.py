@@ -28,7 +28,8 @@ after the checkpoint it resumes from. A child waiting in the queue must still fi
 branched from, so the checkpoint is linked (hard links; copied where links fail) under
 `$TROUPE_DATA_DIR/branch-points/run-<id>-<random>/` (`runs/checkpoint_refs.freeze`), laid
 out as a run directory (its `config.json` and `checkpoints/<name>/`), and the child's
-`init_from` names that copy. The trainer writes checkpoints to a new directory and renames
+`init_from` names that copy relative to the data directory (never the server's path, which a
+user would see in the config). The trainer writes checkpoints to a new directory and renames
 it, never rewriting a file in place, so a link keeps the bytes it was made with.
 """
 
@@ -46,7 +47,7 @@ from trainer.config import WORKFLOW_ROLES, ConfigError, config_from_dict
 from vocabulary.names import ACCURACY_KEY
 from webapp.experiments.models import Run, RunLog
 from webapp.metrics import values_at
-from webapp.runs.checkpoint_refs import freeze, run_folder
+from webapp.runs.checkpoint_refs import freeze, run_folder, stored_start
 from webapp.runs.lineage import change_text
 from webapp.runs.queueing import new_run, send_runs
 
@@ -260,7 +261,7 @@ def queue_branches(plan: Plan) -> list[Run]:
     ConfigError (`checkpoint`) when the checkpoint vanished since the plan was made."""
     parent, kept = plan.parent, plan.checkpoint
     try:
-        frozen = str(freeze(parent, kept.ref))
+        frozen = stored_start(freeze(parent, kept.ref))
     except FileNotFoundError:  # the parent, still training, dropped it since it was listed
         raise ConfigError(
             {"checkpoint": f"{kept.name} is no longer kept by run {parent.id}: choose again"}

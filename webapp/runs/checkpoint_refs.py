@@ -14,6 +14,10 @@ folder on the server's disk.
 - `reference_of(text)`: (run id, name) of a `RUN:NAME`, or `Refused` naming the form.
 - `freeze(run, ref)`: a frozen copy of the checkpoint under `branch-points/` (what a child
   run's `init_from` names: the parent may drop the checkpoint while the child waits).
+- `stored_start(frozen)`: how a run's `init_from` names that copy: relative to the data
+  directory (`branch-points/run-7-1a2b3c4d/checkpoints/best-000030`), so a config shown to a
+  user names no folder of the server; the worker joins it to its own data directory
+  (workers/branch_points.py).
 - `start_from_reference(user, config, configs)`: a new experiment's runs, their `init_from`
   reference (`RUN:NAME`) checked and replaced by a frozen copy of that checkpoint.
 """
@@ -116,6 +120,11 @@ def freeze(run: Run, ref: CheckpointRef) -> Path:
     return home / "checkpoints" / ref.path.name
 
 
+def stored_start(frozen: Path) -> str:
+    """A run's `init_from` for the frozen checkpoint `frozen` (made by `freeze`)."""
+    return frozen.relative_to(Path(settings.DATA_DIR)).as_posix()
+
+
 def start_from_reference(user, config: dict, configs: list[Config]) -> list[Config]:
     """`configs` (a new experiment's runs, from `config`), each starting from the checkpoint
     `config["init_from"]` names as `RUN:NAME`, frozen; unchanged when it names none.
@@ -133,7 +142,7 @@ def start_from_reference(user, config: dict, configs: list[Config]) -> list[Conf
     for each in configs:
         check_fits(ref, each, same_sharing=True)
     try:
-        frozen = str(freeze(run, ref))
+        frozen = stored_start(freeze(run, ref))
     except FileNotFoundError:  # the run, still training, dropped it just now
         raise ConfigError({"init_from": f"run {run.id} no longer keeps {ref.path.name}"}) from None
     return [dataclasses.replace(each, init_from=frozen) for each in configs]

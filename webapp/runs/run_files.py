@@ -28,7 +28,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from webapp.experiments.models import Run
 from webapp.runs.checkpoint_refs import BRANCH_POINTS
@@ -54,8 +54,9 @@ def _branch_point_of(init_from: str, home: Path) -> Path | None:
     None for anything else, whatever `..`, links or absolute paths it holds."""
     if not isinstance(init_from, str) or "\0" in init_from or ".." in Path(init_from).parts:
         return None
-    point = Path(init_from).parent.parent
-    if Path(init_from).parent.name != "checkpoints" or not _POINT.match(point.name):
+    start = home.parent / init_from  # stored relative to the data directory (older: absolute)
+    point = start.parent.parent
+    if start.parent.name != "checkpoints" or not _POINT.match(point.name):
         return None
     return point if _directly_in(point, home) else None
 
@@ -87,7 +88,8 @@ def remove_run_files(run_ids: list[int], starts: list[str] = ()) -> None:
         if _directly_in(folder, data / "runs"):
             _remove(folder)
     for point in sorted(points):
-        if not Run.objects.filter(config__init_from__startswith=f"{point}/").exists():
+        named = Q(config__init_from__startswith=f"{BRANCH_POINTS}/{point.name}/")
+        if not Run.objects.filter(named | Q(config__init_from__startswith=f"{point}/")).exists():
             _remove(point)
 
 
