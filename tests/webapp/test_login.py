@@ -53,14 +53,16 @@ def test_a_wrong_password_is_refused(client, alice):
     assert client.get("/").status_code == 302
 
 
-def test_a_signed_in_user_sees_home_with_the_nav_and_this_instance(client, alice, settings):
+def test_a_signed_in_user_sees_home_with_the_nav_and_this_instance(client, alice, carol, settings):
     client.force_login(alice)
 
     html = client.get("/").content.decode()
 
     for link in ('href="/"', 'href="/dash/"', 'href="/accounts/"', 'action="/accounts/logout/"'):
         assert link in html
-    assert str(settings.DATA_DIR) in html
+    assert "Task queue" in html and str(settings.DATA_DIR) not in html  # the server's folders:
+    client.force_login(carol)
+    assert str(settings.DATA_DIR) in client.get("/").content.decode()  # staff only
 
 
 def test_the_account_page_shows_who_is_signed_in(client, alice):

@@ -83,7 +83,8 @@ def addresses(parent, child, started, bare) -> list[str]:
     runs = [parent.id, child.id, bare.id, started.runs.get().id]
     experiments = [parent.experiment_id, started.id]
     job = SwapJob.objects.get(run=parent)
-    pages = [f"/runs/{r}/" for r in runs] + [f"/runs/{r}/live.json" for r in runs]
+    pages = ["/", "/accounts/", "/experiments/", "/alerts/", "/dash/"]
+    pages += [f"/runs/{r}/" for r in runs] + [f"/runs/{r}/live.json" for r in runs]
     pages += [f"/experiments/{e}/" for e in experiments]
     pages += [f"/runs/new/?run={child.id}", f"/experiments/new/?experiment={started.id}"]
     pages += [f"/runs/new/?run={r}" for r in runs]

@@ -12,24 +12,30 @@ from webapp.accounts.token_views import pop_new_token
 from webapp.env import redact_url
 
 
-def _services() -> dict[str, str]:
+def _services(staff: bool) -> dict[str, str]:
     """Where this instance keeps its data and queues its work, shown on the home page so that
-    nobody wonders whether they are looking at the embedded default or the real services."""
+    nobody wonders whether they are looking at the embedded default or the real services.
+    Folders of the server only to staff: no user needs them (docs/security.md)."""
     db = settings.DATABASES["default"]
     if connection.vendor == "sqlite":
-        database = f"SQLite, {db['NAME']}"
+        database = f"SQLite, {db['NAME']}" if staff else "SQLite (embedded)"
     else:
         database = f"PostgreSQL, {db['NAME']} on {db['HOST']}:{db['PORT'] or 5432}"
     if settings.CELERY_BROKER_URL.startswith("filesystem:"):
-        broker = f"Embedded (folders under {settings.DATA_DIR / 'broker'})"
+        where = f" (folders under {settings.DATA_DIR / 'broker'})" if staff else ""
+        broker = f"Embedded{where}"
     else:
         broker = f"Redis, {redact_url(settings.CELERY_BROKER_URL)}"
-    return {"database": database, "broker": broker, "data_dir": str(settings.DATA_DIR)}
+    return {
+        "database": database,
+        "broker": broker,
+        "data_dir": str(settings.DATA_DIR) if staff else "",
+    }
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "accounts/home.html", {"services": _services()})
+    return render(request, "accounts/home.html", {"services": _services(request.user.is_staff)})
 
 
 @login_required
