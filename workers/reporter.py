@@ -211,7 +211,8 @@ class DatabaseReporter:
     @timed
     def on_status(self, text: str) -> None:
         with self._lock:
-            self._row["phase"] = text[: Run._meta.get_field("phase").max_length]
+            # shown to every signed-in user: no worker path
+            self._row["phase"] = tidy(text)[: Run._meta.get_field("phase").max_length]
             due = time.monotonic() - self._last_flush >= self.flush_seconds
         if due:
             self.flush()

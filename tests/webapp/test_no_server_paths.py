@@ -56,6 +56,7 @@ def a_log_line_with_a_path(run: Run, data: Path) -> None:
     held = claim_run(run.id, worker="cpu@here", task_id="t")
     reporter = DatabaseReporter(held.id, held.attempts, flush_seconds=3600)
     reporter.line(f"rollouts logged to {data / 'runs' / str(run.id) / 'vllm.log'}")
+    reporter.on_status(f"Loading model {data / 'models' / 'tiny-s'}")
     assert reporter.flush()
 
 
@@ -131,6 +132,7 @@ def test_no_answer_shows_the_data_directory(client, planted, who, request):
     job = SwapJob.objects.get(run=parent)
     assert "$TROUPE_DATA_DIR/runs/" in job.error and data not in job.error
     assert RunLog.objects.filter(run=child, line__contains="$TROUPE_DATA_DIR/runs/").exists()
+    assert Run.objects.get(id=child.id).phase == "Loading model $TROUPE_DATA_DIR/models/tiny-s"
 
 
 def test_a_branched_runs_start_is_stored_relative_to_the_data_directory(
