@@ -97,6 +97,14 @@ def rewind(run: Run, step: int, reporter: DatabaseReporter) -> None:
     )
 
 
+def start_config(stored: dict):
+    """The run's config as the trainer takes it: `init_from` the branch point's folder."""
+    from trainer.config import config_from_dict
+
+    config = config_from_dict(stored)
+    return dataclasses.replace(config, init_from=check_init_from(config.init_from))
+
+
 def train_run(run: Run) -> dict[str, Any]:
     out = run_dir(run.id)
     if run.attempts == 1 and out.exists():
@@ -110,13 +118,11 @@ def train_run(run: Run) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         from trainer.checkpoint_index import first_logged_step, is_own, resume_point
-        from trainer.config import config_from_dict
         from trainer.train import train
 
-        config = config_from_dict(run.config)
-        # Only a branch point the server froze; stored relative to the data directory, the
-        # trainer gets the folder itself (the same path on every attempt: same config hash).
-        config = dataclasses.replace(config, init_from=check_init_from(config.init_from))
+        # Only a branch point the server froze; the trainer gets its folder (the same path on
+        # every attempt, so the same config hash), not the data-relative name stored.
+        config = start_config(run.config)
         if config.world_size > 1:
             from workers.ranks import gpu_problem
 

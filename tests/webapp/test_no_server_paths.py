@@ -154,7 +154,7 @@ def test_a_branched_runs_start_is_stored_relative_to_the_data_directory(
     assert (data_dir / started.runs.get().config["init_from"]).is_dir()  # another's stays
 
 
-def test_a_run_stored_with_an_absolute_start_is_rewritten_and_still_starts(planted, data_dir):
+def test_rows_stored_before_are_rewritten_and_still_start(planted, data_dir):
     _, child, started, _ = planted
     relative = child.config["init_from"]
     absolute = str(data_dir / relative)
@@ -166,11 +166,21 @@ def test_a_run_stored_with_an_absolute_start_is_rewritten_and_still_starts(plant
 
     from django.apps import apps
 
+    older = f"FileNotFoundError: {data_dir / 'runs' / '9' / 'checkpoints'}"
+    SwapJob.objects.create(run=child, kind="mix", plan={}, error=older)
+    RunLog.objects.create(run=child, line=older)
+    Run.objects.filter(id=child.id).update(error_message=older, error_traceback=older)
+
     name = "webapp.experiments.migrations.0011_init_from_relative_to_data_dir"
     importlib.import_module(name).rewrite(apps, None)
+    importlib.import_module(name).tidy_texts(apps, None)
 
     child.refresh_from_db()
     started.refresh_from_db()
     assert child.config["init_from"] == relative
     assert check_init_from(child.config["init_from"]) == absolute  # the same folder, same hash
     assert started.base_config["init_from"] == "runs/1/x"
+    tidied = "FileNotFoundError: $TROUPE_DATA_DIR/runs/9/checkpoints"
+    assert SwapJob.objects.get(run=child).error == tidied
+    assert RunLog.objects.filter(run=child, line=tidied).exists()
+    assert (child.error_message, child.error_traceback) == (tidied, tidied)

@@ -5,6 +5,9 @@ in the run's config. Rewritten to `branch-points/run-<id>-<random>/checkpoints/<
 other path inside the data directory relative to it), the run still resumes: the worker joins
 it to its data directory and the trainer gets the same folder (workers/branch_points.py).
 A path elsewhere (a row written by hand) is left as it is: a worker refuses it either way.
+
+What workers stored before they wrote the data directory as `$TROUPE_DATA_DIR` (a failed
+run's error and traceback, its phase and log lines, a swap job's error) is rewritten so too.
 """
 
 import re
@@ -12,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import migrations
+from django.db.models import Value
+from django.db.models.functions import Replace
 
 _FROZEN = re.compile(r"/(branch-points/run-\d+-[0-9a-f]+/checkpoints/[^/]+)$")
 
@@ -37,9 +42,29 @@ def rewrite(apps, schema_editor):
                 row.save(update_fields=[field])
 
 
+TEXTS = {
+    ("experiments", "Run"): ("error_message", "error_traceback", "phase"),
+    ("experiments", "RunLog"): ("line",),
+    ("attribution", "SwapJob"): ("error",),
+}
+
+
+def tidy_texts(apps, schema_editor):
+    data = str(Path(settings.DATA_DIR))
+    for (app, model), fields in TEXTS.items():
+        rows = apps.get_model(app, model).objects
+        for field in fields:
+            found = rows.filter(**{f"{field}__contains": data})
+            found.update(**{field: Replace(field, Value(data), Value("$TROUPE_DATA_DIR"))})
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("experiments", "0010_run_queue_order_and_worker_memory"),
+        ("attribution", "0003_swap_job_cancel"),
     ]
 
-    operations = [migrations.RunPython(rewrite, migrations.RunPython.noop)]
+    operations = [
+        migrations.RunPython(rewrite, migrations.RunPython.noop),
+        migrations.RunPython(tidy_texts, migrations.RunPython.noop),
+    ]
