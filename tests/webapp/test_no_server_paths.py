@@ -97,6 +97,7 @@ def addresses(parent, child, started, bare) -> list[str]:
     api += [f"/api/v1/runs/{r}/attribution-plan?kind=gain" for r in runs]
     api += [f"/api/v1/runs/{parent.id}/swap-jobs"]
     api += [f"/api/2.0/mlflow/runs/get?run_id={r}" for r in runs]
+    api += [f"/api/2.0/mlflow/artifacts/list?run_id={r}" for r in runs]
     return pages + api
 
 
@@ -128,7 +129,8 @@ def test_no_answer_shows_the_data_directory(client, planted, who, request):
     assert "no step checkpoint" in shown["POST swap-jobs"] or answer.status_code == 403
     leaks = sorted(address for address, text in shown.items() if data in text)
     assert leaks == []
-    assert "branch-points/run-" in shown[f"/api/v1/runs/{child.id}"]  # the start, as named
+    for address in (f"/api/v1/runs/{child.id}", f"/api/2.0/mlflow/runs/get?run_id={child.id}"):
+        assert "branch-points/run-" in shown[address]  # the start, as named
     job = SwapJob.objects.get(run=parent)
     assert "$TROUPE_DATA_DIR/runs/" in job.error and data not in job.error
     assert RunLog.objects.filter(run=child, line__contains="$TROUPE_DATA_DIR/runs/").exists()
