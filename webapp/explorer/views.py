@@ -230,6 +230,7 @@ def chart_page(request: HttpRequest) -> HttpResponse:
         "error": error,
         "smoothing": seed_bands.SMOOTHING,
         "scales": seed_bands.SCALES,
+        "x_axes": charts.X_AXES,
         "panel": charts.panel_link(spec) if spec else None,
         "experiments": _manageable(request.user),
     }
