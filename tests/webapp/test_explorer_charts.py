@@ -121,3 +121,13 @@ def test_wall_time_without_any_times_is_named(alice):
         charts.figure(spec)
     with pytest.raises(ExplorerError, match="x must be one of"):
         charts.read_spec({"runs": "1", "x": "epoch"})
+
+
+def test_the_page_offers_and_keeps_the_wall_time_axis(client, alice):
+    _, ids = _runs(alice)
+    write_step_times(ids[0], {s: 1_700_000_000_000 + s for s in range(4)}, None)
+    client.force_login(alice)
+    response = client.get("/explore/chart/", {"runs": ",".join(map(str, ids)), "x": "time"})
+    assert response.status_code == 200
+    assert '<option value="time" selected>' in response.content.decode()
+    assert json.loads(response.context["figure"])["layout"]["xaxis"]["type"] == "date"
