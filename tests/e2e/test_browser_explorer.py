@@ -1,9 +1,10 @@
 """The runs explorer in a real browser (the system's Chromium through Playwright) against
 gunicorn on the test database: six finished runs (3 seeds × 2 sharing modes), searched with
 `/` and MLflow's filter syntax, a column added with the chooser, sorted both ways and back
-again with the back button, brushed on the parallel coordinates (rows outside the range
-hide), and charted grouped by sharing mode. Screenshots go to artifacts/ and
-/tmp/explorer-shots/ for a person to look at."""
+again with the back button, charted grouped by sharing mode, and brushed on the parallel
+coordinates: fifty newer runs with no accuracy push the six onto page 2, and the brush cuts the
+whole result (the count, the pages, the CSV) to the runs in range, found on page 2.
+Screenshots go to artifacts/ and /tmp/explorer-shots/ for a person to look at."""
 
 from pathlib import Path
 
@@ -25,12 +26,14 @@ pytestmark = [
 PASSWORD = "correct horse battery"
 PEAKS = {"shared": [0.5, 0.52, 0.48], "per_role": [0.7, 0.72, 0.68]}
 SHOTS = Path("/tmp/explorer-shots")
+FILLER = 50  # one page
 BRUSH_PEAK = """([lo, hi]) => {
     const gd = document.getElementById('explorer-parcoords');
     const k = gd.data[0].dimensions.findIndex(d => d.label === 'attributes.peak');
     // what a drag along the axis does: Plotly sets the range and fires plotly_restyle
     return window.Plotly.restyle(gd, {[`dimensions[${k}].constraintrange`]: [[lo, hi]]});
 }"""
+DRAWN = "() => document.getElementById('explorer-parcoords').data[0].dimensions[0].values.length"
 
 
 @pytest.fixture
@@ -44,6 +47,8 @@ def served(alice, tmp_path):
             run = stored_run(experiment, seed=seed, sharing=sharing, accuracy=flat(peak))
             runs[(sharing, seed)] = run.id
     RunTags.objects.create(run_id=runs[("per_role", 1)], tags={"note": "try a lower lr"})
+    for i in range(FILLER):  # newer, so first: the six above land on page 2
+        stored_run(experiment, seed=10 + i, sharing="shared", accuracy=None)
     with live_troupe(tmp_path) as base:
         yield base, runs
 
@@ -95,7 +100,9 @@ def _sort(page, runs) -> None:
 
 def _brush(page, base, runs) -> None:
     page.goto(f"{base}/explore/?cols=attributes.run_name,attributes.sharing,attributes.peak")
-    expect(page.locator("#explorer-count")).to_have_text("6 runs")
+    expect(page.locator("#explorer-count")).to_have_text(f"{6 + FILLER} runs")
+    per_role = sorted(runs[("per_role", s)] for s in range(3))
+    assert not set(per_role) & set(_visible_runs(page))  # they sit on page 2
     page.locator("#explorer-parcoords-box summary").click()
     page.fill("#parcoords-axes", "attributes.seed,attributes.sharing,attributes.peak")
     page.click("#parcoords-draw")
@@ -103,13 +110,35 @@ def _brush(page, base, runs) -> None:
         "() => { const g = document.getElementById('explorer-parcoords');"
         " return g && g.data && g.data[0].dimensions.length === 3; }"
     )
+    assert page.evaluate(DRAWN) == 6 + FILLER  # every match, not the page's rows
     page.evaluate(BRUSH_PEAK, [0.6, 0.8])
-    expect(page.locator("#explorer-table tbody tr:not([hidden])")).to_have_count(3)
-    assert sorted(_visible_runs(page)) == sorted(runs[("per_role", s)] for s in range(3))
+    # the brush is in the URL and the server's filter: the whole result is cut
+    expect(page.locator("#explorer-count")).to_have_text("3 runs")
+    expect(page.locator(".pager")).to_contain_text("Page 1 of 1")
+    assert sorted(_visible_runs(page)) == per_role
+    assert "brush=" in page.url
+    expect(page.locator("#explorer-brushed code")).to_contain_text("attributes.peak >= 0.6")
+    csv_href = page.locator("#explorer-csv + a").get_attribute("href")
+    body = page.request.get(base + csv_href).text()
+    assert sorted(int(line.split(",")[0]) for line in body.splitlines()[1:]) == per_role
+    # the plot is drawn again with the brushed range, over the unbrushed matches
+    page.wait_for_function(
+        "() => { const g = document.getElementById('explorer-parcoords');"
+        " return g && g.data && g.data[0].dimensions[2].constraintrange; }"
+    )
+    assert page.evaluate(DRAWN) == 6 + FILLER
     _shot(page, "explorer-parcoords.png")
+    page.go_back()
+    expect(page.locator("#explorer-count")).to_have_text(f"{6 + FILLER} runs")
+    page.go_forward()
+    expect(page.locator("#explorer-count")).to_have_text("3 runs")
+    page.click("#explorer-unbrush")
+    expect(page.locator("#explorer-count")).to_have_text(f"{6 + FILLER} runs")
 
 
-def _chart(page) -> None:
+def _chart(page, base) -> None:
+    page.goto(f"{base}/explore/?q=peak+%3E%3D+0")  # the six runs with an accuracy
+    expect(page.locator("#explorer-count")).to_have_text("6 runs")
     page.check("#explorer-all")
     page.click("#explorer-chart-link")
     expect(page.locator("h1")).to_have_text("Chart")
@@ -140,5 +169,5 @@ def test_search_columns_sort_brush_and_chart(served, chromium_path):
         expect(page.locator("h1")).to_have_text("Runs")
         _search_and_columns(page, base, runs)
         _sort(page, runs)
+        _chart(page, base)
         _brush(page, base, runs)
-        _chart(page)

@@ -11,7 +11,7 @@ from vocabulary.names import ACCURACY_KEY
 from webapp.explorer import charts
 from webapp.explorer.fields import ExplorerError
 from webapp.explorer.models import SavedChart
-from webapp.metrics import write_points
+from webapp.metrics import write_points, write_step_times
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +88,46 @@ def test_the_owner_saves_a_chart_that_the_experiment_page_draws(client, alice, b
     assert chart.owner == alice and chart.spec["by"] == "attributes.sharing"
     page = client.get(f"/experiments/{experiment.id}/").content.decode()
     assert "by mode" in page and f'id="saved-chart-{chart.id}"' in page
+
+
+def test_wall_time_draws_each_timed_run_at_its_clients_times(alice):
+    """MLflow-logged points carry the client's timestamp: on a wall-time axis each such run is
+    a line at those instants, coloured by its group; a run without times is left out."""
+    _, ids = _runs(alice)
+    start = 1_700_000_000_000
+    for i, run_id in enumerate(ids[:3]):
+        write_step_times(run_id, {s: start + 60_000 * s + i for s in range(4)}, None)
+    spec = charts.read_spec({"runs": ",".join(map(str, ids)), "x": "time"})
+    fig = charts.figure(spec)
+    lines = {t.meta["run"]: t for t in fig.data}
+    assert sorted(lines) == sorted(ids[:3])
+    first = lines[ids[0]]
+    assert [x.timestamp() * 1000 for x in first.x] == [start + 60_000 * s for s in range(4)]
+    assert list(first.y) == pytest.approx([0.3] * 4)
+    assert fig.layout.xaxis.type == "date" and "1 run without times" in fig.layout.title.text
+    # one legend entry a group, the two groups in two colours
+    assert sorted(t.name for t in fig.data if t.showlegend) == [
+        "sharing = per_role",
+        "sharing = shared",
+    ]
+    assert len({t.line.color for t in fig.data}) == 2
+    assert charts.panel_link(spec) is None
+
+
+def test_wall_time_without_any_times_is_named(alice):
+    _, ids = _runs(alice)
+    spec = charts.read_spec({"runs": ",".join(map(str, ids)), "x": "time"})
+    with pytest.raises(ExplorerError, match="carry a time"):
+        charts.figure(spec)
+    with pytest.raises(ExplorerError, match="x must be one of"):
+        charts.read_spec({"runs": "1", "x": "epoch"})
+
+
+def test_the_page_offers_and_keeps_the_wall_time_axis(client, alice):
+    _, ids = _runs(alice)
+    write_step_times(ids[0], {s: 1_700_000_000_000 + s for s in range(4)}, None)
+    client.force_login(alice)
+    response = client.get("/explore/chart/", {"runs": ",".join(map(str, ids)), "x": "time"})
+    assert response.status_code == 200
+    assert '<option value="time" selected>' in response.content.decode()
+    assert json.loads(response.context["figure"])["layout"]["xaxis"]["type"] == "date"

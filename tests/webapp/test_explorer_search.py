@@ -228,3 +228,33 @@ def test_the_json_gives_the_chosen_runs_values(client, alice, bob):
     ).json()
     assert body["runs"] == [runs[4].id, runs[0].id]
     assert body["values"][1] == [0, pytest.approx(0.2)]
+
+
+def test_a_brush_filters_every_page_the_count_and_the_csv(client, alice, bob):
+    """The parallel coordinates' brush is part of the query: with the search, it cuts the
+    whole result (not the rows on screen), so the count, the pages and the CSV follow it."""
+    _, _, runs = _world(alice, bob)
+    client.force_login(alice)
+    # peaks 0.2, 0.3, 0.4, 0.5, 0.6: the search keeps four, the brush two of them
+    query = {"q": "peak > 0.25", "brush": "attributes.peak >= 0.35 and attributes.peak <= 0.55"}
+    body = client.get("/explore/", query).content.decode()
+    assert "2 runs" in body
+    assert [f'data-run="{r.id}"' in body for r in runs] == [False, False, True, True, False]
+    assert "attributes.peak &gt;= 0.35" in body  # shown, with a link that clears it
+    sort_link = client.get("/explore/", query).context["headers"][0]["href"]
+    assert "brush=" in sort_link
+    csv_rows = list(
+        csv.reader(
+            io.StringIO(client.get("/explore/runs.csv", {**query, "all": "1"}).content.decode())
+        )
+    )
+    assert sorted(r[0] for r in csv_rows[1:]) == sorted(str(r.id) for r in runs[2:4])
+    cleared = client.get("/explore/", {"q": "peak > 0.25"}).content.decode()
+    assert "4 runs" in cleared
+
+
+def test_a_bad_brush_is_a_message_not_a_500(client, alice):
+    client.force_login(alice)
+    response = client.get("/explore/", {"brush": "attributes.peak >>= 1"})
+    assert response.status_code == 400
+    assert "Cannot read the filter" in response.content.decode()

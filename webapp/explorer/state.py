@@ -1,7 +1,8 @@
-"""The explorer's state as its URL holds it: `q` (the filter), `cols` (comma-separated
-columns), `sort` (`<column> [ASC|DESC]`) and `page`. A link, a saved view and the back button
-all restore a table from these alone; a user's last chosen columns stand in for a missing
-`cols`."""
+"""The explorer's state as its URL holds it: `q` (the filter), `brush` (the ranges brushed on
+the parallel coordinates, in the same filter language, applied with `q`), `cols`
+(comma-separated columns), `sort` (`<column> [ASC|DESC]`) and `page`. A link, a saved view and
+the back button all restore a table from these alone; a user's last chosen columns stand in
+for a missing `cols`."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ class State:
     sort: tuple[Column, bool]
     page: int
     cols_given: bool
+    brush: str = ""
+
+    @property
+    def filter(self) -> str:
+        """The filter the table applies: the search and the brush, both holding (MLflow's
+        language has only `and`, so joining two filters with it keeps each one's meaning)."""
+        return " and ".join(part for part in (self.q.strip(), self.brush.strip()) if part)
 
     @property
     def sort_text(self) -> str:
@@ -30,9 +38,10 @@ class State:
         return f"{column.spec} {'DESC' if descending else 'ASC'}"
 
     def query(self, **changes) -> str:
-        """This state's query string, with `changes` (q, cols, sort, page) applied."""
+        """This state's query string, with `changes` (q, brush, cols, sort, page) applied."""
         values = {
             "q": self.q,
+            "brush": self.brush,
             "cols": ",".join(c.spec for c in self.columns),
             "sort": self.sort_text,
             "page": str(self.page),
@@ -73,4 +82,5 @@ def read_state(params: QueryDict, user) -> State:
         page = max(1, int(params.get("page", "1")))
     except ValueError:
         page = 1
-    return State(q, columns, sort, page, raw is not None)
+    brush = params.get("brush", "")[:MAX_FILTER]
+    return State(q, columns, sort, page, raw is not None, brush)

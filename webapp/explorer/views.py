@@ -86,12 +86,13 @@ def runs_page(request: HttpRequest) -> HttpResponse:
     error, table, state = "", None, None
     try:
         state = read_state(request.GET, request.user)
-        table = explore(state.q, state.columns, state.sort, state.page)
+        table = explore(state.filter, state.columns, state.sort, state.page)
     except ExplorerError as e:
         error = str(e)
     if state is None:  # a bad column or sort: show the defaults with the message
         fallback = QueryDict(mutable=True)
         fallback["q"] = request.GET.get("q", "")
+        fallback["brush"] = request.GET.get("brush", "")
         state = read_state(fallback, request.user)
     keys = metric_keys(table.run_ids[:20]) if table else {}
     context = {
@@ -104,6 +105,7 @@ def runs_page(request: HttpRequest) -> HttpResponse:
         "attributes": ATTRIBUTES,
         "metric_keys": sorted({ACCURACY, *(k for ks in keys.values() for k in ks)}),
         "cols_text": ",".join(c.spec for c in state.columns),
+        "unbrushed": "?" + state.query(brush="", page=1),
         "prev": "?" + state.query(page=state.page - 1) if table and state.page > 1 else "",
         "next": "?" + state.query(page=state.page + 1)
         if table and state.page < table.pages
@@ -120,7 +122,9 @@ def runs_csv(request: HttpRequest) -> HttpResponse:
         state = read_state(request.GET, request.user)
         everything = request.GET.get("all") == "1"
         size = CSV_LIMIT if everything else 50
-        table = explore(state.q, state.columns, state.sort, 1 if everything else state.page, size)
+        table = explore(
+            state.filter, state.columns, state.sort, 1 if everything else state.page, size
+        )
     except ExplorerError as e:
         return HttpResponseBadRequest(str(e), content_type="text/plain")
     response = HttpResponse(content_type="text/csv")
@@ -180,7 +184,7 @@ def runs_json(request: HttpRequest) -> JsonResponse:
         only = None
         if request.GET.get("runs"):
             only = [int(i) for i in request.GET["runs"].split(",") if i.strip().isdigit()]
-        table = explore(state.q, state.columns, state.sort, 1, CSV_LIMIT, only)
+        table = explore(state.filter, state.columns, state.sort, 1, CSV_LIMIT, only)
     except ExplorerError as e:
         return JsonResponse({"error": str(e)}, status=400)
     return JsonResponse(
@@ -226,6 +230,7 @@ def chart_page(request: HttpRequest) -> HttpResponse:
         "error": error,
         "smoothing": seed_bands.SMOOTHING,
         "scales": seed_bands.SCALES,
+        "x_axes": charts.X_AXES,
         "panel": charts.panel_link(spec) if spec else None,
         "experiments": _manageable(request.user),
     }

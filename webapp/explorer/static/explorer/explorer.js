@@ -1,7 +1,8 @@
 // The runs explorer's habits: `/` focuses the search, times in the viewer's own zone, the
 // column chooser's "Add", the selected rows' links to the panel, and parallel coordinates
-// whose brushing hides the table's rows outside the chosen ranges. The table's state lives
-// in the URL (the server renders it), so links share it and the back button restores it.
+// whose brushing filters the table (every page of it) to the chosen ranges. The table's
+// state, the brush included, lives in the URL (the server renders it), so links share it and
+// the back button restores it.
 (function () {
   "use strict";
 
@@ -83,13 +84,6 @@
     document.head.appendChild(tag);
   }
 
-  function rowIds() {
-    var ids = picked();
-    if (ids.length) return ids;
-    return Array.prototype.map.call(
-      document.querySelectorAll("#explorer-table tbody tr"), function (r) { return r.dataset.run; });
-  }
-
   function dimension(label, values) {
     var numbers = values.every(function (v) { return v === null || typeof v === "number"; });
     if (numbers) {
@@ -104,33 +98,99 @@
     };
   }
 
-  function applyBrush(runs, dims) {
-    var keep = {};
-    runs.forEach(function (run, i) {
-      keep[run] = dims.every(function (d) {
-        if (!d.constraintrange) return true;
-        var ranges = Array.isArray(d.constraintrange[0]) ? d.constraintrange : [d.constraintrange];
-        var v = d.values[i];
-        return ranges.some(function (r) { return v >= r[0] && v <= r[1]; });
-      });
+  // Brushing filters the whole result, not the rows on screen: the brushed ranges become
+  // clauses of the filter language in the URL's `brush`, which the server applies with the
+  // search, so paging, the count and the CSV follow it and back/links restore it.
+  function brushText(dims) {
+    var clauses = [];
+    dims.forEach(function (d) {
+      if (!d.constraintrange || !d.constraintrange.length) return;
+      if (d.label.indexOf("@") >= 0) {  // a filter reads a metric's last value only
+        note.textContent = "A brush on " + d.label + " is not applied: filters read a metric's last value.";
+        return;
+      }
+      var ranges = Array.isArray(d.constraintrange[0]) ? d.constraintrange : [d.constraintrange];
+      if (d.ticktext) {
+        var kept = d.ticktext.filter(function (_, i) {
+          return ranges.some(function (r) { return i >= r[0] && i <= r[1]; });
+        });
+        var quoted = kept.map(function (w) { return w.indexOf("'") < 0 ? "'" + w + "'" : '"' + w + '"'; });
+        clauses.push(d.label + " IN (" + (quoted.length ? quoted.join(", ") : "''") + ")");
+        return;
+      }
+      // several ranges on one axis keep their envelope: the language has no `or`
+      var lo = Math.min.apply(null, ranges.map(function (r) { return r[0]; }));
+      var hi = Math.max.apply(null, ranges.map(function (r) { return r[1]; }));
+      clauses.push(d.label + " >= " + String(lo) + " and " + d.label + " <= " + String(hi));
     });
-    document.querySelectorAll("#explorer-table tbody tr").forEach(function (row) {
-      row.hidden = keep[row.dataset.run] === false;
+    return clauses.join(" and ");
+  }
+
+  // The ranges of a brush this script wrote, per axis, to draw them again after the reload.
+  function readBrush(text) {
+    var out = {};
+    (text || "").split(/ and (?=[a-z]+\.)/).forEach(function (clause) {
+      var range = /^(\S+) (>=|<=) (\S+)$/.exec(clause);
+      if (range) {
+        var r = out[range[1]] || (out[range[1]] = { range: [-Infinity, Infinity] });
+        r.range[range[2] === ">=" ? 0 : 1] = Number(range[3]);
+        return;
+      }
+      var words = /^(\S+) IN \((.*)\)$/.exec(clause);
+      if (words) {
+        var list = [];
+        words[2].replace(/'([^']*)'|"([^"]*)"/g, function (_, a, b) { list.push(a !== undefined ? a : b); });
+        out[words[1]] = { words: list };
+      }
     });
+    return out;
+  }
+
+  function restoreBrush(dims, brushed) {
+    dims.forEach(function (d) {
+      var b = brushed[d.label];
+      if (!b) return;
+      if (b.range) { d.constraintrange = b.range; return; }
+      if (!d.ticktext) return;
+      var ranges = [];
+      d.ticktext.forEach(function (w, i) { if (b.words.indexOf(w) >= 0) ranges.push([i - 0.25, i + 0.25]); });
+      if (ranges.length) d.constraintrange = ranges;
+    });
+  }
+
+  var note = document.getElementById("parcoords-note");
+  var brushNode = document.querySelector("[data-brush]");
+  var currentBrush = brushNode ? brushNode.dataset.brush : "";
+
+  function goBrush(text) {
+    if (text === currentBrush) return;
+    var params = new URLSearchParams(window.location.search);
+    if (text) params.set("brush", text); else params.delete("brush");
+    params.delete("page");
+    params.set("axes", document.getElementById("parcoords-axes").value);
+    params.set("colour", document.getElementById("parcoords-colour").value);
+    window.location.assign("?" + params.toString());
   }
 
   draw.addEventListener("click", function () {
     var axes = document.getElementById("parcoords-axes").value.split(",").map(function (s) {
       return s.trim();
     }).filter(Boolean);
+    // an axis the brush holds stays drawn, so brushing another keeps its range
+    Object.keys(readBrush(currentBrush)).forEach(function (label) {
+      if (axes.indexOf(label) < 0) axes.push(label);
+    });
     var colour = document.getElementById("parcoords-colour").value;
-    var ids = rowIds();
+    var ids = picked();
     var wanted = axes.concat([colour]).filter(function (c, i, all) { return all.indexOf(c) === i; });
+    // the search's matches (or the ticked runs) without the brush: the lines it hides stay
+    // drawn, greyed, so the brush can be widened again
     var params = new URLSearchParams({
-      runs: ids.join(","),
+      q: plot.dataset.q,
       cols: wanted.join(","),
       sort: "attributes.created DESC",
     });
+    if (ids.length) params.set("runs", ids.join(","));
     fetch(plot.dataset.json + "?" + params.toString(), { credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (body) {
@@ -142,6 +202,7 @@
         var dims = axes.map(function (axis) { return dimension(axis, column(axis)); });
         var outcome = dimension(colour, column(colour));
         if (axes.indexOf(colour) < 0) dims.push(outcome);
+        restoreBrush(dims, readBrush(currentBrush));
         loadPlotly(function () {
           var trace = {
             type: "parcoords",
@@ -150,9 +211,18 @@
           };
           window.Plotly.newPlot(plot, [trace], { margin: { l: 60, r: 60, t: 40, b: 20 } });
           plot.on("plotly_restyle", function () {
-            applyBrush(body.runs.map(String), plot.data[0].dimensions);
+            goBrush(brushText(plot.data[0].dimensions));
           });
         });
       });
   });
+
+  // a page reached by brushing (or a link to one) draws the plot again with its ranges
+  var given = new URLSearchParams(window.location.search);
+  if (given.get("axes")) document.getElementById("parcoords-axes").value = given.get("axes");
+  if (given.get("colour")) document.getElementById("parcoords-colour").value = given.get("colour");
+  if (currentBrush) {
+    document.getElementById("explorer-parcoords-box").open = true;
+    draw.click();
+  }
 })();
