@@ -20,7 +20,7 @@ from webapp.metrics.tables import (
     key_filter,
     placeholders,
 )
-from webapp.tracking.models import StepTime
+from webapp.metrics.models import StepTime
 
 
 def insert_points(run_id: int, keys: list[str], steps: list[int], values: list) -> None:

@@ -5,9 +5,9 @@ An MLflow experiment is a Troupe `Experiment`; an MLflow run is an external Trou
 MLflow's protocol needs on top: the run's 32-hex id, its tags, user, millisecond times, the
 key chosen as its `eval/accuracy`, the aliases the key mapping made
 (`webapp/tracking/keymap.py`) and the Troupe keys it logs itself, the datasets it was given
-(runs/log-inputs) and the models it logged (runs/outputs); per step the wall-clock time the
-client gave its points (MLflow's metric timestamp); and the points a later one replaced at
-their step (`EarlierPoint`: MLflow keeps every point).
+(runs/log-inputs) and the models it logged (runs/outputs). The points' own rows that MLflow
+reads (their timestamps, infinities and the points a later one replaced) are the metric
+store's, in `webapp/metrics/models.py`.
 """
 
 from __future__ import annotations
@@ -77,69 +77,6 @@ class TrackedRun(models.Model):
     # The param and tag values cut at MLflow's limits, as MLflow's server cuts them:
     # {"params": {key: characters sent}, "tags": {…}}; the run page marks them.
     cut = models.JSONField(default=dict)
-
-
-class StepTime(models.Model):
-    """The client's timestamp of a run's points at one step (the first given): MLflow's
-    metric timestamp. One row a step, not a point: 24 keys logged together share it; a point
-    logged at another time has its own in `PointTime`."""
-
-    pk = models.CompositePrimaryKey("run", "step")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    step = models.BigIntegerField()
-    timestamp = models.BigIntegerField()
-
-
-class PointTime(models.Model):
-    """A point's own timestamp where it differs from its step's (`StepTime`): an evaluation
-    logged at a training step later, a step logged again at another time. Most points share
-    their step's time and have no row here."""
-
-    pk = models.CompositePrimaryKey("run", "key", "step")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    key = models.CharField(max_length=METRIC_KEY_MAX)
-    step = models.BigIntegerField()
-    timestamp = models.BigIntegerField()
-
-
-class PointSign(models.Model):
-    """The sign of a point logged as +inf (1) or -inf (-1). Troupe stores every non-finite
-    value as NULL, a gap to its charts and analysis; MLflow's readers get the infinity back
-    from here (a NULL with no row is NaN). Only a NULL point's row is read, so a finite value
-    logged over an infinity needs no clean-up; a NaN logged over one removes the row."""
-
-    pk = models.CompositePrimaryKey("run", "key", "step")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    key = models.CharField(max_length=METRIC_KEY_MAX)
-    step = models.BigIntegerField()
-    sign = models.SmallIntegerField()
-
-
-class EarlierPoint(models.Model):
-    """A point an MLflow client logged at a (key, step) where another point, logged later
-    (by its timestamp), now stands. MLflow keeps every (key, step, timestamp, value) a
-    client sends: ten `log_metric("loss", v)` calls without a step are ten points at step
-    0. Troupe's metric table keeps one value a step, the latest, which its pages and
-    verdicts read; the others wait here for MLflow's readers (metrics/get-history).
-    Non-finite values are `gap` 1 (+inf), -1 (-inf) or 2 (NaN) with `value` 0, so that the
-    unique row below drops an exact repeat (a retried batch) whatever the value."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False, related_name="+")
-    key = models.CharField(max_length=METRIC_KEY_MAX)
-    step = models.BigIntegerField()
-    timestamp = models.BigIntegerField()
-    value = models.FloatField()
-    gap = models.SmallIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            # an exact repeat is stored once; run and key lead, so it also serves reading
-            # one series' earlier points (get-history) and whether it has any
-            models.UniqueConstraint(
-                fields=["run", "key", "step", "timestamp", "value", "gap"],
-                name="earlier_point_once",
-            )
-        ]
 
 
 class LoggedModel(models.Model):

@@ -246,7 +246,7 @@ def number(value: Any, where: str) -> float:
     """A metric value: a JSON number, or a numeric string (protobuf JSON spells NaN and ±inf
     "NaN", "Infinity", "-Infinity"). Non-finite values are taken, as MLflow's server takes
     them: stored as a gap (`webapp.metrics.finite_or_none`), read back as NaN, or as
-    ±inf where one was logged (`webapp/tracking/models.PointSign`)."""
+    ±inf where one was logged (`webapp/metrics/models.PointSign`)."""
     if isinstance(value, str):
         try:
             value = float(value)

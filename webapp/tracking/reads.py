@@ -4,7 +4,7 @@ A run's `data.metrics` are the latest point of each key it logged (highest step)
 aliases the key mapping added are left out, so an MLflow client reads back exactly what it
 logged (they stay readable by name through `get-history`). Every run carries two read-only
 tags, `troupe.run_id` and `troupe.url`, that say where it is in Troupe. A metric's timestamp
-is its own where it differs from its step's (`webapp/tracking/models.PointTime`), else its
+is its own where it differs from its step's (`webapp/metrics/models.PointTime`), else its
 step's (`StepTime`); points logged another way have none (0).
 """
 
