@@ -15,10 +15,9 @@ from typing import Any
 
 from django.urls import reverse
 
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import Experiment, Run, TrackedExperiment, TrackedRun
 from webapp.metrics import latest_with_times
 from webapp.tracking import artifacts
-from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
 # MLflow 3.17's server names each experiment's workspace; with workspaces off (Troupe has
