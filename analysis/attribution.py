@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from analysis.intervals import Estimate
+
 MAX_EXACT_ROLES = 4  # 2^4 = 16 evaluations; beyond, leave-one-out (R + 2)
 BOOTSTRAP_DRAWS = 2000
 LEVEL = 0.95
@@ -108,13 +110,19 @@ def _per_problem(
     return shares, change, interaction
 
 
-def _interval(values: np.ndarray, draws: np.ndarray) -> dict[str, float]:
-    """{"value", "low", "high"}: the mean over problems and its paired-bootstrap interval
-    (`draws`: resampled problem indices, one row per draw)."""
+def _interval(values: np.ndarray, draws: np.ndarray) -> Estimate:
+    """The mean over problems and its paired-bootstrap interval (`draws`: resampled problem
+    indices, one row per draw)."""
     means = values[draws].mean(axis=1)
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
-    return {"value": float(values.mean()), "low": float(low), "high": float(high)}
+    return Estimate(
+        mean=float(values.mean()),
+        low=float(low),
+        high=float(high),
+        n=len(values),
+        method="bootstrap",
+    )
 
 
 def attribute(
@@ -129,7 +137,9 @@ def attribute(
 
     Returns {"method", "roles", "problems", "change": {"value", "low", "high"}, "shares":
     {role: {"value", "low", "high"}}, "interaction": {…}, "accuracy": {coalition key:
-    accuracy}}. Raises ValueError naming a missing coalition or a problem count that differs.
+    accuracy}}: JSON, stored as it is (a swap job's result), each interval an `Estimate`
+    written `Estimate.as_share` and read back with `Estimate.from_share`. Raises ValueError
+    naming a missing coalition or a problem count that differs.
     """
     roles = list(roles)
     method = method_for(roles)
@@ -150,8 +160,8 @@ def attribute(
         "method": method,
         "roles": roles,
         "problems": n,
-        "change": _interval(change, picks),
-        "shares": {role: _interval(values, picks) for role, values in shares.items()},
-        "interaction": _interval(interaction, picks),
+        "change": _interval(change, picks).as_share(),
+        "shares": {role: _interval(values, picks).as_share() for role, values in shares.items()},
+        "interaction": _interval(interaction, picks).as_share(),
         "accuracy": {coalition_key(c, roles): float(table[c].mean()) for c in wanted},
     }

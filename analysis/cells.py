@@ -111,22 +111,22 @@ def _cell(key: tuple, members: list[Mapping[str, Any]], level: float) -> CellSum
         seeds=sorted((s for s in seeds if s is not None), key=lambda x: (str(type(x)), x)),
         gain=_estimate(accs, "gain", level),
         final_gain=_estimate(accs, "final_gain", level),
-        base=mean_ci([a.base for a in accs], level)["mean"],
-        peak=mean_ci([a.peak for a in accs], level)["mean"],
-        final=mean_ci([a.final for a in accs], level)["mean"],
+        base=mean_ci([a.base for a in accs], level).mean,
+        peak=mean_ci([a.peak for a in accs], level).mean,
+        final=mean_ci([a.final for a in accs], level).mean,
         n_cliffs=n_cliffs,
         n_provisional=sum(st == "provisional" for st in judged),
         n_judged=len(judged),
         cliff_fraction=n_cliffs / len(judged) if judged else None,
         capture=capture,
         capture_counts=capture_counts,
-        lead_mean={role: mean_ci(vals)["mean"] for role, vals in sorted(leads.items())},
+        lead_mean={role: mean_ci(vals).mean for role, vals in sorted(leads.items())},
     )
 
 
 def _estimate(accs: list[AccuracySummary], name: str, level: float) -> Estimate:
     """A cell's mean of `name` over its seeds, with no interval from fewer than MIN_SEEDS."""
     ci = mean_ci([getattr(a, name) for a in accs], level)
-    if ci["n"] < MIN_SEEDS:
-        return Estimate(mean=ci["mean"], n=ci["n"])
-    return Estimate(mean=ci["mean"], low=ci["low"], high=ci["high"], n=ci["n"])
+    if ci.n < MIN_SEEDS:
+        return Estimate(mean=ci.mean, n=ci.n)
+    return Estimate(mean=ci.mean, low=ci.low, high=ci.high, n=ci.n)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,8 +46,29 @@ class Estimate:
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width: a t-interval's ±, None without an interval."""
+        return (self.high - self.low) / 2 if self.has_interval else None
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def fields(self, names: Sequence[str]) -> dict[str, Any]:
+        """The named fields, the way a page or the JSON serves an estimate (`("n", "mean",
+        "sd", "low", "high")`: the statistics page's)."""
+        return {name: getattr(self, name) for name in names}
+
+    def as_share(self) -> dict[str, Any]:
+        """`{"value", "low", "high"}`: the shape of an attribution's share, change and
+        interaction in its stored result and the API (`analysis.attribution`)."""
+        return {"value": self.mean, "low": self.low, "high": self.high}
+
+    @classmethod
+    def from_share(cls, share: Mapping[str, Any]) -> Estimate:
+        """An attribution's stored `{"value", "low", "high"}` (a paired bootstrap over
+        problems) read back into an `Estimate`."""
+        return cls(mean=share["value"], low=share["low"], high=share["high"], method="bootstrap")
 
 
 def normal_sf(x: float) -> float:
@@ -78,8 +99,9 @@ def student_t_quantile(q: float, df: int) -> float:
     return float(special.stdtrit(int(df), q))
 
 
-def mean_ci(values: Iterable, level: float = 0.95) -> dict[str, Any]:
-    """Mean and Student-t interval of the finite values: `{n, mean, low, high, half_width}`.
+def mean_ci(values: Iterable, level: float = 0.95) -> Estimate:
+    """Mean and Student-t interval of the finite values, as an `Estimate` (`n`, `mean`, `low`,
+    `high`, `sd`, `se`, `df`; `half_width` the ±).
 
     None/NaN are dropped. n = 0: everything None; n = 1: the mean alone (no interval);
     n ≥ 2: mean ± t_{(1+level)/2, n−1} × sd / √n with the sample sd (ddof 1).
@@ -88,16 +110,15 @@ def mean_ci(values: Iterable, level: float = 0.95) -> dict[str, Any]:
         raise ValueError(f"level must lie strictly between 0 and 1, not {level}")
     xs = [float(x) for x in values if as_number(x) is not None]
     n = len(xs)
-    out: dict[str, Any] = {"n": n, "mean": None, "low": None, "high": None, "half_width": None}
     if n == 0:
-        return out
+        return Estimate(n=0)
     mean = math.fsum(xs) / n
-    out["mean"] = mean
-    if n >= 2:
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
-        half = student_t_quantile((1 + level) / 2, n - 1) * sd / math.sqrt(n)
-        out.update(low=mean - half, high=mean + half, half_width=half)
-    return out
+    if n == 1:
+        return Estimate(mean=mean, n=1)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    se = sd / math.sqrt(n)
+    half = student_t_quantile((1 + level) / 2, n - 1) * se
+    return Estimate(mean=mean, low=mean - half, high=mean + half, n=n, sd=sd, se=se, df=n - 1)
 
 
 def f_sf(f: float, df1: float, df2: float) -> float:

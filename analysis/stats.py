@@ -80,6 +80,10 @@ N_BOOT = 10_000
 N_PERM = 10_000
 SEED = 0
 METRICS = ("peak", "final", "gain", "final_gain", "cliff")
+# The fields of an `Estimate` the statistics page and its JSON serve: a cell's mean of a
+# metric, and an effect (which also says how its interval was made).
+SUMMARY_FIELDS = ("n", "mean", "sd", "low", "high")
+EFFECT_FIELDS = (*SUMMARY_FIELDS, "method")
 INSUFFICIENT = f"not enough data: fewer than {MIN_SEEDS} seeds"
 HETEROGENEITY_ALPHA = 0.05  # cells whose means differ at this level are not pooled
 DISAGREE = "cells disagree: see each cell"
@@ -133,9 +137,9 @@ def _interval(boot: np.ndarray, level: float) -> tuple[float, float]:
 
 def bootstrap_mean_ci(
     values: Iterable, *, level: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED
-) -> dict[str, Any]:
-    """Mean and percentile-bootstrap interval of the finite values:
-    `{"n", "mean", "sd", "low", "high"}` (sd with ddof 1; None/NaN dropped).
+) -> Estimate:
+    """Mean and percentile-bootstrap interval of the finite values, as an `Estimate`
+    (`n`, `mean`, `sd` with ddof 1, `low`, `high`; method "bootstrap"; None/NaN dropped).
 
     n = 0: all None; n = 1: mean only. Identical values give the degenerate interval
     [mean, mean].
@@ -143,15 +147,13 @@ def bootstrap_mean_ci(
     _check(level, n_boot)
     x = _finite(values)
     n = len(x)
-    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "low": None, "high": None}
-    if n == 0:
-        return out
-    out["mean"] = float(x.mean())
-    if n >= 2:
-        out["sd"] = float(x.std(ddof=1))
-        boot = _boot_means([x], n_boot, np.random.default_rng(seed))
-        out["low"], out["high"] = _interval(boot, level)
-    return out
+    if n < 2:
+        return Estimate(mean=float(x.mean()) if n else None, n=n, method="bootstrap")
+    boot = _boot_means([x], n_boot, np.random.default_rng(seed))
+    low, high = _interval(boot, level)
+    return Estimate(
+        mean=float(x.mean()), sd=float(x.std(ddof=1)), low=low, high=high, n=n, method="bootstrap"
+    )
 
 
 def seeds_needed(
@@ -185,20 +187,19 @@ def t_estimate(values: Iterable, *, level: float = 0.95) -> Estimate:
     """Mean and Student-t interval over seeds as an `Estimate`; no interval from fewer than
     `MIN_SEEDS` values (sd from 2)."""
     x = _finite(values)
-    ci = mean_ci(x, level) if len(x) >= MIN_SEEDS else {"low": None, "high": None}
+    ci = mean_ci(x, level) if len(x) >= MIN_SEEDS else Estimate()
     return Estimate(
         n=len(x),
         mean=float(x.mean()) if len(x) else None,
         sd=float(x.std(ddof=1)) if len(x) >= 2 else None,
-        low=ci["low"],
-        high=ci["high"],
+        low=ci.low,
+        high=ci.high,
     )
 
 
 def t_mean_ci(values: Iterable, *, level: float = 0.95) -> dict[str, Any]:
     """`t_estimate` as the statistics JSON serves it: `{"n", "mean", "sd", "low", "high"}`."""
-    est = t_estimate(values, level=level)
-    return {k: getattr(est, k) for k in ("n", "mean", "sd", "low", "high")}
+    return t_estimate(values, level=level).fields(SUMMARY_FIELDS)
 
 
 def contrast_ci(parts: Sequence[tuple[float, np.ndarray]], *, level: float = 0.95) -> Estimate:
@@ -268,7 +269,7 @@ def _rate_effect(
 
 def _effect_dict(est: Estimate) -> dict[str, Any]:
     """The fields of an effect the page and API read, from its `Estimate`."""
-    return {k: getattr(est, k) for k in ("n", "mean", "sd", "low", "high", "method")}
+    return est.fields(EFFECT_FIELDS)
 
 
 def heterogeneity(
@@ -287,7 +288,7 @@ def heterogeneity(
     cell's t-interval.
     """
     if intervals is None:
-        intervals = [(ci["low"], ci["high"]) for ci in map(mean_ci, cells)]
+        intervals = [(ci.low, ci.high) for ci in map(mean_ci, cells)]
     kept = [(np.asarray(x, float), ci) for x, ci in zip(cells, intervals, strict=True)]
     kept = [(x, ci) for x, ci in kept if len(x) >= MIN_SEEDS]
     cells = [x for x, _ in kept]

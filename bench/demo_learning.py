@@ -44,10 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from analysis.cliffs import summarize_accuracy  # noqa: E402
-from analysis.intervals import mean_ci  # noqa: E402
-from analysis.stats import bootstrap_mean_ci  # noqa: E402
+from analysis.intervals import Estimate, mean_ci  # noqa: E402
+from analysis.stats import SUMMARY_FIELDS, bootstrap_mean_ci  # noqa: E402
 from trainer.evaluate import read_per_problem  # noqa: E402
 from vocabulary.names import ACCURACY_KEY, ACCURACY_SE_KEY, REWARD_KEY  # noqa: E402
+
+# A step's mean across seeds, as the summary JSON has always written it.
+MEAN_CI_FIELDS = ("n", "mean", "low", "high", "half_width")
 
 
 def run_one(out: Path, workflow: str, seed: int, extra: list[str], threads: int) -> dict:
@@ -95,7 +98,7 @@ def binomial_band(p: float, n: int) -> float:
     return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n)
 
 
-def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 3) -> dict:
+def paired_gain(problems: dict[int, list[float]], steps: list[int], last: int = 3) -> Estimate:
     """final − base on the same problems (final: the mean of the last `last` evaluations),
     with the 95% bootstrap interval over problems of the per-problem gains."""
     base = problems[steps[0]]
@@ -124,12 +127,12 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
     for step in steps:
         values = [acc[s][step] for s in runs]
         ci = mean_ci(values)
-        low, high = ci.get("low"), ci.get("high")
+        low, high = ci.low, ci.high
         interval = f"[{low:.3f}, {high:.3f}]" if low is not None else "[-]"
         cells = " | ".join(f"{v:.3f}" for v in values)
         band = 1.96 * statistics.fmean(se[s].get(step, math.nan) for s in runs)
-        print(f"| {step} | {cells} | {ci['mean']:.3f} {interval} | ±{band:.3f} |")
-        table.append({"step": step, "values": values, "band": band, **ci})
+        print(f"| {step} | {cells} | {ci.mean:.3f} {interval} | ±{band:.3f} |")
+        table.append({"step": step, "values": values, "band": band, **ci.fields(MEAN_CI_FIELDS)})
     base = statistics.fmean(acc[s][steps[0]] for s in runs)
     band = table[0]["band"]
     naive = binomial_band(base, eval_problems * eval_samples)
@@ -147,12 +150,12 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
         a = acc[seed]
         summary = summarize_accuracy(sorted(a), [a[s] for s in sorted(a)])
         gain = paired_gain(read_per_problem(runs[seed]), sorted(a))
-        learns = gain["low"] is not None and gain["low"] > 0
+        learns = gain.low is not None and gain.low > 0
         print(
             f"  seed {seed}: train/reward {first:.3f} → {last:.3f} (first → last quarter); "
             f"{ACCURACY_KEY} base {summary['base']:.3f} → peak {summary['peak']:.3f} "
             f"(step {summary['peak_step']}) → final {summary['final']:.3f}; "
-            f"gain {gain['mean']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}] "
+            f"gain {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] "
             f"(paired, bootstrap over problems): {'learns' if learns else 'no clear gain'}; "
             f"cliff: {summary['cliff_status']}"
             + (f" (onset {summary['cliff_onset']})" if summary["cliff"] else "")
@@ -162,7 +165,7 @@ def report(label: str, runs: dict[int, Path], eval_problems: int, eval_samples: 
                 "seed": seed,
                 "reward_first": first,
                 "reward_last": last,
-                "paired_gain": gain,
+                "paired_gain": gain.fields(SUMMARY_FIELDS),
                 "learns": learns,
                 **summary,
             }

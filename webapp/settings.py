@@ -24,6 +24,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.experiments",
+    "webapp.metrics",
     "webapp.runs",
     "webapp.alerts",
     "webapp.branching",

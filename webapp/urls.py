@@ -39,5 +39,5 @@ urlpatterns = [
 ]
 
 # JSON, not an HTML page, for any /api/ request that fails outside an API view's own handling.
-handler400 = "webapp.api.http.bad_request"
-handler500 = "webapp.api.http.server_error"
+handler400 = "webapp.jsonapi.http.bad_request"
+handler500 = "webapp.jsonapi.http.server_error"

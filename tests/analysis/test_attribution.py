@@ -13,6 +13,7 @@ from analysis.attribution import (
     parse_coalition_key,
     plan_coalitions,
 )
+from analysis.intervals import Estimate
 
 ROLES = ["a", "b", "c"]
 # v(S) for a synthetic 3-role workflow (accuracy with the roles in S trained).
@@ -80,6 +81,16 @@ def test_the_interval_comes_from_a_paired_bootstrap_over_problems():
     shares = attribute(["a", "b"], noisy)["shares"]["a"]
     assert shares["low"] < shares["value"] < shares["high"]
     assert attribute(["a", "b"], noisy) == attribute(["a", "b"], noisy)  # seeded
+
+
+def test_a_stored_interval_reads_back_into_an_estimate_and_writes_the_same_json():
+    result = attribute(ROLES, per_problem(TABLE))
+    stored = [result["change"], result["interaction"], *result["shares"].values()]
+    for interval in stored:
+        assert list(interval) == ["value", "low", "high"]
+        estimate = Estimate.from_share(interval)
+        assert estimate.method == "bootstrap" and estimate.low <= estimate.mean <= estimate.high
+        assert estimate.as_share() == interval
 
 
 def test_up_to_four_roles_every_subset_is_planned_beyond_it_leave_one_out():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.intervals import Estimate
 from analysis.proportions import wilson
 from analysis.runs import summarize_run
 from analysis.stats import (
@@ -69,22 +70,18 @@ def test_bootstrap_interval_of_a_known_sample():
     # Twenty values, half 0 and half 1: mean .5, bootstrap SE = .5/√20 ≈ .112, so the
     # percentile interval is about .5 ± .22 (far inside the bounds asserted).
     out = bootstrap_mean_ci([0.0, 1.0] * 10)
-    assert out["n"] == 20 and out["mean"] == 0.5
-    assert out["sd"] == pytest.approx(math.sqrt(20 * 0.25 / 19))
-    assert 0.22 < out["low"] < 0.34 and 0.66 < out["high"] < 0.78
+    assert out.n == 20 and out.mean == 0.5 and out.method == "bootstrap"
+    assert out.sd == pytest.approx(math.sqrt(20 * 0.25 / 19))
+    assert 0.22 < out.low < 0.34 and 0.66 < out.high < 0.78
 
 
 def test_bootstrap_edge_cases():
-    assert bootstrap_mean_ci([]) == {"n": 0, "mean": None, "sd": None, "low": None, "high": None}
-    assert bootstrap_mean_ci([0.3, None, float("nan")]) == {
-        "n": 1,
-        "mean": 0.3,
-        "sd": None,
-        "low": None,
-        "high": None,
-    }
+    assert bootstrap_mean_ci([]) == Estimate(n=0, method="bootstrap")
+    assert bootstrap_mean_ci([0.3, None, float("nan")]) == Estimate(
+        n=1, mean=0.3, method="bootstrap"
+    )
     same = bootstrap_mean_ci([0.4] * 5)
-    assert same["low"] == pytest.approx(0.4) and same["high"] == pytest.approx(0.4)
+    assert same.low == pytest.approx(0.4) and same.high == pytest.approx(0.4)
     with pytest.raises(ValueError, match="level"):
         bootstrap_mean_ci([1, 2], level=95)
     with pytest.raises(ValueError, match="n_boot"):
@@ -94,7 +91,7 @@ def test_bootstrap_edge_cases():
 def test_the_same_inputs_give_the_same_intervals():
     values = [0.1, 0.5, 0.2, 0.9, 0.4]
     assert bootstrap_mean_ci(values) == bootstrap_mean_ci(values)
-    assert bootstrap_mean_ci(values, seed=1)["mean"] == bootstrap_mean_ci(values)["mean"]
+    assert bootstrap_mean_ci(values, seed=1).mean == bootstrap_mean_ci(values).mean
 
 
 def test_seeds_needed_matches_the_hand_calculation():

@@ -13,7 +13,7 @@ from analysis.capture import capture, capture_fractions
 from analysis.cells import summarize_cells
 from analysis.cliffs import summarize_accuracy
 from analysis.downsample import downsample
-from analysis.intervals import mean_ci, student_t_quantile
+from analysis.intervals import Estimate, mean_ci, student_t_quantile
 from analysis.runs import summarize_run
 from trainer import run_report
 from trainer.cli import main as trainer_cli
@@ -355,11 +355,14 @@ def test_student_t_quantiles_match_the_tables():
 def test_mean_ci_follows_the_t_interval():
     out = mean_ci([0.1, 0.2, 0.3, None, float("nan")])
     half = 4.302653 * 0.1 / math.sqrt(3)  # t(.975, 2) × sd / √n, sd = 0.1
-    assert out["n"] == 3 and out["mean"] == pytest.approx(0.2)
-    assert out["half_width"] == pytest.approx(half, rel=1e-6)
-    assert (out["low"], out["high"]) == pytest.approx((0.2 - half, 0.2 + half), rel=1e-6)
-    assert mean_ci([0.4]) == {"n": 1, "mean": 0.4, "low": None, "high": None, "half_width": None}
-    assert mean_ci([])["mean"] is None
+    assert isinstance(out, Estimate)
+    assert out.n == 3 and out.mean == pytest.approx(0.2) and out.df == 2
+    assert out.sd == pytest.approx(0.1) and out.se == pytest.approx(0.1 / math.sqrt(3))
+    assert out.half_width == pytest.approx(half, rel=1e-6)
+    assert (out.low, out.high) == pytest.approx((0.2 - half, 0.2 + half), rel=1e-6)
+    assert mean_ci([0.4]) == Estimate(n=1, mean=0.4)
+    assert mean_ci([0.4]).half_width is None
+    assert mean_ci([]) == Estimate(n=0)
 
 
 def _summary(gain, cliff_status="none", captured=None, lead=None):

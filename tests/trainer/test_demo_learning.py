@@ -49,4 +49,4 @@ def test_thirty_cpu_demo_steps_raise_held_out_accuracy_beyond_noise(tmp_path):
         after - before for before, after in zip(per_problem[0], per_problem[STEPS], strict=True)
     ]
     gain = bootstrap_mean_ci(gains, level=0.999)
-    assert gain["low"] > 0 and gain["mean"] >= 0.03, gain
+    assert gain.low > 0 and gain.mean >= 0.03, gain

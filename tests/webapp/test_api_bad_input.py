@@ -8,8 +8,8 @@ import random
 import pytest
 
 from tests.people import bearer
-from webapp.api.http import MAX_DEPTH, _nested_deeper_than_limit
 from webapp.experiments.models import MetricPoint, Run
+from webapp.jsonapi.http import MAX_DEPTH, _nested_deeper_than_limit
 
 pytestmark = pytest.mark.django_db
 

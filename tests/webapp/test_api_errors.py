@@ -12,7 +12,7 @@ from django.test import Client, RequestFactory
 from tests.helpers import ROOT, service_env
 from tests.people import bearer
 from webapp.api import views
-from webapp.api.http import server_error
+from webapp.jsonapi.http import server_error
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def test_an_unexpected_error_is_a_json_500_and_is_logged(client, run, alice, mon
     assert response.status_code == 500
     assert response["Content-Type"] == "application/json"
     assert "error" in response.json()
-    [record] = [r for r in caplog.records if r.name == "webapp.api.http"]
+    [record] = [r for r in caplog.records if r.name == "webapp.jsonapi.http"]
     assert f"POST /api/v1/runs/{run.id}/metrics" in record.getMessage()
     assert "deadlock detected" in str(record.exc_info[1])
 

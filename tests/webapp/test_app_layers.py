@@ -2,15 +2,18 @@
 a floor, and a module imports only from floors below its own (or from its own unit). The
 models of every app are the bottom floor but one (Django's apps reference each other's models,
 and every service reads them), the metric store stands on them, and the pages that gather
-everything are at the top. `FLOORS` below is the one place that says which is which.
+everything are at the top. Which is which is written once, in docs/design.md §2 (its
+`floors` block), where a maintainer reads it; `FLOORS` below is that list.
 
 Run as a script (`python -m tests.webapp.test_app_layers [root]`) it prints the counts the
 layout is judged by: the modules and lines of `webapp/experiments/`, the import arrows
-between the web app's packages, and how many run up a floor or lie on a cycle.
+between the web app's packages, the pairs of packages that import each other, and how many
+arrows run up a floor or lie on a cycle.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -18,29 +21,21 @@ from pathlib import Path
 from tests.helpers import ROOT
 from tests.webapp.test_import_layers import imported_modules
 
-# Lowest first. Each entry of a floor is a unit: a package, a module, or "models" (every app's
-# `models` module and `migrations` package, and the experiments app, which is nothing else).
-# Units on one floor are siblings: neither imports the other.
-FLOORS: list[list[str]] = [
-    ["webapp.env", "webapp.secret_key", "webapp.celery"],
-    ["webapp.settings", "webapp.checks", "webapp.gunicorn_conf"],
-    ["models"],
-    # the metric store; the lease every kind of background job holds (runs, swap jobs)
-    ["webapp.metrics", "webapp.leases"],
-    # the JSON endpoints' plumbing every app's API shares: bearer tokens (their look-up is the
-    # metric store's), then errors and bodies
-    ["webapp.api.bearer"],
-    ["webapp.api.http"],
-    ["webapp.accounts"],
-    ["webapp.runs"],
-    ["webapp.alerts", "webapp.stats", "webapp.episodes", "webapp.attribution"],
-    # the demo's runs get their alerts from the live radar, as trained runs do
-    ["webapp.demo"],
-    ["webapp.tracking", "webapp.dashboards"],
-    ["webapp.branching", "webapp.explorer"],
-    ["webapp.api"],
-    ["webapp.urls", "webapp.wsgi"],
-]
+DESIGN = ROOT / "docs" / "design.md"
+
+
+def read_floors(text: str) -> list[list[str]]:
+    """The floors of the `floors` block in docs/design.md §2, lowest first. Each line is a
+    floor; each word of it a unit: a package, a module, or "models" (every app's `models`
+    module and `migrations` package, and the experiments app, which is nothing else). Units
+    on one floor are siblings: neither imports the other. `#` starts a comment."""
+    block = re.search(r"^ *```floors\n(.*?)^ *```", text, flags=re.M | re.S)
+    assert block, "docs/design.md has no ```floors block"
+    lines = (line.split("#", 1)[0].split() for line in block.group(1).splitlines())
+    return [units for units in lines if units]
+
+
+FLOORS: list[list[str]] = read_floors(DESIGN.read_text())
 
 MODELS_PARTS = ("models", "migrations")
 MODELS_APPS = ("experiments",)  # apps that hold nothing but models, migrations and admin
@@ -181,6 +176,11 @@ def arrows_on_cycles(arrows: set[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(a, b) for a, b in arrows if reaches(b, a)}
 
 
+def two_way_pairs(arrows: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The pairs of packages that import each other, each once (in name order)."""
+    return {(a, b) for a, b in arrows if (b, a) in arrows and a < b}
+
+
 def measure(root: Path = ROOT) -> dict:
     hub = [
         p for p in (root / "webapp" / "experiments").rglob("*.py") if "migrations" not in p.parts
@@ -190,6 +190,9 @@ def measure(root: Path = ROOT) -> dict:
         "experiments modules (without migrations)": len(hub),
         "experiments lines (without migrations)": sum(len(p.read_text().splitlines()) for p in hub),
         "arrows between packages": len(package_arrows(root)),
+        "package pairs importing each other": sorted(
+            f"{a} <-> {b}" for a, b in two_way_pairs(package_arrows(root))
+        ),
         "arrows between units (models apart)": len(units),
         "unit arrows on a cycle": sorted(f"{a} -> {b}" for a, b in arrows_on_cycles(units)),
     }
@@ -217,6 +220,27 @@ def test_every_declared_unit_names_something_that_exists():
 
 def test_no_arrow_between_the_web_apps_units_lies_on_a_cycle():
     assert arrows_on_cycles(unit_arrows()) == set()
+
+
+def test_no_two_packages_of_the_web_app_import_each_other():
+    """Counted by folder, models included: a package's floor is its folder's, so the folders
+    show the floors."""
+    assert two_way_pairs(package_arrows()) == set()
+
+
+def test_the_floors_are_read_from_the_design_docs_block():
+    text = "x\n  ```floors\n  a  b   # the a and the b\n\n  models\n  ```\n```floors\nlater\n```\n"
+    assert read_floors(text) == [["a", "b"], ["models"]]
+    assert FLOORS[2] == ["models"] and FLOORS[-1] == ["webapp.urls", "webapp.wsgi"]
+
+
+def test_the_pair_count_finds_two_packages_that_import_each_other(tmp_path):
+    for package, imported in (("runs", "tracking"), ("tracking", "runs"), ("alerts", "runs")):
+        (tmp_path / "webapp" / package).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "webapp" / package / f"to_{imported}.py").write_text(
+            f"from webapp.{imported} import x\n"
+        )
+    assert two_way_pairs(package_arrows(tmp_path)) == {("webapp.runs", "webapp.tracking")}
 
 
 def test_the_layer_check_fails_on_an_import_up_a_floor(tmp_path):

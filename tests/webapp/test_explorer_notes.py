@@ -5,12 +5,12 @@ and the explorer's search finds both kinds. And the experiments' list to search.
 import pytest
 
 from tests.people import make_experiment
+from webapp.experiments.models import TrackedExperiment, TrackedRun
 from webapp.explorer.fields import parse_column, parse_sort
 from webapp.explorer.models import RunTags
 from webapp.explorer.query import explore
 from webapp.explorer.tags import NOTE_TAG, experiment_tags, run_tags
 from webapp.tracking import store
-from webapp.tracking.models import TrackedExperiment, TrackedRun
 
 pytestmark = pytest.mark.django_db
 

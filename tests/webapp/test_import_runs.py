@@ -13,7 +13,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
 from webapp.experiments.models import Experiment, MetricPoint, Run
-from webapp.tracking.models import EarlierPoint
+from webapp.metrics.models import EarlierPoint
 
 pytestmark = pytest.mark.django_db
 

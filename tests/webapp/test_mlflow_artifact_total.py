@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tests.people import bearer
+from webapp.experiments.models import TrackedRun
 from webapp.tracking import artifacts
-from webapp.tracking.models import TrackedRun
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,7 @@ from mlflow.entities import Metric
 
 from tests.helpers import ROOT, service_env
 from tests.live_server import live_troupe, mlflow_env
-from webapp.experiments.models import ApiToken, Experiment, MetricPoint, Run
-from webapp.tracking.models import TrackedExperiment
+from webapp.experiments.models import ApiToken, Experiment, MetricPoint, Run, TrackedExperiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 

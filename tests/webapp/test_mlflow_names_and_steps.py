@@ -9,8 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from tests.people import bearer
-from webapp.experiments.models import Experiment, MetricPoint, Run
-from webapp.tracking.models import TrackedExperiment
+from webapp.experiments.models import Experiment, MetricPoint, Run, TrackedExperiment
 
 pytestmark = pytest.mark.django_db
 

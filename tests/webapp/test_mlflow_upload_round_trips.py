@@ -1,5 +1,5 @@
 """An artifact upload's database work is one query: its token and the run its path names are
-looked up together (`webapp.api.bearer.Rider`), so a client logging a thousand small files
+looked up together (`webapp.jsonapi.bearer.Rider`), so a client logging a thousand small files
 pays one round trip a file. Every answer stays what it was with two look-ups: the run by its
 32-hex id or its number, a missing run, a teammate's run, a revoked token (refused at once:
 the token is read on every request, never cached)."""

@@ -17,8 +17,8 @@ from django.shortcuts import render
 
 from vocabulary.names import ALERT_KINDS
 from webapp.alerts.radar import alert_json, describe
-from webapp.api.http import ApiError, api_view
 from webapp.experiments.models import Alert, Experiment, Run
+from webapp.jsonapi.http import ApiError, api_view
 from webapp.runs.lifecycle import live_experiments, live_run
 from webapp.runs.serialize import run_label
 

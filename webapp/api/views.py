@@ -23,8 +23,8 @@ from trainer.config import FIELDS, INT_MAX, ConfigError
 from vocabulary.names import CELL_AXES
 from webapp.alerts.points import record_points
 from webapp.alerts.radar import settle_run
-from webapp.api.http import ApiError, api_view, read_json
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.jsonapi.http import ApiError, api_view, read_json
 from webapp.metrics import read_runs_series, read_series
 from webapp.runs.access import get_experiment_for_user, get_run_for_user
 from webapp.runs.cells import run_columns

@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from analysis.intervals import Estimate
 from trainer.routing import WORKFLOW_ROLES
 from vocabulary.names import CELL_AXES, GRAD_NORM, role_key
 from webapp.attribution.models import SwapJob
@@ -55,22 +56,28 @@ def latest_results(run_ids: list[int], kind: str) -> dict[int, dict]:
     return found
 
 
+def _estimates(result: dict) -> tuple[Estimate, dict[str, Estimate]]:
+    """A stored result's change and its shares by role, read into `Estimate`s."""
+    shares = {role: Estimate.from_share(share) for role, share in result["shares"].items()}
+    return Estimate.from_share(result["change"]), shares
+
+
 def _fractions(result: dict) -> dict[str, float]:
-    change = result["change"]["value"]
-    if change == 0:
+    change, shares = _estimates(result)
+    if change.mean == 0:
         return {}
-    return {role: share["value"] / change for role, share in result["shares"].items()}
+    return {role: share.mean / change.mean for role, share in shares.items()}
 
 
 def _fraction_bounds(result: dict) -> dict[str, tuple[float, float]]:
     """{role: (low, high)}: the share's 95% interval over the change (swapped when the change
     is negative)."""
-    change = result["change"]["value"]
-    if change == 0:
+    change, shares = _estimates(result)
+    if change.mean == 0:
         return {}
     bounds = {}
-    for role, share in result["shares"].items():
-        a, b = share["low"] / change, share["high"] / change
+    for role, share in shares.items():
+        a, b = share.low / change.mean, share.high / change.mean
         bounds[role] = (min(a, b), max(a, b))
     return bounds
 
@@ -96,7 +103,7 @@ def attribution_cells(runs: list[Run], kind: str = "gain") -> list[dict]:
         attributed = [results[r.id] for r in members if r.id in results]
         masses = [gradient_mass(series.get(r.id, {}), roles) for r in members]
         for role in roles:
-            shares = [res["shares"][role]["value"] for res in attributed if role in res["shares"]]
+            shares = [_estimates(res)[1][role].mean for res in attributed if role in res["shares"]]
             fractions = [f[role] for res in attributed if role in (f := _fractions(res))]
             bounds = [b[role] for res in attributed if role in (b := _fraction_bounds(res))]
             grads = [m[role] for m in masses if role in m]

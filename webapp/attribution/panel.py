@@ -12,6 +12,7 @@ own evaluation stood for it).
 from __future__ import annotations
 
 from analysis.attribution import parse_coalition_key
+from analysis.intervals import Estimate
 from trainer.checkpoint_index import list_checkpoints, parse_checkpoint
 from trainer.routing import WORKFLOW_ROLES
 from webapp.attribution.models import SwapJob
@@ -27,21 +28,21 @@ def bars(result: dict) -> dict:
     "adds_up"}; each row {"label", "value", "low", "high", "x", "width", "lo_x", "hi_x",
     "y"}. `interaction` is the term with its interval, said in words beside the bars;
     `adds_up` whether the shares add up to the change (exact Shapley values do)."""
-    items = [(role, result["shares"][role]) for role in result["roles"]]
-    items += [("total change", result["change"])]
-    reach = max([1e-9] + [abs(v[k]) for _, v in items for k in ("value", "low", "high")])
+    items = [(role, Estimate.from_share(result["shares"][role])) for role in result["roles"]]
+    items += [("total change", Estimate.from_share(result["change"]))]
+    reach = max([1e-9] + [abs(x) for _, est in items for x in (est.mean, est.low, est.high)])
     zero, scale = WIDTH / 2, (WIDTH / 2 - 8) / reach
     rows = []
-    for i, (label, v) in enumerate(items):
-        x = zero + min(0.0, v["value"]) * scale
+    for i, (label, est) in enumerate(items):
+        x = zero + min(0.0, est.mean) * scale
         rows.append(
             {
                 "label": label,
-                **v,
+                **est.as_share(),
                 "x": round(x, 1),
-                "width": round(abs(v["value"]) * scale, 1),
-                "lo_x": round(zero + v["low"] * scale, 1),
-                "hi_x": round(zero + v["high"] * scale, 1),
+                "width": round(abs(est.mean) * scale, 1),
+                "lo_x": round(zero + est.low * scale, 1),
+                "hi_x": round(zero + est.high * scale, 1),
                 "y": i * ROW,
                 "total": label == "total change",
             }

@@ -24,10 +24,10 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from webapp.api.http import ApiError, api_view, read_json
 from webapp.attribution.models import SwapJob
 from webapp.attribution.planning import KINDS, Plan, plan_job, plan_mix
 from webapp.attribution.queueing import cancel_job, queue_job
+from webapp.jsonapi.http import ApiError, api_view, read_json
 from webapp.runs.access import get_run_for_user
 
 MAX_SOURCE = 100  # characters of one role's source (`RUN:NAME` at most: never a path)

@@ -20,7 +20,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from trainer.config import WORKFLOW_ROLES, ConfigError
-from webapp.api.http import ApiError, api_view, read_json
 from webapp.branching.branch import (
     Kept,
     can_branch,
@@ -29,6 +28,7 @@ from webapp.branching.branch import (
     queue_branches,
 )
 from webapp.experiments.models import Run
+from webapp.jsonapi.http import ApiError, api_view, read_json
 from webapp.runs.access import get_run_for_user
 from webapp.runs.serialize import run_json, run_label
 

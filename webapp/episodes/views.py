@@ -24,9 +24,9 @@ import math
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 
 from trainer.config import INT_MAX
-from webapp.api.http import ApiError, api_view
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, records, select
+from webapp.jsonapi.http import ApiError, api_view
 from webapp.runs.access import get_run_for_user
 
 PER_PAGE = 20

@@ -4,6 +4,14 @@ An experiment is a spec (a preset, the field values set on top of it, and the ma
 queueing it expands the matrix into runs, each storing its full validated config
 (`trainer.config`) and its hash. Metric points are unique on (run, key, step): writing one
 again overwrites it, never duplicates it (`webapp/metrics/`).
+
+`TrackedExperiment` and `TrackedRun` add what MLflow's protocol needs on top of an experiment
+and a run: the run's 32-hex id, its tags, user, millisecond times, the key chosen as its
+`eval/accuracy`, the aliases the key mapping made (`webapp/tracking/keymap.py`) and the Troupe
+keys it logs itself, the datasets it was given (runs/log-inputs), the models it logged
+(runs/outputs), and MLflow's deleted stage. The tracking app made them, and their tables keep
+its names; they live here because the run pages, the name claims of experiments and the
+metric store's look-ups read them as well.
 """
 
 from __future__ import annotations
@@ -291,3 +299,74 @@ class WorkerSeen(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.gpus} GPU(s)"
+
+
+class TrackedExperiment(models.Model):
+    """What MLflow's protocol knows of an experiment beyond Troupe's own row: its name among
+    its owner's MLflow experiments (which Troupe's own pages claim too), tags, deleted stage."""
+
+    experiment = models.OneToOneField(
+        Experiment, on_delete=models.CASCADE, primary_key=True, related_name="tracked"
+    )
+    # The owner's MLflow experiment "0" ("Default"): each user has their own.
+    default_of = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="default_mlflow_experiment",
+    )
+    # The name this experiment holds among its owner's MLflow experiments. The database keeps
+    # it unique, so of two clients that create one name at once, one gets the experiment and
+    # the other RESOURCE_ALREADY_EXISTS (a check before the insert cannot: both pass it).
+    # NULL for an experiment made before the constraint whose name an older one already held.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+"
+    )
+    name = models.CharField(max_length=200, null=True)
+    tags = models.JSONField(default=dict)
+    updated = models.DateTimeField(auto_now=True)
+    # When `experiments/delete` put it in MLflow's "deleted" stage (ms); NULL while active.
+    # It keeps its name and runs until restored, or purged (`manage.py purge_deleted`).
+    deleted_time = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "tracking_trackedexperiment"
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="mlflow_name_unique_per_owner")
+        ]
+
+
+class TrackedRun(models.Model):
+    """What MLflow's protocol knows of a run beyond Troupe's own row (the tracking app's pages
+    and the metric store's look-ups read it, the run pages its deleted stage)."""
+
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="tracked"
+    )
+    uuid = models.CharField(max_length=32, unique=True)  # the MLflow run_id: WHERE uuid = …
+    user_id = models.CharField(max_length=200, blank=True)
+    start_time = models.BigIntegerField(null=True)  # ms since the epoch, as the client gave it
+    end_time = models.BigIntegerField(null=True)
+    tags = models.JSONField(default=dict)
+    params = models.JSONField(default=dict)
+    # The key whose values are also stored as eval/accuracy (chosen once, then kept).
+    accuracy_key = models.CharField(max_length=METRIC_KEY_MAX, blank=True)
+    aliases = models.JSONField(default=dict)  # {Troupe key: the original key it copies}
+    # {Troupe key: the original key that maps onto it} where the client logs the Troupe key
+    # itself: its own values stand and the original is not copied there.
+    shadowed = models.JSONField(default=dict)
+    # runs/log-inputs: [{"tags": [...], "dataset": {name, digest, source_type, source, …}}],
+    # one entry per (name, digest), as MLflow's store keeps them.
+    inputs = models.JSONField(default=list)
+    # runs/outputs: [{"model_id", "step"}], the models the run logged (`run.outputs`).
+    outputs = models.JSONField(default=list)
+    # When `runs/delete` (or its experiment's delete) put it in MLflow's "deleted" stage (ms);
+    # NULL while active. Its points and files stay until restored or purged.
+    deleted_time = models.BigIntegerField(null=True, blank=True)
+    # The param and tag values cut at MLflow's limits, as MLflow's server cuts them:
+    # {"params": {key: characters sent}, "tags": {…}}; the run page marks them.
+    cut = models.JSONField(default=dict)
+
+    class Meta:
+        db_table = "tracking_trackedrun"

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import Experiment, Run, TrackedExperiment, TrackedRun
 from webapp.explorer.models import RunTags
 from webapp.tracking import store
-from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import MlflowError
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's own: its UI shows it as the run's description

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 
 from django.db import connection
 
+from webapp.metrics.models import EarlierPoint
 from webapp.metrics.tables import INFINITY, POINTS, SIGN_JOIN, TIME_JOIN, placeholders
-from webapp.tracking.models import EarlierPoint
 
 NAN_GAP = 2
 Record = tuple[int, float, int]  # (timestamp, value, gap): one logged point at a (key, step)

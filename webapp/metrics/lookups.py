@@ -24,8 +24,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Model
 
 from trainer.config import INT_MAX
-from webapp.experiments.models import ApiToken, Experiment, Run
-from webapp.tracking.models import TrackedRun
+from webapp.experiments.models import ApiToken, Experiment, Run, TrackedRun
 
 
 class Rider:

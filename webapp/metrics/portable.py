@@ -12,6 +12,7 @@ import json
 from django.db import connection, transaction
 
 from webapp.experiments.models import MetricPoint, Run
+from webapp.metrics.models import StepTime
 from webapp.metrics.tables import (
     POINTS,
     SIGN_JOIN,
@@ -20,7 +21,6 @@ from webapp.metrics.tables import (
     key_filter,
     placeholders,
 )
-from webapp.tracking.models import StepTime
 
 
 def insert_points(run_id: int, keys: list[str], steps: list[int], values: list) -> None:

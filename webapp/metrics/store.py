@@ -29,8 +29,8 @@ from django.db.models import Q
 from analysis.downsample import downsample
 from webapp.experiments.models import MetricPoint
 from webapp.metrics.dialect import sql
+from webapp.metrics.models import PointSign, PointTime
 from webapp.metrics.tables import POINTS, json_value, placeholders
-from webapp.tracking.models import PointSign, PointTime
 
 Point = tuple[str, int, float | None]  # (key, step, value)
 Series = tuple[list[int], list[float | None]]  # (steps, values), every point

@@ -11,7 +11,7 @@ store writes SQL on them.
 from __future__ import annotations
 
 from webapp.experiments.models import MetricPoint, Run
-from webapp.tracking.models import EarlierPoint, PointSign, PointTime, StepTime
+from webapp.metrics.models import EarlierPoint, PointSign, PointTime, StepTime
 
 POINTS = MetricPoint._meta.db_table
 RUNS = Run._meta.db_table

@@ -15,8 +15,7 @@ from __future__ import annotations
 from django import template
 from django.db.models import Q, QuerySet
 
-from webapp.experiments.models import Experiment, Run
-from webapp.tracking.models import TrackedExperiment, TrackedRun
+from webapp.experiments.models import Experiment, Run, TrackedExperiment, TrackedRun
 
 register = template.Library()
 

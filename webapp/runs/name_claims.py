@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from webapp.experiments.models import Experiment
-from webapp.tracking.models import TrackedExperiment
+from webapp.experiments.models import Experiment, TrackedExperiment
 
 DEFAULT_NAME = "Default"  # each owner's MLflow experiment "0" holds it (store.py)
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from webapp.api.http import api_view
+from webapp.jsonapi.http import api_view
 from webapp.runs.access import can_manage, get_experiment_for_user
 from webapp.stats.page import (
     MAX_QUEUE,
@@ -98,6 +98,6 @@ def experiment_stats_queue(request: HttpRequest, experiment_id: int) -> HttpResp
 
 @api_view("GET")
 def stats_api(request: HttpRequest, experiment_id: int) -> JsonResponse:
-    """The statistics page's numbers as JSON (the API's conventions: webapp/api/http.py)."""
+    """The statistics page's numbers as JSON (the API's conventions: webapp/jsonapi/http.py)."""
     experiment = get_experiment_for_user(request.user, experiment_id)
     return JsonResponse(experiment_stats(experiment))

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from django import template
 
-from webapp.experiments.models import Run
-from webapp.tracking.models import TrackedRun
+from webapp.experiments.models import Run, TrackedRun
 
 register = template.Library()
 

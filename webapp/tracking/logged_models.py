@@ -21,10 +21,10 @@ from typing import Any
 from django.db import transaction
 
 from trainer.checkpoint_index import checkpoint_dir_name, checkpoint_root
-from webapp.experiments.models import Run
+from webapp.experiments.models import Run, TrackedRun
 from webapp.runs.checkpoints import best_checkpoint
 from webapp.tracking import artifacts, search
-from webapp.tracking.models import LoggedModel, TrackedRun
+from webapp.tracking.models import LoggedModel
 from webapp.tracking.protocol import INVALID, MISSING, MlflowError
 from webapp.tracking.store import find_run, mlflow_run_id, now_ms, to_ms, tracked_of
 

@@ -27,8 +27,8 @@ from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
-from webapp.api.http import BUSY_MESSAGE, BUSY_RETRY_AFTER, ApiError, database_busy, read_json
+from webapp.jsonapi.bearer import InvalidToken, MalformedHeader, bearer_user
+from webapp.jsonapi.http import BUSY_MESSAGE, BUSY_RETRY_AFTER, ApiError, database_busy, read_json
 from webapp.metrics.lookups import Rider
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def _no_nul(name: str, *values: str) -> None:
 
 def mlflow_view(*methods: str, rider: Callable[[dict], Rider | None] | None = None) -> Callable:
     """`rider`: from the path's parts, a look-up to send in the token's query
-    (`webapp.api.bearer.Rider`), handed to the view as `request.mlflow_rider`."""
+    (`webapp.jsonapi.bearer.Rider`), handed to the view as `request.mlflow_rider`."""
 
     def decorate(view: Callable) -> Callable:
         @csrf_exempt  # bearer tokens only: no browser attaches one by itself
@@ -246,7 +246,7 @@ def number(value: Any, where: str) -> float:
     """A metric value: a JSON number, or a numeric string (protobuf JSON spells NaN and ±inf
     "NaN", "Infinity", "-Infinity"). Non-finite values are taken, as MLflow's server takes
     them: stored as a gap (`webapp.metrics.finite_or_none`), read back as NaN, or as
-    ±inf where one was logged (`webapp/tracking/models.PointSign`)."""
+    ±inf where one was logged (`webapp/metrics/models.PointSign`)."""
     if isinstance(value, str):
         try:
             value = float(value)

@@ -4,7 +4,7 @@ A run's `data.metrics` are the latest point of each key it logged (highest step)
 aliases the key mapping added are left out, so an MLflow client reads back exactly what it
 logged (they stay readable by name through `get-history`). Every run carries two read-only
 tags, `troupe.run_id` and `troupe.url`, that say where it is in Troupe. A metric's timestamp
-is its own where it differs from its step's (`webapp/tracking/models.PointTime`), else its
+is its own where it differs from its step's (`webapp/metrics/models.PointTime`), else its
 step's (`StepTime`); points logged another way have none (0).
 """
 
@@ -15,10 +15,9 @@ from typing import Any
 
 from django.urls import reverse
 
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import Experiment, Run, TrackedExperiment, TrackedRun
 from webapp.metrics import latest_with_times
 from webapp.tracking import artifacts
-from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.store import TO_MLFLOW, to_ms
 
 # MLflow 3.17's server names each experiment's workspace; with workspaces off (Troupe has

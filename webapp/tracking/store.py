@@ -38,7 +38,7 @@ from trainer.config import INT_MAX
 from vocabulary.names import MATRIX_AXES
 from webapp.alerts.points import record_points
 from webapp.alerts.radar import settle_run
-from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.experiments.models import Experiment, Run, RunLog, TrackedExperiment, TrackedRun
 from webapp.metrics import (
     delete_series,
     lookups,
@@ -52,7 +52,6 @@ from webapp.runs.access import can_manage
 from webapp.runs.cells import run_columns
 from webapp.runs.run_files import delete_runs
 from webapp.tracking import artifacts, keymap
-from webapp.tracking.models import TrackedExperiment, TrackedRun
 from webapp.tracking.protocol import DENIED, EXISTS, INVALID, MISSING, MlflowError, entity_name
 from webapp.tracking.repeats import standing_points
 

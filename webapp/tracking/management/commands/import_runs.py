@@ -27,11 +27,10 @@ from tqdm import tqdm
 from trainer.config import INT_MAX
 from webapp.episodes.models import Episode
 from webapp.episodes.store import MAX_EPISODES_PER_RUN, write_episodes
-from webapp.experiments.models import Experiment
+from webapp.experiments.models import Experiment, TrackedRun
 from webapp.tracking import store
 from webapp.tracking.importers import Scalar, Source, find_sources
 from webapp.tracking.keymap import MAX_KEY_LENGTH
-from webapp.tracking.models import TrackedRun
 from webapp.tracking.protocol import MlflowError
 from webapp.tracking.verl_rollouts import rollout_records
 

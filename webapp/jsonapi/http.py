@@ -33,7 +33,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.api.bearer import InvalidToken, MalformedHeader, bearer_user
+from webapp.jsonapi.bearer import InvalidToken, MalformedHeader, bearer_user
 
 log = logging.getLogger(__name__)
 
