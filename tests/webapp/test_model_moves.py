@@ -14,7 +14,7 @@ from webapp.metrics.models import EarlierPoint, PointSign, PointTime, StepTime
 
 BEFORE = [
     ("tracking", "0010_trackedrun_cut"),
-    ("experiments", "0010_run_queue_order_and_worker_memory"),
+    ("experiments", "0011_init_from_relative_to_data_dir"),
 ]
 
 

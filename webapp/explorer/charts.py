@@ -26,7 +26,7 @@ from webapp.dashboards import labels, seed_bands
 from webapp.explorer.fields import ExplorerError, parse_column, parse_sort
 from webapp.explorer.query import explore
 from webapp.metrics import read_runs_series
-from webapp.tracking.models import StepTime
+from webapp.metrics.models import StepTime
 
 MAX_RUNS = 500
 MAX_POINTS = 2000  # per run's series, downsampled keeping peaks and gaps

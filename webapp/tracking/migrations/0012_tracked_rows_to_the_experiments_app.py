@@ -9,7 +9,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
     dependencies = [
         ("tracking", "0011_point_tables_to_the_metric_store"),
-        ("experiments", "0011_tracked_rows_from_the_tracking_app"),
+        ("experiments", "0012_tracked_rows_from_the_tracking_app"),
     ]
 
     operations = [

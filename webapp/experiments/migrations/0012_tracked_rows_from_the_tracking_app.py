@@ -12,7 +12,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0010_run_queue_order_and_worker_memory"),
+        ("experiments", "0011_init_from_relative_to_data_dir"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("tracking", "0011_point_tables_to_the_metric_store"),
     ]
