@@ -127,7 +127,7 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
         page.click("button[type=submit] >> text=Queue")
         page.wait_for_url(re.compile(r".*/experiments/\d+/$"))
         matrix_url = page.url
-        expect(page.locator(".message")).to_have_text("Queued 4 runs.")
+        expect(page.locator(".message.success")).to_have_text("Queued 4 runs.")
         expect(page.locator(".run-cell .status-succeeded")).to_have_count(4, timeout=600_000)
         expect(page.locator(".matrix tbody tr")).to_have_count(4)
         expect(page.locator(".matrix th.seed")).to_have_count(1)  # one seed column: seed 0
@@ -152,7 +152,10 @@ def test_the_new_users_path(server, token, external_experiment, chromium_path, w
         expect(page.locator("[data-run-count]").first).to_have_text("1 run")
         page.click("button[type=submit] >> text=Queue")
         page.wait_for_url(re.compile(r".*/experiments/\d+/$"))
-        expect(page.locator(".message")).to_have_text("Queued 1 run.")
+        expect(page.locator(".message.success")).to_have_text("Queued 1 run.")
+        # tiny-m is built on first use, which the form said before queueing; queued, it says
+        # so again.
+        expect(page.locator(".message.warning")).to_contain_text("Not built on this server yet")
         warm_id = int(page.locator(".run-cell").first.get_attribute("data-run-id"))
 
         # ... and a branch from a finished run's last step, queued behind it.

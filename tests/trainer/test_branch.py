@@ -124,6 +124,8 @@ LATER = (
     "rollout_engine",
     "is_cap",
     "frozen_roles",
+    "micro_batch_tokens",
+    "second_opinion_sample",
 )
 
 
