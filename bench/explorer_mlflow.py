@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable as a plain script
 
 from bench.common import load_average, log, machine  # noqa: E402
-from bench.troupe_server import TroupeServer, free_port, stop, wait_http  # noqa: E402
+from bench.troupe_server import TroupeServer, start_mlflow, stop  # noqa: E402
 
 CLIENT = ROOT / "bench" / "explorer_mlflow_client.py"
 
@@ -68,28 +68,10 @@ class SqliteMlflow:
         self.proc = None
 
     def __enter__(self) -> str:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
         store = f"sqlite:///{self._tmp.name}/mlflow.db"
-        log(f"mlflow: server on {url}, {self.workers} workers, {store}")
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        command = [self.python, "-m", "mlflow", "server", "--backend-store-uri", store]
-        command += ["--default-artifact-root", f"file://{self._tmp.name}/artifacts"]
-        command += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(self.workers)]
-        command += ["--uvicorn-opts", "--no-access-log"]
-        self.proc = subprocess.Popen(
-            command,
-            cwd=self._tmp.name,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(Path(self._tmp.name) / "server.log", "w"),  # noqa: SIM115
-            start_new_session=True,
-        )
-        try:
-            wait_http(f"{url}/health", self.proc, "mlflow server", timeout=240)
-        except RuntimeError:
-            log((Path(self._tmp.name) / "server.log").read_text()[-3000:])
-            raise
+        log(f"mlflow: server, {self.workers} workers, {store}")
+        artifacts = ["--default-artifact-root", f"file://{self._tmp.name}/artifacts"]
+        self.proc, url = start_mlflow(self.python, self._tmp.name, store, artifacts, self.workers)
         return url
 
     def __exit__(self, *exc) -> None:

@@ -74,7 +74,7 @@ from bench.common import (  # noqa: E402
     recreate_database,
     smoke_suffix,
 )
-from bench.troupe_server import TroupeServer, free_port, points_body, stop, wait_http  # noqa: E402
+from bench.troupe_server import TroupeServer, points_body, start_mlflow, stop  # noqa: E402
 from vocabulary.names import ENTROPY, GRAD_NORM, GRAD_SHARE, KL, PG_LOSS, TOKENS, role_key  # noqa: E402
 
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log-batch request (MLflow's documented limit)
@@ -133,43 +133,15 @@ class MlflowServer:
     def __enter__(self) -> MlflowServer:
         url = recreate_database(self.postgres, self.database)
         store = url.replace("postgres://", "postgresql+psycopg2://", 1)
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        log(f"mlflow: server, {self.workers} workers, on {self.url} (first start migrates)")
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        self.proc = subprocess.Popen(
-            [
-                self.python,
-                "-m",
-                "mlflow",
-                "server",
-                "--backend-store-uri",
-                store,
-                *(
-                    ["--serve-artifacts", "--artifacts-destination", f"{self._tmp.name}/store"]
-                    if self.serve_artifacts
-                    else ["--default-artifact-root", f"file://{self._tmp.name}"]
-                ),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                str(self.workers),
-                "--uvicorn-opts",
-                "--no-access-log",
-            ],
-            cwd=self._tmp.name,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(Path(self._tmp.name) / "server.log", "w"),  # noqa: SIM115
-            start_new_session=True,
+        artifacts = (
+            ["--serve-artifacts", "--artifacts-destination", f"{self._tmp.name}/store"]
+            if self.serve_artifacts
+            else ["--default-artifact-root", f"file://{self._tmp.name}"]
         )
-        try:
-            wait_http(f"{self.url}/health", self.proc, "mlflow server", timeout=240)
-        except RuntimeError:
-            log((Path(self._tmp.name) / "server.log").read_text()[-3000:])
-            raise
+        log(f"mlflow: server, {self.workers} workers (first start migrates)")
+        self.proc, self.url = start_mlflow(
+            self.python, self._tmp.name, store, artifacts, self.workers
+        )
         return self
 
     def __exit__(self, *exc) -> None:

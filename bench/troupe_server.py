@@ -68,6 +68,38 @@ def stop(proc: subprocess.Popen | None, grace: float = 15.0) -> None:
         proc.wait()
 
 
+def start_mlflow(
+    python: str, workdir: str, store: str, artifacts: list[str], workers: int
+) -> tuple[subprocess.Popen, str]:
+    """MLflow's own `mlflow server` (under `python`, its own venv) on a free port of
+    127.0.0.1 with `store` as its backend and `artifacts` as its artifact options, once it
+    answers /health: (the process, its URL). Its log is `workdir/server.log`, printed when it
+    does not start."""
+    from bench.common import log
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    command = [python, "-m", "mlflow", "server", "--backend-store-uri", store, *artifacts]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    command += ["--uvicorn-opts", "--no-access-log"]
+    server_log = Path(workdir) / "server.log"
+    proc = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(server_log, "w"),  # noqa: SIM115
+        start_new_session=True,
+    )
+    try:
+        wait_http(f"{url}/health", proc, "mlflow server", timeout=240)
+    except RuntimeError:
+        log(server_log.read_text()[-3000:])
+        raise
+    return proc, url
+
+
 class TroupeServer:
     """`gunicorn webapp.wsgi` on a fresh database; `with TroupeServer(...) as server:`.
 
