@@ -11,7 +11,8 @@ checkpoint is ever unpickled in full:
   whose `.metadata` file is a pickle too: unpickled here with only the classes that metadata
   is made of (torch.distributed.checkpoint's own records, torch.Size, dtypes), nothing else.
 
-A guard test fails on a `weights_only=False` anywhere in the product code.
+A guard test (tests/test_no_unpickling.py) fails on any load that turns `weights_only` off in
+the product code.
 """
 
 from __future__ import annotations
