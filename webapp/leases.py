@@ -49,14 +49,17 @@ from django.db.models import F, Model, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from webapp.experiments.models import Run
+
 log = logging.getLogger(__name__)
 
+# Every kind of job has a run's statuses (the swap job's are the run's own).
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
+    Run.QUEUED,
+    Run.RUNNING,
+    Run.SUCCEEDED,
+    Run.FAILED,
+    Run.CANCELLED,
 )
 
 

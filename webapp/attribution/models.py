@@ -21,14 +21,15 @@ from webapp.experiments.models import Run
 
 
 class SwapJob(models.Model):
+    # A run's statuses: both are held by one lease (webapp/leases.py), which reads them so.
     QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-        "queued",
-        "running",
-        "succeeded",
-        "failed",
-        "cancelled",
+        Run.QUEUED,
+        Run.RUNNING,
+        Run.SUCCEEDED,
+        Run.FAILED,
+        Run.CANCELLED,
     )
-    STATUSES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
+    STATUSES = Run.STATUSES
     ACTIVE = (QUEUED, RUNNING)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="swap_jobs")
