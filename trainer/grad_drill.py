@@ -29,9 +29,12 @@ one dot product each, and the smaller micro-batches of the recorded turns (BENCH
 without the drill-down only up to float rounding.
 
 Activated for one update by `drilling(drill)` (a context variable, so the update's functions
-keep their signatures: `update.accumulate_gradients` asks `micro_batches`, `_optimizer_step`
-calls `settle` and `settle_whole`, each a no-op when no drill is active; ranks that must run
-the same number of passes count them with `micro_batch_count`). Data parallel: the
+keep their signatures: trainer/passes.py asks `groups` for a segment's turns and cuts each
+group into micro-batches with `chunks`, `update._finish_step` calls `settle` and
+`settle_whole`, each a no-op when no drill is active; ranks that must run the same number of
+passes count them with `micro_batch_count`). Several policies' optimizer steps may be open at
+once (LoRA policies sharing passes), so each part is kept under its policy's name and settled
+against that policy's role vectors only. Data parallel: the
 drill runs on the rank that records (rank 0) and needs no collective of its own; the role
 totals it divides by are already summed over ranks. It needs the role vectors of an
 instrumented update (`instrument=True`, as the trainer always runs).
@@ -59,53 +62,62 @@ class EpisodeDrill:
         # Turns are dataclasses (unhashable): identify them by object, as the update holds them.
         self.owner = {id(turn): i for i, ep in enumerate(episodes) for turn in ep.turns}
         self.count = len(episodes)
-        self._pieces: list[tuple[str, int, torch.Tensor]] = []  # (role, episode, g_{e,r} part)
+        # (policy, role, episode, g_{e,r} part on that policy)
+        self._pieces: list[tuple[str, str, int, torch.Tensor]] = []
         self._held = 0  # bytes of pieces on the accelerator
         self.numerator: dict[tuple[int, str], float] = defaultdict(float)
         self.norm_sq: dict[str, float] = defaultdict(float)
 
-    def micro_batches(
-        self,
-        role: str,
-        segment: list[Turn],
-        size: int,
-        params: list[nn.Parameter],
-        tokens: int = 0,
-    ) -> Iterator[list[Turn]]:
-        """The segment's micro-batches: each recorded episode's turns on their own, snapshot
-        after each (when the caller asks for the next micro-batch, its backward is done)."""
+    def _parts(self, segment: list[Turn]) -> list[tuple[int | None, list[Turn]]]:
+        """The segment's turns by recorded episode (in order), then the rest (episode None)."""
         mine: dict[int, list[Turn]] = defaultdict(list)
         rest = []
         for turn in segment:
             episode = self.owner.get(id(turn))
             (rest if episode is None else mine[episode]).append(turn)
-        if mine:
-            before = flat_grad(params)
-            for episode in sorted(mine):
-                yield from _chunks(mine[episode], size, tokens)
-                after = flat_grad(params)
-                self._keep(role, episode, after - before)
-                before = after
-            del before
-        yield from _chunks(rest, size, tokens)
+        return [*((e, mine[e]) for e in sorted(mine)), (None, rest)]
 
-    def _keep(self, role: str, episode: int, piece: torch.Tensor) -> None:
+    def groups(
+        self, policy: str, role: str, segment: list[Turn], params: list[nn.Parameter]
+    ) -> Iterator[list[Turn]]:
+        """The segment's turns in groups: each recorded episode's on their own, snapshot after
+        each (when the caller asks for the next group, the backward of this one is done)."""
+        parts = self._parts(segment)
+        before = flat_grad(params) if len(parts) > 1 else None
+        for episode, turns in parts:
+            if not turns:
+                continue
+            yield turns
+            if episode is not None:
+                after = flat_grad(params)
+                self._keep(policy, role, episode, after - before)
+                before = after
+        del before
+
+    def _keep(self, policy: str, role: str, episode: int, piece: torch.Tensor) -> None:
         if piece.device.type != "cpu":
             if self._held + piece.numel() * 4 > snapshot_budget_bytes():
                 piece = piece.cpu()
             else:
                 self._held += piece.numel() * 4
-        self._pieces.append((role, episode, piece))
+        self._pieces.append((policy, role, episode, piece))
 
-    def settle(self, roles: Mapping[str, torch.Tensor]) -> None:
-        """The optimizer step's role totals are known: take the dot products, free the parts."""
+    def settle(self, policy: str, roles: Mapping[str, torch.Tensor]) -> None:
+        """`policy`'s optimizer step's role totals are known: take the dot products with its
+        parts, free them."""
         for role, vector in roles.items():
             self.norm_sq[role] += dot(vector, vector)
-        for role, episode, piece in self._pieces:
+        kept = []
+        for owner, role, episode, piece in self._pieces:
+            if owner != policy:
+                kept.append((owner, role, episode, piece))
+                continue
             if role in roles:  # an uninstrumented update has no role vectors: nothing to say
                 total = roles[role]
                 self.numerator[(episode, role)] += dot(piece.to(total.device), total)
-        self._pieces, self._held = [], 0
+            if piece.device.type != "cpu":
+                self._held -= piece.numel() * 4
+        self._pieces = kept
 
     def shares(self) -> list[dict[str, float]]:
         """Per recorded episode (in order), {role: share} for the roles its turns had."""
@@ -122,7 +134,7 @@ def flat_grad(params: list[nn.Parameter]) -> torch.Tensor:
     return GradientTracker(params).flat_grad()
 
 
-def _chunks(turns: list[Turn], size: int, tokens: int = 0) -> Iterator[list[Turn]]:
+def chunks(turns: list[Turn], size: int, tokens: int = 0) -> Iterator[list[Turn]]:
     """Consecutive micro-batches of `size` turns, or (`tokens` > 0) of as many turns as fit in
     `tokens` prompt and completion tokens (a longer turn alone)."""
     if tokens <= 0:
@@ -155,40 +167,36 @@ def drilling(drill: EpisodeDrill | None) -> Iterator[EpisodeDrill | None]:
         _ACTIVE.reset(token)
 
 
-def micro_batches(
-    role: str, segment: list[Turn], size: int, params: list[nn.Parameter], tokens: int = 0
+def groups(
+    policy: str, role: str, segment: list[Turn], params: list[nn.Parameter]
 ) -> Iterator[list[Turn]]:
-    """The update's micro-batches of one segment (of `size` turns, or of at most `tokens`
-    tokens when > 0): plain chunks unless a drill is active."""
+    """The update's groups of one segment's turns, each cut into micro-batches by the caller
+    (`chunks`): the whole segment unless a drill is active (then `EpisodeDrill.groups`)."""
     drill = _ACTIVE.get()
     if drill is None:
-        return _chunks(segment, size, tokens)
-    return drill.micro_batches(role, segment, size, params, tokens)
+        return iter([segment] if segment else [])
+    return drill.groups(policy, role, segment, params)
 
 
 def micro_batch_count(segment: list[Turn], size: int, tokens: int = 0) -> int:
-    """How many micro-batches `micro_batches` yields for `segment`: ranks that must run the
-    same number of passes (sharded parameters) count with this, not with len(segment)."""
+    """How many micro-batches a segment of one policy runs in, passes of its own (`chunks`
+    of its `groups`): ranks that must run the same number of passes (sharded parameters)
+    count with this, not with len(segment)."""
     drill = _ACTIVE.get()
-    if drill is None:
-        return sum(1 for _ in _chunks(segment, size, tokens))
-    mine: dict[int, list[Turn]] = defaultdict(list)
-    rest = []
-    for turn in segment:
-        episode = drill.owner.get(id(turn))
-        (rest if episode is None else mine[episode]).append(turn)
-    parts = [*mine.values(), rest]
-    return sum(sum(1 for _ in _chunks(part, size, tokens)) for part in parts)
+    parts = [segment] if drill is None else [turns for _, turns in drill._parts(segment)]
+    return sum(sum(1 for _ in chunks(part, size, tokens)) for part in parts)
 
 
-def settle(roles: Mapping[str, torch.Tensor]) -> None:
+def settle(policy: str, roles: Mapping[str, torch.Tensor]) -> None:
     """An optimizer step's role vectors (the tracker's, summed over ranks) are known."""
     drill = _ACTIVE.get()
     if drill is not None:
-        drill.settle(roles)
+        drill.settle(policy, roles)
 
 
-def settle_whole(segments: Sequence[tuple[str, str]], params: list[nn.Parameter]) -> None:
+def settle_whole(
+    policy: str, segments: Sequence[tuple[str, str]], params: list[nn.Parameter]
+) -> None:
     """An optimizer step with no tracker: a single segment's role owns the whole `.grad`
     (already summed over ranks). With several segments and no tracker there are no role
     vectors, and the parts are dropped."""
@@ -196,4 +204,4 @@ def settle_whole(segments: Sequence[tuple[str, str]], params: list[nn.Parameter]
     if drill is None:
         return
     roles = {segments[0][0]: flat_grad(params)} if len({r for r, _ in segments}) == 1 else {}
-    drill.settle(roles)
+    drill.settle(policy, roles)

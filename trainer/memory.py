@@ -10,11 +10,13 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
   Full fine-tuning over several ranks is sharded (FSDP2, trainer/sharding.py): the master
   copies, gradients, AdamW moments and snapshots are divided by `world_size`, nothing is
   cached by autocast, and the rollout holds every policy all-gathered in the compute dtype.
-- optimizer: AdamW's two fp32 moments per policy, and fp32 gradients of one policy (policies
-  are updated one after another and their gradients freed) — LoRA adapters or whole models.
-- snapshots: the per-role gradient vectors of trainer/gradients.py (fp32, one policy's
-  optimizer step at a time); none on the device with `grad_snapshots=host` (one transient
-  vector), none when they would exceed its budget (it moves them to the host itself).
+- optimizer: AdamW's two fp32 moments per policy, and fp32 gradients: of every policy under
+  LoRA on one process (their optimizer steps run together, trainer/passes.py), else of one
+  policy (policies are updated one after another and their gradients freed).
+- snapshots: the per-role gradient vectors of trainer/gradients.py (fp32; every policy's
+  together under LoRA on one process, each within its share of the budget, else one
+  policy's optimizer step at a time); none on the device with `grad_snapshots=host` (one
+  transient vector), none when they would exceed its budget (it moves them to the host).
 - activations: one micro-batch (packed, `micro_batch_tokens` tokens with logits on the longest
   turn's completion share of them; else `micro_batch_rows`: an agent's turns when fewer than
   `micro_batch_size`) of the longest sequence a role can see (its prompt, the outputs of the
@@ -347,7 +349,11 @@ def estimate(
         kl = config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
         cast_cache = n * 2 if on_cuda and ranks == 1 else 0
         weights = len(policies) * trainable * 4 + (n * load if kl else 0) + cast_cache
-    optimizer = len(policies) * trainable * 8 + trainable * 4
+    # LoRA policies on one process take their optimizer steps together (trainer/passes.py):
+    # their gradients and snapshots are held at once; otherwise one policy's at a time.
+    one_process = getattr(config, "world_size", 1) == 1
+    together = len(policies) if config.finetune == "lora" and one_process else 1
+    optimizer = len(policies) * trainable * 8 + together * trainable * 4
 
     snapshots, snapshots_on_device = 0, False
     roles_of: dict[str, set[str]] = {}
@@ -363,8 +369,10 @@ def estimate(
             continue
         most = max(agents_of[(policy, r)] for r in roles)
         size = vectors_needed(len(roles), most) * trainable * 4
-        on_device = config.grad_snapshots == "device" and size <= snapshot_budget_bytes()
-        snapshots = max(snapshots, size if on_device else trainable * 4)
+        budget = snapshot_budget_bytes() / together
+        on_device = config.grad_snapshots == "device" and size <= budget
+        held = size if on_device else trainable * 4
+        snapshots = snapshots + held if together > 1 else max(snapshots, held)
         snapshots_on_device = snapshots_on_device or on_device
 
     prompt, completion = sequence or longest_sequence(config)

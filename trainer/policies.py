@@ -8,7 +8,9 @@ A `PolicySet` owns those policies on top of ONE base model:
 - `finetune="lora"`: one peft LoRA adapter per policy, all injected into the same base model.
   Only the active adapter takes part in a forward pass, so gradients can only reach it, and
   peft's `set_adapter` additionally switches `requires_grad` to that adapter alone. The
-  reference policy is the base model with every adapter disabled.
+  update may run several policies' turns in one pass (`use_many`, trainer/joint_lora.py),
+  each token through its own policy's adapter. The reference policy is the base model with
+  every adapter disabled.
 - `finetune="full"`: the base model itself is the first policy and every further policy is a
   deep copy of it. A frozen copy of the initial weights is made, at construction, only when a
   KL coefficient is positive (nothing else needs it).
@@ -51,7 +53,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer import sharding
+from trainer import joint_lora, sharding
 from trainer.config import Config
 from trainer.distributed import SOLO, World
 from trainer.precision import PARAM_DTYPE, autocast
@@ -138,6 +140,7 @@ class PolicySet:
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
         self._reference: nn.Module | None = None
+        self._shares_passes: bool | None = None  # decided on first use (`shares_passes`)
         if self.finetune == "lora":
             self._build_lora(base_model)
         elif self.finetune == "full":
@@ -265,6 +268,38 @@ class PolicySet:
                 yield model
         finally:
             model.train(was_training)
+
+    @property
+    def shares_passes(self) -> bool:
+        """Whether several policies' turns can share one forward and backward pass (LoRA
+        adapters on one unsharded base, every LoRA layer routable: trainer/joint_lora.py)."""
+        if self._shares_passes is None:
+            self._shares_passes = (
+                self.finetune == "lora" and not self.sharded and joint_lora.supported(self.model)
+            )
+        return self._shares_passes
+
+    @contextmanager
+    def use_many(self, spans: list[joint_lora.Span]) -> Iterator[nn.Module]:
+        """The module for one training pass whose tokens [start, stop) (the batch flattened)
+        use policy `name`'s adapter, for each (name, start, stop) span; every named policy's
+        adapter requires grad. Train mode; run the backward pass inside too."""
+        if not self.shares_passes:
+            raise RuntimeError("only LoRA policies on one unsharded base share passes")
+        names = {name for name, _, _ in spans}
+        for name in names:
+            self._check(name)
+        was_training = self.model.training
+        self.model.train(True)
+        try:
+            with joint_lora.routed(self.model, spans), autocast(self.device):
+                for name in names:
+                    for p in self._params[name]:
+                        p.requires_grad_(True)
+                yield self.model
+        finally:
+            self.model.train(was_training)
+            self.model.set_adapter(self.names[0])  # one active adapter again, as after init
 
     @contextmanager
     def gathered(self) -> Iterator[None]:

@@ -24,7 +24,10 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   is off). The loss of a micro-batch is a sum over its sequences divided by the normaliser of
   the whole optimizer batch (trainer/loss.py), so accumulation is exact. A micro-batch is
   `micro_batch_size` turns, padded, or with `micro_batch_tokens` > 0 as many turns as fit in
-  that many tokens, packed without padding (trainer/loss.py's packed layout).
+  that many tokens, packed without padding (trainer/loss.py's packed layout). Which turns
+  share a pass is trainer/passes.py's: under LoRA (one process) the policies take their k-th
+  optimizer steps together and one pass holds several policies' turns, each policy's tokens
+  through its own adapter (trainer/joint_lora.py), at most one agent's turns per policy.
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
@@ -66,6 +69,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import groupby
 
 import torch
@@ -80,14 +84,9 @@ from trainer.gradients import (
     coherence_scales,
     vectors_needed,
 )
-from trainer.loss import (
-    batch_logprobs,
-    grpo_loss,
-    loss_normalizer,
-    make_batch,
-    make_packed_batch,
-)
+from trainer.loss import loss_normalizer
 from trainer.memory import snapshot_budget_bytes
+from trainer.passes import Lane, Stats, run_passes
 from trainer.policies import PolicySet
 from trainer.sharding import local
 from vocabulary.names import (
@@ -114,8 +113,6 @@ from vocabulary.names import (
     policy_key,
     role_key,
 )
-
-Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
 
 
 def _natural(name: str) -> tuple:
@@ -155,142 +152,136 @@ def batch_normalizer(turns: list[Turn], config: Config) -> float:
     return loss_normalizer(config.loss_agg, len(turns), tokens, config.max_new_tokens)
 
 
-def accumulate_gradients(
+def lane(
     policies: PolicySet,
     name: str,
     turns: list[Turn],
     config: Config,
     *,
-    pad_id: int,
     normalizer: float | None = None,
     on_segment: Callable[[str, str], None] | None = None,
     segments: list[tuple[str, str]] | None = None,
     micro_counts: dict[tuple[str, str], int] | None = None,
     loss_scale: float = 1.0,
-) -> Stats:
-    """Forward and backward `turns` on policy `name`, adding their gradient to `.grad`.
-
-    Turns run in segment order; `on_segment(role, agent)` is called after each agent's last
-    micro-batch. `segments` (data parallel: the segments of every rank's turns) makes it walk
+) -> Lane:
+    """`turns` of policy `name` as one optimizer step's lane (trainer/passes.py), in segment
+    order. `segments` (data parallel: the segments of every rank's turns) makes it walk
     those, in that order, calling `on_segment` for a segment with no turns here too.
-    `normalizer` defaults to that of `turns` as one optimizer batch. Returns the summed
-    statistics of `grpo_loss` per role.
-    """
+    `normalizer` defaults to that of `turns` as one optimizer batch."""
     turns = sorted(turns, key=segment_key(config))
     if normalizer is None:
         normalizer = batch_normalizer(turns, config)
-    stats: Stats = defaultdict(lambda: defaultdict(float))
     by_segment = {k: list(g) for k, g in groupby(turns, key=lambda t: (t.role, t.agent))}
     if segments is None:
         segments = list(by_segment)
     elif missing := set(by_segment) - set(segments):
         raise ValueError(f"turns of segments {sorted(missing)} are not in the plan {segments}")
-    for role, agent in segments:
-        segment = by_segment.get((role, agent), [])
-        # Plain chunks of the segment, or (trainer/grad_drill.py) the recorded episodes' first.
-        params = policies.parameters(name)
-        size, tokens = config.micro_batch_size, config.micro_batch_tokens
-        collate = make_packed_batch if tokens > 0 else make_batch
-        if micro_counts is not None:  # sharded: every rank runs as many passes (lock-step)
-            for _ in range(
-                micro_counts[(role, agent)] - grad_drill.micro_batch_count(segment, size, tokens)
-            ):
-                policies.zero_backward(name)
-        for micro in grad_drill.micro_batches(role, segment, size, params, tokens):
-            batch = collate(micro, pad_id, device=policies.device)
-            if batch.completion_len == 0:
-                stats[role]["seqs"] += len(micro)  # empty completions count, as in TRL
-                if micro_counts is not None:
-                    policies.zero_backward(name)
-                continue
-            beta = config.kl_for(role)
-            micro_stats, measured_kl = _micro_backward(
-                policies, name, batch, len(micro), beta, config, normalizer, loss_scale
-            )
-            for key, value in micro_stats.items():
-                stats[role][key] += value
-            if measured_kl:
-                stats[role]["kl_tokens"] += micro_stats["tokens"]
-        if on_segment is not None:
-            on_segment(role, agent)
-    return stats
+    return Lane(
+        policy=name,
+        segments=list(segments),
+        turns=by_segment,
+        normalizer=normalizer,
+        on_segment=on_segment,
+        micro_counts=micro_counts,
+        loss_scale=loss_scale,
+    )
 
 
-def _micro_backward(
-    policies: PolicySet,
-    name: str,
-    batch,
-    n: int,
-    beta: float,
-    config: Config,
-    normalizer: float,
-    loss_scale: float,
-) -> tuple[dict[str, float], bool]:
-    """Forward and backward one micro-batch of `n` sequences on policy `name`; returns the
-    loss's statistics and whether KL to the base model was measured."""
-    device = policies.device
-    ref_logps = None
-    # KL to the base model only where it is penalised: at beta 0 the reference forward (a
-    # no-grad pass as large as the policy's own) would buy a metric and no gradient.
-    measure_kl = beta > 0
-    if measure_kl:
-        with policies.reference() as ref:
-            ref_logps, _ = batch_logprobs(ref, batch, config.temperature, with_entropy=False)
-    with policies.use(name, train=True) as model:
-        logps, entropies = batch_logprobs(model, batch, config.temperature)
-        loss, micro_stats = grpo_loss(
-            logps,
-            batch.old_logps,
-            batch.advantages,
-            batch.completion_mask,
-            clip_low=config.clip_low,
-            clip_high=config.clip_high,
-            loss_agg=config.loss_agg,
-            normalizer=normalizer,
-            ref_logps=ref_logps,
-            kl_beta=torch.full((n,), beta, device=device) if measure_kl else None,
-            entropies=entropies,
-            is_weights=batch.is_weights,  # None unless another engine sampled
-        )
-        # Sharded, FSDP2 averages the ranks' gradients: scaled, the average is the sum.
-        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
-    return micro_stats, ref_logps is not None
+def accumulate_gradients(
+    policies: PolicySet, name: str, turns: list[Turn], config: Config, *, pad_id: int, **options
+) -> Stats:
+    """Forward and backward `turns` on policy `name` alone, adding their gradient to `.grad`
+    (`options`: those of `lane`). Returns the summed statistics of `grpo_loss` per role."""
+    one = lane(policies, name, turns, config, **options)
+    run_passes(policies, [one], config, pad_id)
+    return one.stats
 
 
-def _optimizer_step(
+@dataclass
+class _OpenStep:
+    """One policy's optimizer step whose passes are under way."""
+
+    lane: Lane
+    tracker: GradientTracker | None
+    seqs: float  # every rank's sequences
+
+
+def _open_step(
     policies: PolicySet,
     name: str,
     turns: list[Turn],
     config: Config,
-    pad_id: int,
     track: bool,
-    world: World = SOLO,
-    segments: list[tuple[str, str]] | None = None,
-) -> dict:
-    """One optimizer step of policy `name` on `turns`; returns what the metrics need.
+    world: World,
+    segments: list[tuple[str, str]] | None,
+    snapshot_budget: float,
+) -> _OpenStep:
+    """Zero `name`'s gradient and set up its optimizer step's lane and gradient tracker.
 
     Data parallel: `turns` are this rank's, `segments` those of every rank's turns (the same
-    list on every rank); the normaliser, the gradient and the statistics are summed over ranks.
+    list on every rank); the normaliser is that of every rank's turns and tokens.
     """
-    params = policies.parameters(name)
-    optimizer = policies.optimizer(name)
-    optimizer.zero_grad(set_to_none=True)
-
+    policies.optimizer(name).zero_grad(set_to_none=True)
     if segments is None:
         key = segment_key(config)
         segments = [k for k, _ in groupby(sorted(turns, key=key), key=lambda t: (t.role, t.agent))]
-    roles = {role for role, _ in segments}
-    tracker = _gradient_tracker(policies, name, segments, config, track, world)
-    seqs, stats = _accumulate(policies, name, turns, config, pad_id, tracker, segments, world)
+    tracker = _gradient_tracker(policies, name, segments, config, track, world, snapshot_budget)
+    seqs, tokens = world.sum_floats(
+        [len(turns), sum(len(t.completion_ids) for t in turns)], f"the batch size of {name}"
+    )
+    normalizer = loss_normalizer(config.loss_agg, int(seqs), int(tokens), config.max_new_tokens)
+    one = lane(
+        policies,
+        name,
+        turns,
+        config,
+        normalizer=normalizer,
+        on_segment=tracker.end_segment if tracker is not None else None,
+        segments=segments,
+        micro_counts=_micro_counts(turns, segments, config, world, name)
+        if policies.sharded
+        else None,
+        loss_scale=float(world.size) if policies.sharded else 1.0,
+    )
+    return _OpenStep(one, tracker, seqs)
 
+
+def _optimizer_steps(
+    policies: PolicySet,
+    batches: dict[str, list[Turn]],
+    config: Config,
+    pad_id: int,
+    track: bool,
+    world: World = SOLO,
+    segments: dict[str, list[tuple[str, str]]] | None = None,
+) -> list[dict]:
+    """One optimizer step of each policy in `batches` (policy -> its optimizer batch), their
+    turns sharing passes when there are several; returns what the metrics need, per step."""
+    budget = snapshot_budget_bytes() / len(batches)  # their snapshots are held together
+    steps = [
+        _open_step(policies, name, turns, config, track, world, (segments or {}).get(name), budget)
+        for name, turns in batches.items()
+    ]
+    run_passes(policies, [step.lane for step in steps], config, pad_id)
+    return [_finish_step(policies, step, config, track, world) for step in steps]
+
+
+def _finish_step(
+    policies: PolicySet, step: _OpenStep, config: Config, track: bool, world: World
+) -> dict:
+    """Settle the tracker, clip and step the optimizer; the step's record for the metrics."""
+    name, segments = step.lane.policy, step.lane.segments
+    params = policies.parameters(name)
+    stats = world.sum_stats(step.lane.stats, f"the statistics of {name}")
+    roles = {role for role, _ in segments}
     figures, coherence, peak = None, {}, 0
-    if tracker is not None:
-        figures, coherence, peak = _settle_tracker(tracker, policies, name, config, world)
-        del tracker  # free the vectors before the optimizer allocates its state
+    if step.tracker is not None:
+        figures, coherence, peak = _settle_tracker(step.tracker, policies, name, config, world)
+        step.tracker = None  # free the vectors before the optimizer allocates its state
     elif world.active and not policies.sharded:
         world.all_sum_grads(params, f"the gradient of {name}")
     if figures is None:
-        grad_drill.settle_whole(segments, params)
+        grad_drill.settle_whole(name, segments, params)
 
     norm, skipped = _clip_and_step(policies, name, config, world)
 
@@ -307,7 +298,7 @@ def _optimizer_step(
         "grad_norm": norm,
         "skipped": skipped,
         "loss": loss,
-        "seqs": int(seqs),
+        "seqs": int(step.seqs),
         "roles": roles,
         "peak_bytes": peak,
     }
@@ -320,6 +311,7 @@ def _gradient_tracker(
     config: Config,
     track: bool,
     world: World,
+    snapshot_budget: float,
 ) -> GradientTracker | None:
     """The tracker snapshotting `name`'s gradient between segments, or None when neither the
     figures (of more than one segment) nor the coherence regulariser need one."""
@@ -331,7 +323,7 @@ def _gradient_tracker(
     max_agents = max(sum(1 for r, _ in segments if r == role) for role in roles)
     numel = sum(local(p).numel() for p in params)
     needed = vectors_needed(len(roles), max_agents) * numel * 4
-    offload = config.grad_snapshots == "host" or needed > snapshot_budget_bytes()
+    offload = config.grad_snapshots == "host" or needed > snapshot_budget
     reduce = sum_dots = None
     if policies.sharded:  # .grad holds the summed gradient's shard: sum dot products
         sum_dots = lambda v: world.sum_floats(v, f"dot products of {name}")  # noqa: E731
@@ -340,48 +332,13 @@ def _gradient_tracker(
     return GradientTracker(params, offload=offload, reduce=reduce, sum_dots=sum_dots)
 
 
-def _accumulate(
-    policies: PolicySet,
-    name: str,
-    turns: list[Turn],
-    config: Config,
-    pad_id: int,
-    tracker: GradientTracker | None,
-    segments: list[tuple[str, str]],
-    world: World,
-) -> tuple[float, Stats]:
-    """Accumulate the optimizer batch's gradient of `name`; returns every rank's sequence
-    count and the statistics summed over ranks."""
-    # The normaliser of the whole optimizer batch: every rank's turns and tokens.
-    seqs, tokens = world.sum_floats(
-        [len(turns), sum(len(t.completion_ids) for t in turns)], f"the batch size of {name}"
-    )
-    normalizer = loss_normalizer(config.loss_agg, int(seqs), int(tokens), config.max_new_tokens)
-    micro_counts = None
-    if policies.sharded:
-        micro_counts = _micro_counts(turns, segments, config, world, name)
-    stats = accumulate_gradients(
-        policies,
-        name,
-        turns,
-        config,
-        pad_id=pad_id,
-        normalizer=normalizer,
-        on_segment=tracker.end_segment if tracker is not None else None,
-        segments=segments,
-        micro_counts=micro_counts,
-        loss_scale=float(world.size) if policies.sharded else 1.0,
-    )
-    return seqs, world.sum_stats(stats, f"the statistics of {name}")
-
-
 def _settle_tracker(
     tracker: GradientTracker, policies: PolicySet, name: str, config: Config, world: World
 ) -> tuple[GradientFigures, dict, int]:
     """The tracked figures, the coherence scales (applied to `.grad`) and the snapshots' peak
     memory; the episodes' gradient shares settle against the role vectors."""
     figures = tracker.finish()
-    grad_drill.settle(tracker.roles)  # the episodes' shares of the role vectors
+    grad_drill.settle(name, tracker.roles)  # the episodes' shares of the role vectors
     coherence = {}
     if config.coherence_lambda > 0:
         coherence = coherence_scales(
@@ -477,34 +434,34 @@ def update_policies(
 
     plan = update_plan(by_policy, policies.names, config, world)
     world.check_same("the update plan (policies, optimizer batches, segments)", plan)
-    metrics: dict[str, float] = {}
-    records: list[tuple[int, dict]] = []  # (mini-batch index, record)
-    for name, batch_segments in plan.items():
-        scheduler = policies.scheduler(name)
-        metrics[policy_key(name, LR)] = float(scheduler.get_last_lr()[0])
-        norms, skipped = [], 0
-        mine = split_mini_batches(
+    metrics: dict[str, float] = {
+        policy_key(name, LR): float(policies.scheduler(name).get_last_lr()[0]) for name in plan
+    }
+    mine = {
+        name: split_mini_batches(
             by_policy.get(name, []), config.mini_batches, config, keep_empty=world.active
         )
-        for k, segments in enumerate(batch_segments):
-            batch = mine[k]
-            record = _optimizer_step(
-                policies,
-                name,
-                batch,
-                config,
-                tokenizer_pad_id,
-                instrument,
-                world,
-                segments if world.active else None,
-            )
-            records.append((k, record))
-            norms.append(record["grad_norm"])
-            skipped += record["skipped"]
-        scheduler.step()
+        for name in plan
+    }
+    # LoRA policies on one process take their k-th optimizer steps together, their turns
+    # sharing passes (trainer/passes.py); others one policy at a time.
+    together = policies.shares_passes and not world.active
+    records: list[tuple[int, dict]] = []  # (mini-batch index, record)
+    for k in range(max((len(b) for b in plan.values()), default=0)):
+        names = [name for name in plan if k < len(plan[name])]
+        for group in [names] if together else [[name] for name in names]:
+            batches = {name: mine[name][k] for name in group}
+            segments = {name: plan[name][k] for name in group} if world.active else None
+            for record in _optimizer_steps(
+                policies, batches, config, tokenizer_pad_id, instrument, world, segments
+            ):
+                records.append((k, record))
+    for name in plan:
+        policies.scheduler(name).step()
+        norms = [r["grad_norm"] for _, r in records if r["policy"] == name]
         finite = [n for n in norms if math.isfinite(n)]
         metrics[policy_key(name, GRAD_NORM)] = sum(finite) / len(finite) if finite else math.nan
-        if skipped:
+        if skipped := sum(r["skipped"] for _, r in records if r["policy"] == name):
             metrics[policy_key(name, SKIPPED)] = float(skipped)
 
     metrics.update(_token_metrics(records, config))

@@ -186,6 +186,7 @@ def test_the_micro_batch_count_is_what_the_segment_yields():
     for drill in (None, EpisodeDrill(episodes[:3])):
         with drilling(drill):
             for size in (1, 2, 3):
-                batches = list(grad_drill.micro_batches("generator", segment, size, params))
+                groups = grad_drill.groups("shared", "generator", segment, params)
+                batches = [c for g in groups for c in grad_drill.chunks(g, size)]
                 assert grad_drill.micro_batch_count(segment, size) == len(batches)
                 assert sorted(map(id, (t for b in batches for t in b))) == sorted(map(id, segment))

@@ -59,7 +59,7 @@ def test_a_completion_without_a_prompt_is_refused():
 def test_token_budget_micro_batches():
     turns = _turns(9)
     lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
-    chunks = list(grad_drill.micro_batches("generator", turns, 4, [], tokens=20))
+    chunks = list(grad_drill.chunks(turns, 4, tokens=20))
     assert [t for c in chunks for t in c] == turns  # in order, every turn once
     for chunk in chunks:
         used = sum(len(t.prompt_ids) + len(t.completion_ids) for t in chunk)
@@ -70,7 +70,7 @@ def test_token_budget_micro_batches():
         assert used + len(after[0].prompt_ids) + len(after[0].completion_ids) > 20
     assert grad_drill.micro_batch_count(turns, 4, tokens=20) == len(chunks)
     assert grad_drill.micro_batch_count(turns, 4) == 3  # rows, as before
-    long = list(grad_drill.micro_batches("generator", turns, 4, [], tokens=min(lengths) - 1))
+    long = list(grad_drill.chunks(turns, 4, tokens=min(lengths) - 1))
     assert [len(c) for c in long] == [1] * len(turns)  # a turn over the budget runs alone
 
 
