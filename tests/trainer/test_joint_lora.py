@@ -117,9 +117,7 @@ def test_lora_on_the_output_head_runs_one_policy_at_a_time():
     config = voting_config(sharing="per_role", lora_targets="q_proj,v_proj,lm_head")
     policies = build(config)
     assert not policies.shares_passes  # the head sees only the kept positions' hidden states
-    metrics = update_policies(
-        policies, make_turns(config, policies), config, tokenizer_pad_id=PAD
-    )
+    metrics = update_policies(policies, make_turns(config, policies), config, tokenizer_pad_id=PAD)
     assert metrics["role/generator/grad_norm"] > 0
 
 
