@@ -35,6 +35,8 @@ slot's budget: `bash bench/gpu_round.sh`):
 
     python bench/gpu_check.py --compare-packing --micro-batch 16 --micro-batch-tokens 16384 \
         --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
+    python bench/gpu_check.py --compare-passes --micro-batch-tokens 16384 --no-sampler-check \
+        --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
     python bench/gpu_check.py --kernels liger --micro-batch-tokens 16384 --no-sampler-check \
         --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
     python bench/gpu_check.py --study --study-size 16x8 --micro-batch-tokens 16384 \
@@ -483,12 +485,11 @@ def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
     }
 
 
-def packing_check(args, case: Case, tokenizer, codec) -> dict:
-    """The update of one rollout's turns, padded (`micro_batch_size` rows) and packed
-    (`micro_batch_tokens`), alternated `--steps` + 1 times on two copies of the policies (the
-    first round is warm-up): median seconds of each, and whether they agree (loss, norms)."""
-    from dataclasses import replace
-
+def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict, apart=()) -> dict:
+    """The update of one rollout's turns under each of `configs` (name -> config; names in
+    `apart` run one policy at a time instead of sharing passes), alternated `--steps` + 1
+    times on copies of the policies (the first round is warm-up): median seconds, losses and
+    the turns, by name."""
     from trainer.advantages import compute_advantages
     from trainer.memory import model_shape
     from trainer.policies import PolicySet, policy_names
@@ -497,29 +498,28 @@ def packing_check(args, case: Case, tokenizer, codec) -> dict:
     from trainer.update import update_policies
     from vocabulary.names import LOSS_KEY
 
-    padded = _case_config(args, case, SHAPES[case.shape])
-    budget = args.micro_batch_tokens or 4096
-    configs = {"padded": replace(padded, micro_batch_tokens=0)}
-    configs["packed"] = replace(padded, micro_batch_tokens=budget)
+    first = next(iter(configs.values()))
     shape = model_shape(SHAPES[case.shape]) if SHAPES[case.shape] else TINY
     vocab = max(shape["vocab_size"], len(tokenizer))
     policies = {
         k: PolicySet(build_model(shape, args.device, vocab), c, policy_names(c))
         for k, c in configs.items()
     }
+    for key in apart:
+        policies[key]._shares_passes = False  # the pre-2026-12-06 path: a pass per policy
     task = load_task("math")
     episodes, _ = rollout(
         task.sample("train", case.prompts, seed=0),
         case.group,
-        config=padded,
-        policies=policies["padded"],
+        config=first,
+        policies=next(iter(policies.values())),
         codec=codec,
-        prompts=make_prompts(padded, tokenizer, "tiny"),
+        prompts=make_prompts(first, tokenizer, "tiny"),
         task=task,
         temperature=0.7,
         seed_parts=(0, 0),
     )
-    compute_advantages(episodes, padded)
+    compute_advantages(episodes, first)
     turns = [t for ep in episodes for t in ep.turns]
     for i, turn in enumerate(turns):
         turn.advantage = 1.0 if i % 2 else -1.0  # random weights: give every policy a signal
@@ -534,18 +534,52 @@ def packing_check(args, case: Case, tokenizer, codec) -> dict:
             times[key].append(time.perf_counter() - started)
             losses[key].append(metrics.get(LOSS_KEY, math.nan))
     medians = {k: statistics.median(v[1:]) for k, v in times.items()}
-    tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
-    padded_tokens = _padded_tokens(turns, configs["padded"])
+    return dict(medians=medians, losses=losses, turns=turns)
+
+
+def _loss_gap(losses: dict[str, list[float]], a: str, b: str) -> float:
+    return max(abs(x - y) for x, y in zip(losses[a], losses[b]))
+
+
+def packing_check(args, case: Case, tokenizer, codec) -> dict:
+    """The update of one rollout's turns, padded (`micro_batch_size` rows) and packed
+    (`micro_batch_tokens`), alternated: median seconds of each, and whether they agree."""
+    from dataclasses import replace
+
+    padded = _case_config(args, case, SHAPES[case.shape])
+    budget = args.micro_batch_tokens or 4096
+    configs = {"padded": replace(padded, micro_batch_tokens=0)}
+    configs["packed"] = replace(padded, micro_batch_tokens=budget)
+    got = _alternated_updates(args, case, tokenizer, codec, configs)
+    medians, turns = got["medians"], got["turns"]
     return dict(
         case=str(case),
         turns=len(turns),
-        tokens=tokens,
-        padded_tokens=padded_tokens,
+        tokens=sum(len(t.prompt_ids) + len(t.completion_ids) for t in turns),
+        padded_tokens=_padded_tokens(turns, configs["padded"]),
         budget=budget,
         padded_s=medians["padded"],
         packed_s=medians["packed"],
         speedup=medians["padded"] / medians["packed"],
-        loss_gap=max(abs(a - b) for a, b in zip(losses["padded"], losses["packed"])),
+        loss_gap=_loss_gap(got["losses"], "padded", "packed"),
+    )
+
+
+def passes_check(args, case: Case, tokenizer, codec) -> dict:
+    """The update of one rollout's turns of LoRA policies sharing passes (trainer/passes.py)
+    and one policy at a time, same config, alternated: median seconds, and their agreement."""
+    config = _case_config(args, case, SHAPES[case.shape])
+    configs = {"shared_passes": config, "one_at_a_time": config}
+    got = _alternated_updates(args, case, tokenizer, codec, configs, apart=("one_at_a_time",))
+    medians = got["medians"]
+    return dict(
+        case=str(case),
+        turns=len(got["turns"]),
+        budget=config.micro_batch_tokens or config.micro_batch_size,
+        one_at_a_time_s=medians["one_at_a_time"],
+        shared_passes_s=medians["shared_passes"],
+        speedup=medians["one_at_a_time"] / medians["shared_passes"],
+        loss_gap=_loss_gap(got["losses"], "one_at_a_time", "shared_passes"),
     )
 
 
@@ -689,10 +723,12 @@ def _run_cases(args, cases, tokenizer, codec, ceiling, started: float, report: d
             report["cases"].append(dict(case=str(case), status="skipped: time budget spent"))
             continue
         profile_to = args.profile if i == 0 else None
-        if args.compare_packing:
-            row = packing_check(args, case, tokenizer, codec)
-            report["packing"] = [*report.get("packing", []), row]
-            print(f"packing {row}", flush=True)
+        if args.compare_packing or args.compare_passes:
+            kind = "packing" if args.compare_packing else "passes"
+            check = packing_check if args.compare_packing else passes_check
+            row = check(args, case, tokenizer, codec)
+            report[kind] = [*report.get(kind, []), row]
+            print(f"{kind} {row}", flush=True)
             continue
         try:
             row = run_case(args, case, tokenizer, codec, ceiling, profile_to)
@@ -769,6 +805,11 @@ def main(argv: list[str] | None = None) -> int:
         "--compare-packing",
         action="store_true",
         help="per case, the update of one rollout padded and packed, alternated (medians)",
+    )
+    parser.add_argument(
+        "--compare-passes",
+        action="store_true",
+        help="per LoRA case, the update with policies sharing passes and one at a time",
     )
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")

@@ -136,9 +136,10 @@ class Config:
     micro_batch_tokens: int = _f(
         0,
         "Tokens per forward/backward, turns packed end to end without padding (0 = padded "
-        "micro-batches of micro_batch_size sequences); the same loss up to rounding",
+        "micro-batches of micro_batch_size sequences; -1 = the largest budget the GPU's "
+        "memory allows); the same loss up to rounding",
         "rl",
-        minimum=0,
+        minimum=-1,
     )
     rollout_batch: int = _f(
         0,
@@ -300,6 +301,16 @@ class Config:
 
             return self.model not in TINY_MODELS and needs_checkpointing(self)
         return self.grad_checkpointing == "on"
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens per packed forward/backward pass (0: padded micro-batches). -1 (`auto`): the
+        largest budget whose update the memory estimate fits on the GPU (trainer/memory.py)."""
+        if self.micro_batch_tokens >= 0:
+            return self.micro_batch_tokens
+        from trainer.memory import largest_token_budget
+
+        return largest_token_budget(self)
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}

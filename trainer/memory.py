@@ -47,6 +47,7 @@ The coefficients were fitted to measured peaks of tiny Qwen3 models on the CPU
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -145,6 +146,12 @@ EVAL_SEQUENCES = 256  # trainer/evaluate.py's batch_size: episodes of one evalua
 SNAPSHOT_SHARE = 0.25
 DEFAULT_GPU_GB = 141.0  # H200; a worker's own GPU overrides it (TROUPE_GPU_MEMORY_GB too)
 HEADROOM = 0.9  # allocator fragmentation, CUDA context, kernels' workspaces
+# `micro_batch_tokens: -1`: budgets are searched in steps of TOKEN_STEP up to MAX_TOKEN_BUDGET
+# (past a few ten thousand tokens a pass the update's matmuls are as efficient as they get, and
+# a budget is no use beyond a step's turns); AUTO_TOKENS where there is no GPU to size for.
+TOKEN_STEP = 256
+MAX_TOKEN_BUDGET = 65_536
+AUTO_TOKENS = 16_384
 
 
 def vectors_needed(n_roles: int, max_agents: int) -> int:
@@ -379,7 +386,7 @@ def estimate(
     rows = micro_batch_rows(config)
     tokens = rows * (prompt + completion)
     kept = rows * (completion + 1)  # positions whose logits the loss reads
-    budget = getattr(config, "micro_batch_tokens", 0)
+    budget = token_budget(config)
     if budget:  # packed: the budget (or one longer turn), logits on its completion share
         tokens = max(budget, prompt + completion)
         kept = -(-tokens * completion // (prompt + completion))
@@ -396,6 +403,37 @@ def estimate(
     copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
     logits = int(copies * kept * shape["vocab_size"] * compute)
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
+
+
+def token_budget(config: Any) -> int:
+    """Tokens per packed pass of `config` (0: padded), with -1 resolved (`largest_token_budget`)."""
+    budget = getattr(config, "micro_batch_tokens", 0)
+    return budget if budget >= 0 else largest_token_budget(config)
+
+
+def largest_token_budget(config: Any, capacity: float | None = None) -> int:
+    """`micro_batch_tokens: -1`: the largest token budget, a multiple of TOKEN_STEP up to
+    MAX_TOKEN_BUDGET, whose update the estimate fits in `capacity` (the GPU's; its headroom
+    kept) — each role's turns in the fewest, largest passes its memory allows. The longest turn
+    where not even that fits (the fit check then says why); AUTO_TOKENS where the estimate
+    knows nothing (a model of unknown shape, the CPU)."""
+    shape = model_shape(config.model)
+    if shape is None or config.device == "cpu":
+        return AUTO_TOKENS
+    limit = (gpu_bytes() if capacity is None else capacity) * HEADROOM
+    longest = sum(longest_sequence(config))
+
+    def fits(tokens: int) -> bool:
+        candidate = dataclasses.replace(config, micro_batch_tokens=tokens)
+        return estimate(candidate, shape).total <= limit
+
+    low, high = 0, MAX_TOKEN_BUDGET // TOKEN_STEP  # in steps: fits(low) assumed, high tested
+    if fits(high * TOKEN_STEP):
+        return high * TOKEN_STEP
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle * TOKEN_STEP) else (low, middle)
+    return max(low * TOKEN_STEP, longest)
 
 
 def needs_checkpointing(config: Any) -> bool:

@@ -10,7 +10,8 @@ what to call when a segment's last backward pass is done (the gradient tracker's
   group only, so every lane's `.grad` can be snapshotted at each group's and segment's end:
   the per-agent and per-role figures and the episodes' shares stay exact.
 - A pass holds at most `micro_batch_size` turns, or with `micro_batch_tokens` > 0 at most that
-  many prompt and completion tokens (a longer turn alone), packed without padding. It is
+  many prompt and completion tokens (a longer turn alone), packed without padding; -1 sizes
+  the budget to the GPU's memory (`Config.token_budget`, resolved once per call). It is
   filled lane by lane, in order; one lane's passes are therefore `grad_drill.chunks` of its
   groups, exactly as when policies were updated one after another.
 - Several lanes share a pass only when the policies are LoRA adapters on one base
@@ -26,6 +27,7 @@ what to call when a segment's last backward pass is done (the gradient tracker's
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -115,6 +117,8 @@ def run_passes(policies: PolicySet, lanes: list[Lane], config: Config, pad_id: i
         raise ValueError("one lane per policy")
     if len(lanes) > 1 and not policies.shares_passes:
         raise ValueError("only LoRA policies on one unsharded base share passes")
+    if config.micro_batch_tokens < 0:  # auto: sized to the GPU's memory, once
+        config = dataclasses.replace(config, micro_batch_tokens=config.token_budget)
     walks = [_walk(lane, policies, config) for lane in lanes]
     heads = [next(walk, None) for walk in walks]  # each lane's open group: (role, turns left)
     while any(head is not None for head in heads):

@@ -385,7 +385,7 @@ def _micro_counts(
     mine: dict[tuple[str, str], list[Turn]] = defaultdict(list)
     for turn in sorted(turns, key=segment_key(config)):
         mine[(turn.role, turn.agent)].append(turn)
-    size, tokens = config.micro_batch_size, config.micro_batch_tokens
+    size, tokens = config.micro_batch_size, config.token_budget
     counts = [grad_drill.micro_batch_count(mine[s], size, tokens) for s in segments]
     everyone = world.gather(counts, f"the micro-batch counts of {name}")
     return {s: max(c[i] for c in everyone) for i, s in enumerate(segments)}
