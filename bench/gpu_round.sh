@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU round of per-role update, kernel and study measurements in one go (bench/gpu_check.py's
 # docstring says what each step measures):
-# the GPU-only tests, then packed vs padded updates, Liger's kernels against the exact path, and
+# the GPU-only tests, then packed vs padded updates, LoRA policies sharing passes vs one at a
+# time, Liger's kernels against the exact path, and
 # the study's cases within a fixed budget. Every result lands in ${OUT:-bench-out}/.
 # Wheels: liger-kernel (pure Python) from ./wheels if present, installed without dependencies
 # so the node's CUDA torch and Triton stay as they are.
@@ -14,7 +15,8 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
     $python -m pip install --quiet --no-deps wheels/liger_kernel-*.whl
 fi
 $python -m pytest -q -p no:cacheprovider tests/trainer/test_kernels.py \
-    tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py 2>&1 | tail -5 | tee "$out/tests.txt"
+    tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py \
+    tests/trainer/test_joint_lora.py 2>&1 | tail -5 | tee "$out/tests.txt"
 run() {  # name, then gpu_check arguments; each step's own budget keeps the round inside a slot
     local name=$1
     shift
@@ -22,6 +24,8 @@ run() {  # name, then gpu_check arguments; each step's own budget keeps the roun
 }
 run packing --compare-packing --steps 3 --micro-batch 16 --micro-batch-tokens 16384 \
     --no-sampler-check --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
+run passes --compare-passes --steps 3 --micro-batch-tokens 16384 --no-sampler-check --budget-s 120 \
+    --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
 run liger --kernels liger --micro-batch-tokens 16384 --no-sampler-check --budget-s 90 \
     --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
 run study --study --study-size 16x8 --micro-batch-tokens 16384 --budget-s 300 --no-sampler-check

@@ -47,6 +47,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import resource
 import shutil
 import statistics
@@ -424,8 +425,13 @@ def _prepare_run(config: Config, out_dir: str | Path, world: World, device: str)
     start = resume_point(out, config.init_from)
     if start is not None and not is_own(start, out):
         check_branch(start, config)  # refuse a layout change before loading anything
-    if device == "cuda" and (problem := fit_problem(config, torch.cuda.mem_get_info()[1])):
-        raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
+    if device == "cuda":
+        # This process's GPU from now on: the fit check, the snapshots' budget and an `auto`
+        # token budget (micro_batch_tokens -1) are sized to it, not to the configured figure.
+        capacity = torch.cuda.mem_get_info()[1]
+        os.environ["TROUPE_GPU_MEMORY_GB"] = str(capacity / 2**30)
+        if problem := fit_problem(config, capacity):
+            raise ConfigError({"memory": problem})  # this worker's own GPU, before loading
     torch.manual_seed(config.seed)
     return out, start
 
