@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import mlflow_available
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.slow
@@ -17,7 +18,9 @@ pytestmark = pytest.mark.slow
 MLFLOW_PYTHON = Path("/tmp/mlflow-venv/bin/python")
 
 
-@pytest.mark.skipif(not MLFLOW_PYTHON.exists(), reason="no MLflow venv at /tmp/mlflow-venv")
+@pytest.mark.skipif(
+    not mlflow_available(str(MLFLOW_PYTHON)), reason="no MLflow venv at /tmp/mlflow-venv"
+)
 def test_the_bench_searches_both_servers_for_the_same_runs():
     command = [sys.executable, str(ROOT / "bench" / "explorer_mlflow.py")]
     command += ["--mlflow-python", str(MLFLOW_PYTHON), "--runs", "20", "--repeats", "1", "--json"]

@@ -5,10 +5,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from bench.common import mlflow_available
 from tests.helpers import ROOT
 
 MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
@@ -35,7 +35,7 @@ def test_the_endpoint_bench_runs_troupes_side_alone(postgres_url):
 
 
 def test_the_endpoint_bench_compares_with_mlflow_where_it_is_installed(postgres_url):
-    if not Path(MLFLOW_PYTHON).exists():
+    if not mlflow_available(MLFLOW_PYTHON):  # its venv, with mlflow and psycopg2
         pytest.skip(f"no MLflow venv at {MLFLOW_PYTHON} (see bench/tracking_vs_mlflow.py)")
     summary = run_smoke("--postgres", postgres_url, "--mlflow-python", MLFLOW_PYTHON)
     assert summary["ratio_points_per_s"] > 0 and summary["ratio_history"] > 0

@@ -10,10 +10,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from bench.common import mlflow_available
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def test_tracking_runs_troupes_side_alone_without_mlflow(postgres_url):
 
 @pytest.mark.timeout(300)
 def test_tracking_compares_with_mlflow_where_it_is_installed(postgres_url):
-    if not Path(MLFLOW_PYTHON).exists():
+    if not mlflow_available(MLFLOW_PYTHON):  # its venv, with mlflow and psycopg2
         pytest.skip(f"no MLflow venv at {MLFLOW_PYTHON} (see bench/tracking_vs_mlflow.py)")
     row = run_smoke("tracking_vs_mlflow.py", "--postgres", postgres_url)
     assert row["mlflow"]["points_per_s"] > 0

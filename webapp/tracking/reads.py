@@ -10,6 +10,7 @@ step's (`StepTime`); points logged another way have none (0).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,9 +59,10 @@ def unmade_default_json() -> dict[str, Any]:
     }
 
 
-def runs_json(runs: Sequence[Run], user) -> list[dict[str, Any]]:
-    """Runs in MLflow's shape, their latest metrics read in one query."""
-    latest = latest_with_times([run.id for run in runs])
+def runs_json(runs: Sequence[Run], user, *, metrics: bool = True) -> list[dict[str, Any]]:
+    """Runs in MLflow's shape, their latest metrics read in one query (`metrics=False`:
+    without them, the query skipped — for a search that neither filters nor sorts on one)."""
+    latest = latest_with_times([run.id for run in runs]) if metrics else defaultdict(list)
     defaults = set(
         TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id", flat=True)
     )

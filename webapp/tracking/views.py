@@ -371,7 +371,13 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
         .select_related("experiment", "tracked")
         .order_by("id")
     )
-    records = [r for r in reads.runs_json(runs, user) if r["info"]["lifecycle_stage"] in stages]
+    # Latest metrics (the costly read: runs × keys rows) only where a clause or an order needs
+    # them; otherwise they are read for the returned page alone.
+    by_metric = any(c.kind == "metrics" for c in clauses) or any(
+        kind == "metrics" for kind, _, _ in orders
+    )
+    records = reads.runs_json(runs, user, metrics=by_metric)
+    pairs = [(run, r) for run, r in zip(runs, records) if r["info"]["lifecycle_stage"] in stages]
 
     def get(record: dict, kind: str, name: str) -> Any:
         if kind == "attributes":
@@ -382,9 +388,10 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
             return found
         return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(found, found)
 
-    found = [r for r in records if search.matches(clauses, lambda k, n, r=r: get(r, k, n))]
-    found = search.order(found, orders, get)
-    page = found[offset : offset + limit]
+    found = [p for p in pairs if search.matches(clauses, lambda k, n, r=p[1]: get(r, k, n))]
+    found = search.order(found, orders, lambda p, kind, name: get(p[1], kind, name))
+    chosen = found[offset : offset + limit]
+    page = [r for _, r in chosen] if by_metric else reads.runs_json([p for p, _ in chosen], user)
     body: dict[str, Any] = {"runs": page}
     if offset + limit < len(found):
         body["next_page_token"] = page_token(offset + limit)
