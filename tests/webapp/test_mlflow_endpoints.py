@@ -229,3 +229,23 @@ def test_log_inputs_keeps_each_dataset_once_and_refuses_bad_ones_whole(client, a
     assert "digest" in message
     got = get(client, alice, "runs/get", run_id=run_id).json()["run"]["inputs"]
     assert got == {"dataset_inputs": [entry]}
+
+
+def test_search_filters_and_sorts_on_metrics_and_returns_every_metric(client, alice):
+    ids = [new_run(client, alice, "0") for _ in range(3)]
+    for i, run_id in enumerate(ids):
+        for key, value in (("acc", 0.1 * i), ("loss", 3.0 - i), ("lr", 1e-3)):
+            post(client, alice, "runs/log-metric", {"run_id": run_id, "key": key, "value": value})
+    response = post(
+        client,
+        alice,
+        "runs/search",
+        {"experiment_ids": ["0"], "filter": "metrics.acc > 0.05", "order_by": ["metrics.loss"]},
+    )
+    assert response.status_code == 200, response.content
+    runs = response.json()["runs"]
+    assert [r["info"]["run_id"] for r in runs] == [ids[2], ids[1]]  # loss 1.0, then 2.0
+    for run in runs:  # the page has every key, not only those the search named
+        assert {m["key"] for m in run["data"]["metrics"]} == {"acc", "loss", "lr"}
+    plain = post(client, alice, "runs/search", {"experiment_ids": ["0"]}).json()["runs"]
+    assert all({m["key"] for m in r["data"]["metrics"]} == {"acc", "loss", "lr"} for r in plain)

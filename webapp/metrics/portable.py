@@ -95,17 +95,18 @@ def write_step_times(
     return before
 
 
-def latest_with_times(run_ids: list[int]) -> list[tuple]:
+def latest_with_times(run_ids: list[int], keys: list[str] | None = None) -> list[tuple]:
+    only = f"AND p.key IN ({placeholders(len(keys))})" if keys is not None else ""
     sql = f"""
         SELECT p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
         FROM {POINTS} p {TIME_JOIN} {SIGN_JOIN}
-        WHERE p.run_id IN ({placeholders(len(run_ids))})
+        WHERE p.run_id IN ({placeholders(len(run_ids))}) {only}
           AND p.step = (SELECT MAX(q.step) FROM {POINTS} q
                         WHERE q.run_id = p.run_id AND q.key = p.key)
         ORDER BY p.run_id, p.key
     """  # noqa: S608 (table names are ours)
     with connection.cursor() as cursor:
-        cursor.execute(sql, list(run_ids))
+        cursor.execute(sql, list(run_ids) + list(keys or []))
         return cursor.fetchall()
 
 

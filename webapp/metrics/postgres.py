@@ -163,16 +163,18 @@ def write_step_times(
         return dict(cursor.fetchall())
 
 
-def latest_with_times(run_ids: list[int]) -> list[tuple]:
-    """(run_id, key, step, value, timestamp, sign) of each key's point at its highest step."""
+def latest_with_times(run_ids: list[int], keys: list[str] | None = None) -> list[tuple]:
+    """(run_id, key, step, value, timestamp, sign) of each key's point at its highest step
+    (of `keys` only, when given)."""
+    only = "AND p.key = ANY(%s)" if keys is not None else ""
     sql = f"""
         SELECT DISTINCT ON (p.run_id, p.key)
             p.run_id, p.key, p.step, p.value, coalesce(o.timestamp, t.timestamp), g.sign
         FROM {POINTS} p {TIME_JOIN} {SIGN_JOIN}
-        WHERE p.run_id = ANY(%s) ORDER BY p.run_id, p.key, p.step DESC
+        WHERE p.run_id = ANY(%s) {only} ORDER BY p.run_id, p.key, p.step DESC
     """  # noqa: S608 (table names are ours)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [list(run_ids)])
+        cursor.execute(sql, [list(run_ids)] + ([list(keys)] if keys is not None else []))
         return cursor.fetchall()
 
 

@@ -20,7 +20,7 @@ downsampling. Many runs are read in one query.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 from django.db import connection
@@ -307,13 +307,17 @@ def write_signs(run_id: int, odd: dict[tuple[str, int], float]) -> None:
         PointSign.objects.filter(run_id=run_id, key=key, step=step).delete()
 
 
-def latest_with_times(run_ids: Sequence[int]) -> dict[int, list[dict]]:
-    """{run id: [{key, value, timestamp, step}]}: each key's point at its highest step, as
-    MLflow's JSON has it (a gap spelled "NaN" or ±"Infinity"; 0: no time known)."""
+def latest_with_times(
+    run_ids: Sequence[int], keys: Collection[str] | None = None
+) -> dict[int, list[dict]]:
+    """{run id: [{key, value, timestamp, step}]}: each key's point at its highest step (of
+    `keys` only, when given), as MLflow's JSON has it (a gap spelled "NaN" or ±"Infinity"; 0:
+    no time known)."""
     out: dict[int, list[dict]] = {run_id: [] for run_id in run_ids}
-    if not run_ids:
+    if not run_ids or (keys is not None and not keys):
         return out
-    for run_id, key, step, value, timestamp, sign in sql().latest_with_times(list(run_ids)):
+    named = sorted(keys) if keys is not None else None
+    for run_id, key, step, value, timestamp, sign in sql().latest_with_times(list(run_ids), named):
         out[run_id].append(
             {
                 "key": key,

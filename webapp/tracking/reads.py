@@ -10,8 +10,7 @@ step's (`StepTime`); points logged another way have none (0).
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.urls import reverse
@@ -59,10 +58,12 @@ def unmade_default_json() -> dict[str, Any]:
     }
 
 
-def runs_json(runs: Sequence[Run], user, *, metrics: bool = True) -> list[dict[str, Any]]:
-    """Runs in MLflow's shape, their latest metrics read in one query (`metrics=False`:
-    without them, the query skipped — for a search that neither filters nor sorts on one)."""
-    latest = latest_with_times([run.id for run in runs]) if metrics else defaultdict(list)
+def runs_json(
+    runs: Sequence[Run], user, *, metric_keys: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """Runs in MLflow's shape, their latest metrics read in one query (of `metric_keys`
+    only, when given: what a search filters and sorts on, before it shapes its page)."""
+    latest = latest_with_times([run.id for run in runs], metric_keys)
     defaults = set(
         TrackedExperiment.objects.filter(default_of=user).values_list("experiment_id", flat=True)
     )

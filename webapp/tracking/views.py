@@ -371,12 +371,11 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
         .select_related("experiment", "tracked")
         .order_by("id")
     )
-    # Latest metrics (the costly read: runs × keys rows) only where a clause or an order needs
-    # them; otherwise they are read for the returned page alone.
-    by_metric = any(c.kind == "metrics" for c in clauses) or any(
-        kind == "metrics" for kind, _, _ in orders
-    )
-    records = reads.runs_json(runs, user, metrics=by_metric)
+    # The latest metrics are the costly read (runs × keys rows): to filter and sort, only the
+    # keys the clauses and orders name; every key only for the returned page.
+    named = {c.name for c in clauses if c.kind == "metrics"}
+    named |= {name for kind, name, _ in orders if kind == "metrics"}
+    records = reads.runs_json(runs, user, metric_keys=named)
     pairs = [(run, r) for run, r in zip(runs, records) if r["info"]["lifecycle_stage"] in stages]
 
     def get(record: dict, kind: str, name: str) -> Any:
@@ -391,7 +390,7 @@ def run_search(request: HttpRequest, user, data: dict) -> JsonResponse:
     found = [p for p in pairs if search.matches(clauses, lambda k, n, r=p[1]: get(r, k, n))]
     found = search.order(found, orders, lambda p, kind, name: get(p[1], kind, name))
     chosen = found[offset : offset + limit]
-    page = [r for _, r in chosen] if by_metric else reads.runs_json([p for p, _ in chosen], user)
+    page = reads.runs_json([run for run, _ in chosen], user)
     body: dict[str, Any] = {"runs": page}
     if offset + limit < len(found):
         body["next_page_token"] = page_token(offset + limit)
