@@ -153,7 +153,6 @@ def batch_normalizer(turns: list[Turn], config: Config) -> float:
 
 
 def lane(
-    policies: PolicySet,
     name: str,
     turns: list[Turn],
     config: Config,
@@ -192,7 +191,7 @@ def accumulate_gradients(
 ) -> Stats:
     """Forward and backward `turns` on policy `name` alone, adding their gradient to `.grad`
     (`options`: those of `lane`). Returns the summed statistics of `grpo_loss` per role."""
-    one = lane(policies, name, turns, config, **options)
+    one = lane(name, turns, config, **options)
     run_passes(policies, [one], config, pad_id)
     return one.stats
 
@@ -231,7 +230,6 @@ def _open_step(
     )
     normalizer = loss_normalizer(config.loss_agg, int(seqs), int(tokens), config.max_new_tokens)
     one = lane(
-        policies,
         name,
         turns,
         config,

@@ -140,6 +140,6 @@ def test_full_fine_tuning_never_shares_passes():
     config = voting_config(sharing="per_role", finetune="full")
     policies = build(config)
     assert not policies.shares_passes
-    lanes = [lane(policies, name, [], config) for name in policies.names]
+    lanes = [lane(name, [], config) for name in policies.names]
     with pytest.raises(ValueError, match="share passes"):
         passes.run_passes(policies, lanes, config, PAD)
