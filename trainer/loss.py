@@ -28,14 +28,18 @@ Batch layout: prompts left-padded, completions right-padded, so every completion
 same column and only the last T+1 positions need logits (`logits_to_keep`). Position ids are
 derived from the attention mask, so a padded row computes the same numbers as the bare row.
 
-Packed layout (`micro_batch_tokens` > 0; `make_packed_batch`): no padding at all, as TRL's
-`padding_free` and verl's remove-padding do. The turns are laid end to end in one row, position
-ids restart at 0 with each turn, and the attention mask is left out: transformers reads the
-restarts and keeps each turn's attention within itself (a block-causal mask for SDPA and eager
-attention, variable-length kernels for FlashAttention). Only the logits that predict a
-completion token are computed; the log-probs are scattered back into the padded (B, T) layout,
-so the loss and its statistics are the padded path's, with the same numbers up to the kernels'
-rounding (tests/trainer/test_packing.py states the tolerance).
+Packed layout (`micro_batch_tokens` > 0; `make_packed_batch`): (almost) no padding, as TRL's
+`padding_free` and verl's remove-padding do. The turns are laid end to end in rows of about
+PACK_ROW_TOKENS tokens (a longer turn has a row of its own), position ids restart at 0 with
+each turn, and the attention mask is left out: transformers reads the restarts and keeps each
+turn's attention within itself. SDPA and eager attention do that with a dense block-causal mask
+over the whole row, so a row's attention costs its length squared: rows, not one row of the
+whole budget, keep that cost linear in the budget (only the rows' ends are padded, with
+positions that continue the last turn, so no real token attends to them). Only the logits that
+predict a completion token are computed (`logits_to_keep` as a boolean mask); the log-probs
+are scattered back into the padded (B, T) layout, so the loss and its statistics are the padded
+path's, with the same numbers up to the kernels' rounding (tests/trainer/test_packing.py states
+the tolerance).
 """
 
 from __future__ import annotations
@@ -64,49 +68,93 @@ class Batch:
         return self.completion_mask.shape[1]
 
 
+# The packed layout's row length (a longer turn gets a row of its own): short enough that the
+# dense block-causal attention over a row stays a small share of a pass's compute, long enough
+# that the rows' padded ends are a few percent of it.
+PACK_ROW_TOKENS = 1024
+
+
 @dataclass
 class PackedBatch(Batch):
-    """A `Batch` whose sequences are packed into one row: `input_ids` and `position_ids`
-    (1, N), `attention_mask` None; `keep` (K,) the positions whose logits predict completion
-    tokens, `slots` (K,) where each lands in the flattened (B, T) layout."""
+    """A `Batch` whose sequences are packed end to end into rows: `input_ids` and
+    `position_ids` (R, W), `attention_mask` None; `keep_mask` (R, W) the positions whose
+    logits predict completion tokens and `keep` (K,) the same positions in the flattened rows;
+    `slots` (K,) where each log-prob lands in the flattened (B, T) layout; `starts` (B,) where
+    each turn starts in the flattened rows."""
 
     position_ids: torch.Tensor | None = None
+    keep_mask: torch.Tensor | None = None
     keep: torch.Tensor | None = None
     slots: torch.Tensor | None = None
+    starts: list[int] | None = None
+
+
+def _rows(turns: list[Turn], row_tokens: int) -> list[list[int]]:
+    """Turn indices by row, in order: a new row where the next turn would pass `row_tokens`."""
+    rows: list[list[int]] = [[]]
+    used = 0
+    for i, t in enumerate(turns):
+        length = len(t.prompt_ids) + len(t.completion_ids)
+        if rows[-1] and used + length > row_tokens:
+            rows.append([])
+            used = 0
+        rows[-1].append(i)
+        used += length
+    return rows
 
 
 def make_packed_batch(
-    turns: list[Turn], pad_id: int, device: torch.device | str = "cpu"
+    turns: list[Turn],
+    pad_id: int,
+    device: torch.device | str = "cpu",
+    row_tokens: int = PACK_ROW_TOKENS,
 ) -> PackedBatch:
-    """Collate turns end to end, without padding (the module docstring's packed layout); the
-    per-token tensors of the loss keep the padded (B, T) shape."""
+    """Collate turns end to end in rows (the module docstring's packed layout); the per-token
+    tensors of the loss keep the padded (B, T) shape."""
     padded = make_batch(turns, pad_id)  # the (B, T) tensors of the loss (host-side, small)
     width = padded.completion_len
-    ids: list[int] = []
-    positions: list[int] = []
+    rows = _rows(turns, row_tokens)
+    length = max(
+        sum(len(turns[i].prompt_ids) + len(turns[i].completion_ids) for i in r) for r in rows
+    )
+    ids = [[pad_id] * length for _ in rows]
+    positions = [list(range(length)) for _ in rows]
+    keep_mask = [[False] * length for _ in rows]
     keep: list[int] = []
     slots: list[int] = []
-    for i, t in enumerate(turns):
-        prompt, completion = len(t.prompt_ids), len(t.completion_ids)
-        if completion and not prompt:
-            raise ValueError(f"turn of {t.agent}: a completion needs a prompt token before it")
-        start = len(ids) + prompt - 1  # the logit there predicts the first completion token
-        keep.extend(range(start, start + completion))
-        slots.extend(range(i * width, i * width + completion))
-        ids.extend(t.prompt_ids)
-        ids.extend(t.completion_ids)
-        positions.extend(range(prompt + completion))
+    starts = [0] * len(turns)
+    for r, row in enumerate(rows):
+        at = 0
+        for i in row:
+            t = turns[i]
+            prompt, completion = len(t.prompt_ids), len(t.completion_ids)
+            if completion and not prompt:
+                raise ValueError(f"turn of {t.agent}: a completion needs a prompt token before it")
+            starts[i] = r * length + at
+            first = at + prompt - 1  # the logit there predicts the first completion token
+            for j in range(first, first + completion):
+                keep_mask[r][j] = True
+            keep.extend(range(r * length + first, r * length + first + completion))
+            slots.extend(range(i * width, i * width + completion))
+            ids[r][at : at + prompt + completion] = [*t.prompt_ids, *t.completion_ids]
+            positions[r][at : at + prompt + completion] = range(prompt + completion)
+            at += prompt + completion
+        # The padded end continues the last turn's positions: part of it, after it (causal).
+        last = positions[r][at - 1] if at else -1
+        positions[r][at:] = range(last + 1, last + 1 + length - at)
     long = dict(dtype=torch.long, device=device)
     return PackedBatch(
-        input_ids=torch.tensor([ids], **long),
+        input_ids=torch.tensor(ids, **long),
         attention_mask=None,
         completion_mask=padded.completion_mask.to(device),
         old_logps=padded.old_logps.to(device),
         advantages=padded.advantages.to(device),
         is_weights=None if padded.is_weights is None else padded.is_weights.to(device),
-        position_ids=torch.tensor([positions], **long),
+        position_ids=torch.tensor(positions, **long),
+        keep_mask=torch.tensor(keep_mask, dtype=torch.bool, device=device),
         keep=torch.tensor(keep, **long),
         slots=torch.tensor(slots, **long),
+        starts=starts,
     )
 
 
@@ -126,11 +174,11 @@ def batch_logprobs(
     logits = model(
         input_ids=batch.input_ids,
         position_ids=batch.position_ids,
-        logits_to_keep=batch.keep,
+        logits_to_keep=batch.keep_mask,
         use_cache=False,
-    ).logits[0]  # (K, V)
-    logits = logits / temperature
-    targets = batch.input_ids[0, batch.keep + 1]  # (K,)
+    ).logits  # the kept positions, row by row
+    logits = logits.reshape(-1, logits.shape[-1]) / temperature  # (K, V)
+    targets = batch.input_ids.reshape(-1)[batch.keep + 1]  # (K,)
     shape = batch.completion_mask.shape
     logps = _scattered(selective_log_softmax(logits, targets), batch.slots, shape)
     entropies = None

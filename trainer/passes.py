@@ -38,7 +38,14 @@ import torch
 from trainer import grad_drill
 from trainer.config import Config
 from trainer.episode import Turn
-from trainer.loss import Batch, batch_logprobs, grpo_loss, make_batch, make_packed_batch
+from trainer.loss import (
+    Batch,
+    PackedBatch,
+    batch_logprobs,
+    grpo_loss,
+    make_batch,
+    make_packed_batch,
+)
 from trainer.policies import PolicySet
 
 Stats = dict[str, dict[str, float]]  # role -> summed statistic -> value
@@ -139,14 +146,16 @@ def _trained(policies: PolicySet, parts: list[_Part], batch: Batch) -> AbstractC
     """The model for the pass: the one policy, or each part's tokens through its adapter."""
     if len(parts) == 1:
         return policies.use(parts[0].lane.policy, train=True)
-    if batch.attention_mask is not None:  # padded: every row is as long as the batch
-        lengths = [len(p.turns) * batch.input_ids.shape[1] for p in parts]
-    else:  # packed end to end
-        lengths = [sum(len(t.prompt_ids) + len(t.completion_ids) for t in p.turns) for p in parts]
-    spans, start = [], 0
-    for part, length in zip(parts, lengths):
-        spans.append((part.lane.policy, start, start + length))
-        start += length
+    # Where each turn starts in the batch's tokens, flattened: a part's span runs from its
+    # first turn's start to the next part's (a packed row's padded end goes with its last turn).
+    rows, width = batch.input_ids.shape
+    starts = batch.starts if isinstance(batch, PackedBatch) else [i * width for i in range(rows)]
+    bounds, first = [], 0
+    for part in parts:
+        bounds.append(starts[first])
+        first += len(part.turns)
+    bounds.append(rows * width)
+    spans = [(p.lane.policy, a, b) for p, a, b in zip(parts, bounds, bounds[1:])]
     return policies.use_many(spans)
 
 

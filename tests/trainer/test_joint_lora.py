@@ -8,6 +8,8 @@ only in which rows share a matmul of the frozen base, so they agree to float rou
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -52,11 +54,12 @@ def _on(device: str, config):
 @pytest.mark.parametrize("packed", [False, True])
 def test_a_routed_pass_computes_each_adapters_own_logprobs_and_gradients(packed, device):
     config = voting_config(sharing="per_role", micro_batch_tokens=400 if packed else 0)
+    # Packed: rows of at most 40 tokens, so the policies' spans cross rows and padded ends.
+    collate = partial(make_packed_batch, row_tokens=40) if packed else make_batch
     policies, turns = _on(device, config)
     tol = 1e-5 if device == "cpu" else 3e-2  # bf16: rows batched differently round differently
     assert policies.shares_passes
     turns = sorted(turns, key=lambda t: t.policy)
-    collate = make_packed_batch if packed else make_batch
     names = sorted({t.policy for t in turns})
 
     alone, grads = [], {}
@@ -72,16 +75,10 @@ def test_a_routed_pass_computes_each_adapters_own_logprobs_and_gradients(packed,
 
     batch = collate(turns, PAD, device=device)
     width = batch.input_ids.shape[1]
-    spans, start = [], 0
-    for name in names:
-        mine = [t for t in turns if t.policy == name]
-        length = (
-            sum(len(t.prompt_ids) + len(t.completion_ids) for t in mine)
-            if packed
-            else len(mine) * width
-        )
-        spans.append((name, start, start + length))
-        start += length
+    starts = batch.starts if packed else [i * width for i in range(len(turns))]
+    firsts = [next(i for i, t in enumerate(turns) if t.policy == name) for name in names]
+    bounds = [starts[i] for i in firsts] + [batch.input_ids.numel()]
+    spans = list(zip(names, bounds, bounds[1:]))
     with policies.use_many(spans) as model:
         logps, _ = batch_logprobs(model, batch, 1.0)
         (logps * batch.completion_mask).sum().backward()

@@ -49,6 +49,36 @@ def test_packed_log_probs_are_the_padded_ones(finetune):
     torch.testing.assert_close(got_h[mask], want_h[mask], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("row_tokens", [1, 20, 45])
+def test_rows_of_a_packed_batch_give_the_padded_log_probs(row_tokens):
+    config = voting_config(sharing="shared")
+    policies = build(config)
+    turns = _turns(7)
+    padded, packed = make_batch(turns, PAD), make_packed_batch(turns, PAD, row_tokens=row_tokens)
+    lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
+    rows, width = packed.input_ids.shape
+    assert rows > 1
+    by_row: dict[int, list[int]] = {}
+    for start, length in zip(packed.starts, lengths):
+        by_row.setdefault(start // width, []).append(length)
+    assert all(sum(r) <= row_tokens or len(r) == 1 for r in by_row.values())  # a long turn alone
+    if row_tokens == 1:
+        assert rows == len(turns) and width == max(lengths)  # a turn a row
+    assert packed.keep_mask.sum() == packed.keep.numel() == int(padded.completion_mask.sum())
+    for start, turn in zip(packed.starts, turns):  # each turn where `starts` says, positions 0..
+        n = len(turn.prompt_ids) + len(turn.completion_ids)
+        assert packed.input_ids.reshape(-1)[start : start + n].tolist() == [
+            *turn.prompt_ids,
+            *turn.completion_ids,
+        ]
+        assert packed.position_ids.reshape(-1)[start : start + n].tolist() == list(range(n))
+    with policies.use("shared") as model:
+        want, _ = batch_logprobs(model, padded, 0.7)
+        got, _ = batch_logprobs(model, packed, 0.7)
+    mask = padded.completion_mask.bool()
+    torch.testing.assert_close(got[mask], want[mask], atol=1e-5, rtol=0)
+
+
 def test_a_completion_without_a_prompt_is_refused():
     turn = _turns(1)[0]
     turn.prompt_ids = []
