@@ -485,11 +485,10 @@ def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
     }
 
 
-def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict, apart=()) -> dict:
-    """The update of one rollout's turns under each of `configs` (name -> config; names in
-    `apart` run one policy at a time instead of sharing passes), alternated `--steps` + 1
-    times on copies of the policies (the first round is warm-up): median seconds, losses and
-    the turns, by name."""
+def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict) -> dict:
+    """The update of one rollout's turns under each of `configs` (name -> config), alternated
+    `--steps` + 1 times on copies of the policies (the first round is warm-up): median
+    seconds, losses and the turns, by name."""
     from trainer.advantages import compute_advantages
     from trainer.memory import model_shape
     from trainer.policies import PolicySet, policy_names
@@ -505,8 +504,6 @@ def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict, apart
         k: PolicySet(build_model(shape, args.device, vocab), c, policy_names(c))
         for k, c in configs.items()
     }
-    for key in apart:
-        policies[key]._shares_passes = False  # the pre-2026-12-06 path: a pass per policy
     task = load_task("math")
     episodes, _ = rollout(
         task.sample("train", case.prompts, seed=0),
@@ -566,11 +563,13 @@ def packing_check(args, case: Case, tokenizer, codec) -> dict:
 
 
 def passes_check(args, case: Case, tokenizer, codec) -> dict:
-    """The update of one rollout's turns of LoRA policies sharing passes (trainer/passes.py)
-    and one policy at a time, same config, alternated: median seconds, and their agreement."""
+    """The update of one rollout's turns of LoRA policies sharing passes (`batch_adapters`,
+    trainer/passes.py) and one policy at a time, alternated: median seconds, and agreement."""
+    from dataclasses import replace
+
     config = _case_config(args, case, SHAPES[case.shape])
-    configs = {"shared_passes": config, "one_at_a_time": config}
-    got = _alternated_updates(args, case, tokenizer, codec, configs, apart=("one_at_a_time",))
+    configs = {"shared_passes": replace(config, batch_adapters=True), "one_at_a_time": config}
+    got = _alternated_updates(args, case, tokenizer, codec, configs)
     medians = got["medians"]
     return dict(
         case=str(case),

@@ -141,6 +141,13 @@ class Config:
         "rl",
         minimum=-1,
     )
+    batch_adapters: bool = _f(
+        False,
+        "LoRA: run several policies' turns through one forward and backward pass, each token "
+        "through its own adapter (the same gradients up to rounding; measured on a GPU before "
+        "it becomes the default)",
+        "rl",
+    )
     rollout_batch: int = _f(
         0,
         "Max sequences per generation call (0 = a stage's whole group at once); smaller "
@@ -323,6 +330,7 @@ _LATER_FIELDS = {
     "grad_snapshots": "device",
     "rollout_batch": 0,
     "micro_batch_tokens": 0,
+    "batch_adapters": False,
     "world_size": 1,
     "episodes_per_step": 2,
     "episodes_probe": 4,

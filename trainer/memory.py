@@ -11,11 +11,12 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
   copies, gradients, AdamW moments and snapshots are divided by `world_size`, nothing is
   cached by autocast, and the rollout holds every policy all-gathered in the compute dtype.
 - optimizer: AdamW's two fp32 moments per policy, and fp32 gradients: of every policy under
-  LoRA on one process (their optimizer steps run together, trainer/passes.py), else of one
-  policy (policies are updated one after another and their gradients freed).
+  LoRA with `batch_adapters` on one process (their optimizer steps run together,
+  trainer/passes.py), else of one policy (policies are updated one after another and their
+  gradients freed).
 - snapshots: the per-role gradient vectors of trainer/gradients.py (fp32; every policy's
-  together under LoRA on one process, each within its share of the budget, else one
-  policy's optimizer step at a time); none on the device with `grad_snapshots=host` (one
+  together where their optimizer steps run together, each within its share of the budget,
+  else one policy's optimizer step at a time); none on the device with `grad_snapshots=host` (one
   transient vector), none when they would exceed its budget (it moves them to the host).
 - activations: one micro-batch (packed, `micro_batch_tokens` tokens with logits on the longest
   turn's completion share of them; else `micro_batch_rows`: an agent's turns when fewer than
@@ -358,8 +359,8 @@ def estimate(
         weights = len(policies) * trainable * 4 + (n * load if kl else 0) + cast_cache
     # LoRA policies on one process take their optimizer steps together (trainer/passes.py):
     # their gradients and snapshots are held at once; otherwise one policy's at a time.
-    one_process = getattr(config, "world_size", 1) == 1
-    together = len(policies) if config.finetune == "lora" and one_process else 1
+    batched = getattr(config, "batch_adapters", False) and getattr(config, "world_size", 1) == 1
+    together = len(policies) if config.finetune == "lora" and batched else 1
     optimizer = len(policies) * trainable * 8 + together * trainable * 4
 
     snapshots, snapshots_on_device = 0, False

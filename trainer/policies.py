@@ -8,9 +8,9 @@ A `PolicySet` owns those policies on top of ONE base model:
 - `finetune="lora"`: one peft LoRA adapter per policy, all injected into the same base model.
   Only the active adapter takes part in a forward pass, so gradients can only reach it, and
   peft's `set_adapter` additionally switches `requires_grad` to that adapter alone. The
-  update may run several policies' turns in one pass (`use_many`, trainer/joint_lora.py),
-  each token through its own policy's adapter. The reference policy is the base model with
-  every adapter disabled.
+  update may run several policies' turns in one pass (`batch_adapters`, `use_many`,
+  trainer/joint_lora.py), each token through its own policy's adapter. The reference policy
+  is the base model with every adapter disabled.
 - `finetune="full"`: the base model itself is the first policy and every further policy is a
   deep copy of it. A frozen copy of the initial weights is made, at construction, only when a
   KL coefficient is positive (nothing else needs it).
@@ -271,11 +271,15 @@ class PolicySet:
 
     @property
     def shares_passes(self) -> bool:
-        """Whether several policies' turns can share one forward and backward pass (LoRA
-        adapters on one unsharded base, every LoRA layer routable: trainer/joint_lora.py)."""
+        """Whether several policies' turns share one forward and backward pass: asked for
+        (`batch_adapters`), LoRA adapters on one unsharded base, every LoRA layer routable
+        (trainer/joint_lora.py)."""
         if self._shares_passes is None:
             self._shares_passes = (
-                self.finetune == "lora" and not self.sharded and joint_lora.supported(self.model)
+                self.config.batch_adapters
+                and self.finetune == "lora"
+                and not self.sharded
+                and joint_lora.supported(self.model)
             )
         return self._shares_passes
 

@@ -25,9 +25,10 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   the whole optimizer batch (trainer/loss.py), so accumulation is exact. A micro-batch is
   `micro_batch_size` turns, padded, or with `micro_batch_tokens` > 0 as many turns as fit in
   that many tokens, packed without padding (trainer/loss.py's packed layout). Which turns
-  share a pass is trainer/passes.py's: under LoRA (one process) the policies take their k-th
-  optimizer steps together and one pass holds several policies' turns, each policy's tokens
-  through its own adapter (trainer/joint_lora.py), at most one agent's turns per policy.
+  share a pass is trainer/passes.py's: with `batch_adapters` (LoRA, one process) the policies
+  take their k-th optimizer steps together and one pass holds several policies' turns, each
+  policy's tokens through its own adapter (trainer/joint_lora.py), at most one agent's turns
+  per policy.
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).
@@ -441,8 +442,8 @@ def update_policies(
         )
         for name in plan
     }
-    # LoRA policies on one process take their k-th optimizer steps together, their turns
-    # sharing passes (trainer/passes.py); others one policy at a time.
+    # Batched adapters (LoRA, one process): the policies take their k-th optimizer steps
+    # together, their turns sharing passes (trainer/passes.py); else one policy at a time.
     together = policies.shares_passes and not world.active
     records: list[tuple[int, dict]] = []  # (mini-batch index, record)
     for k in range(max((len(b) for b in plan.values()), default=0)):

@@ -1,13 +1,14 @@
 """LoRA policies sharing passes (trainer/joint_lora.py, trainer/passes.py) give what a pass per
 policy gives: the same log-probs, gradients, per-role figures and weights, in fewer passes.
 
-The reference is the same update with `shares_passes` off, which runs one policy at a time
+The reference is the same update without `batch_adapters`, which runs one policy at a time
 (the path every other update test exercises against per-role recomputation). The two differ
 only in which rows share a matmul of the frozen base, so they agree to float rounding.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import pytest
@@ -18,11 +19,6 @@ from tests.trainer.voting_setup import PAD, build, voting_config
 from trainer import passes
 from trainer.loss import batch_logprobs, make_batch, make_packed_batch
 from trainer.update import lane, update_policies
-
-
-def _one_at_a_time(policies):
-    policies._shares_passes = False
-    return policies
 
 
 def _count_passes(monkeypatch) -> list[int]:
@@ -53,7 +49,9 @@ def _on(device: str, config):
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("packed", [False, True])
 def test_a_routed_pass_computes_each_adapters_own_logprobs_and_gradients(packed, device):
-    config = voting_config(sharing="per_role", micro_batch_tokens=400 if packed else 0)
+    config = voting_config(
+        sharing="per_role", batch_adapters=True, micro_batch_tokens=400 if packed else 0
+    )
     # Packed: rows of at most 40 tokens, so the policies' spans cross rows and padded ends.
     collate = partial(make_packed_batch, row_tokens=40) if packed else make_batch
     policies, turns = _on(device, config)
@@ -104,8 +102,8 @@ def test_a_routed_pass_computes_each_adapters_own_logprobs_and_gradients(packed,
     ],
 )
 def test_an_update_sharing_passes_equals_one_policy_at_a_time(monkeypatch, sharing, options):
-    config = voting_config(sharing=sharing, **options)
-    joint, apart = build(config), _one_at_a_time(build(config))
+    config = voting_config(sharing=sharing, batch_adapters=True, **options)
+    joint, apart = build(config), build(dataclasses.replace(config, batch_adapters=False))
     assert joint.shares_passes and not apart.shares_passes
     turns_j, turns_a = make_turns(config, joint), make_turns(config, apart)
 
@@ -126,7 +124,9 @@ def test_an_update_sharing_passes_equals_one_policy_at_a_time(monkeypatch, shari
 
 
 def test_lora_on_the_output_head_runs_one_policy_at_a_time():
-    config = voting_config(sharing="per_role", lora_targets="q_proj,v_proj,lm_head")
+    config = voting_config(
+        sharing="per_role", batch_adapters=True, lora_targets="q_proj,v_proj,lm_head"
+    )
     policies = build(config)
     assert not policies.shares_passes  # the head sees only the kept positions' hidden states
     metrics = update_policies(policies, make_turns(config, policies), config, tokenizer_pad_id=PAD)
@@ -134,7 +134,7 @@ def test_lora_on_the_output_head_runs_one_policy_at_a_time():
 
 
 def test_full_fine_tuning_never_shares_passes():
-    config = voting_config(sharing="per_role", finetune="full")
+    config = voting_config(sharing="per_role", finetune="full", batch_adapters=True)
     policies = build(config)
     assert not policies.shares_passes
     lanes = [lane(name, [], config) for name in policies.names]
