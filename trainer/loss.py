@@ -29,13 +29,14 @@ same column and only the last T+1 positions need logits (`logits_to_keep`). Posi
 derived from the attention mask, so a padded row computes the same numbers as the bare row.
 
 Packed layout (`micro_batch_tokens` > 0; `make_packed_batch`): (almost) no padding, as TRL's
-`padding_free` and verl's remove-padding do. The turns are laid end to end in rows of about
-PACK_ROW_TOKENS tokens (a longer turn has a row of its own), position ids restart at 0 with
-each turn, and the attention mask is left out: transformers reads the restarts and keeps each
-turn's attention within itself. SDPA and eager attention do that with a dense block-causal mask
-over the whole row, so a row's attention costs its length squared: rows, not one row of the
-whole budget, keep that cost linear in the budget (only the rows' ends are padded, with
-positions that continue the last turn, so no real token attends to them). Only the logits that
+`padding_free` and verl's remove-padding do. The turns are laid end to end in rows as long as
+the pass's longest turn, position ids restart at 0 with each turn, and the attention mask is
+left out: transformers reads the restarts and keeps each turn's attention within itself. SDPA
+and eager attention do that with a dense block-causal mask over the whole row, so a row's
+attention costs its length squared: one row of the whole budget cost 0.54-0.63x the padded
+path's speed on the CPU (BENCHMARKS.md), rows no longer than the longest turn never cost more
+attention, rows or padding than the padded layout of the same turns. Only the rows' ends are
+padded, with positions that continue the last turn, so no real token attends to them. Only the logits that
 predict a completion token are computed (`logits_to_keep` as a boolean mask); the log-probs
 are scattered back into the padded (B, T) layout, so the loss and its statistics are the padded
 path's, with the same numbers up to the kernels' rounding (tests/trainer/test_packing.py states
@@ -66,12 +67,6 @@ class Batch:
     @property
     def completion_len(self) -> int:
         return self.completion_mask.shape[1]
-
-
-# The packed layout's row length (a longer turn gets a row of its own): short enough that the
-# dense block-causal attention over a row stays a small share of a pass's compute, long enough
-# that the rows' padded ends are a few percent of it.
-PACK_ROW_TOKENS = 1024
 
 
 @dataclass
@@ -107,12 +102,15 @@ def make_packed_batch(
     turns: list[Turn],
     pad_id: int,
     device: torch.device | str = "cpu",
-    row_tokens: int = PACK_ROW_TOKENS,
+    row_tokens: int | None = None,
 ) -> PackedBatch:
-    """Collate turns end to end in rows (the module docstring's packed layout); the per-token
-    tensors of the loss keep the padded (B, T) shape."""
+    """Collate turns end to end in rows of at most `row_tokens` tokens, by default the
+    longest turn's length (the module docstring's packed layout); the per-token tensors of the
+    loss keep the padded (B, T) shape."""
     padded = make_batch(turns, pad_id)  # the (B, T) tensors of the loss (host-side, small)
     width = padded.completion_len
+    if row_tokens is None:
+        row_tokens = max(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
     rows = _rows(turns, row_tokens)
     length = max(
         sum(len(turns[i].prompt_ids) + len(turns[i].completion_ids) for i in r) for r in rows
