@@ -178,7 +178,10 @@ def batch_logprobs(
     logits = logits.reshape(-1, logits.shape[-1]) / temperature  # (K, V)
     targets = batch.input_ids.reshape(-1)[batch.keep + 1]  # (K,)
     shape = batch.completion_mask.shape
-    logps = _scattered(selective_log_softmax(logits, targets), batch.slots, shape)
+    # As one row: TRL's fp32 path loops over the leading dimension (one logsumexp a row), so
+    # (K, V) would cost a kernel per token.
+    selected = selective_log_softmax(logits.unsqueeze(0), targets.unsqueeze(0))[0]  # (K,)
+    logps = _scattered(selected, batch.slots, shape)
     entropies = None
     if with_entropy:
         with torch.no_grad():
