@@ -36,11 +36,11 @@ and eager attention do that with a dense block-causal mask over the whole row, s
 attention costs its length squared: one row of the whole budget cost 0.54-0.63x the padded
 path's speed on the CPU (BENCHMARKS.md), rows no longer than the longest turn never cost more
 attention, rows or padding than the padded layout of the same turns. Only the rows' ends are
-padded, with positions that continue the last turn, so no real token attends to them. Only the logits that
-predict a completion token are computed (`logits_to_keep` as a boolean mask); the log-probs
-are scattered back into the padded (B, T) layout, so the loss and its statistics are the padded
-path's, with the same numbers up to the kernels' rounding (tests/trainer/test_packing.py states
-the tolerance).
+padded, with positions that continue the last turn, so no real token attends to them. Only the
+logits that predict a completion token are computed (`logits_to_keep` as a boolean mask); the
+log-probs are scattered back into the padded (B, T) layout, so the loss and its statistics are
+the padded path's, with the same numbers up to the kernels' rounding
+(tests/trainer/test_packing.py states the tolerance).
 """
 
 from __future__ import annotations
