@@ -102,6 +102,7 @@ from vocabulary.names import (
     REWARD_KEY,
     ROLLOUT_SECONDS_KEY,
     STEP_SECONDS_KEY,
+    TOKEN_BUDGET_KEY,
     TOKENS_PER_SECOND_KEY,
     UPDATE_SECONDS_KEY,
     VERDICT_DISAGREEMENT_RATE,
@@ -405,6 +406,8 @@ def _train(
         PARAM_DTYPE_KEY: dtype_bits(PARAM_DTYPE),
         COMPUTE_DTYPE_KEY: dtype_bits(compute_dtype(device)),
     }
+    if config.micro_batch_tokens:  # packed: what -1 resolved to on this GPU, or the setting
+        precision[TOKEN_BUDGET_KEY] = float(config.token_budget)
     if run.engine.recomputes_logprobs:
         precision[ENGINE_STARTUP_KEY] = run.engine.startup_seconds
     for step in range(done + 1, config.steps + 1):

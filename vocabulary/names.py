@@ -67,6 +67,7 @@ GRAD_SNAPSHOT_KEY = "sys/grad_snapshot_mb"  # the drill-down's gradient snapshot
 DB_SECONDS_KEY = "sys/db_seconds"  # runs a worker trains: time in the database reporter
 PARAM_DTYPE_KEY = "sys/param_dtype"  # bits per parameter as stored, logged once
 COMPUTE_DTYPE_KEY = "sys/compute_dtype"  # bits of the autocast compute type, logged once
+TOKEN_BUDGET_KEY = "sys/token_budget"  # tokens a packed pass, as resolved; logged once
 
 # Behaviour metrics (trainer/behaviour.py): what the agents did in a step's episodes, each
 # declared here once with the name the pages give it. BEHAVIOUR_KEYS are those the experiment

@@ -189,3 +189,16 @@ def test_cli_eval_prints_one_json_object():
     assert set(result) >= {"accuracy", "episodes", "turns", "tokens", "seconds"}
     k = make_config("cpu-demo").eval_samples  # samples per problem
     assert result["episodes"] == 8 * k and result["turns"] == 8 * k * 4
+
+
+def test_an_auto_token_budget_with_batched_adapters_trains_and_logs_what_it_resolved(tmp_path):
+    config = small(
+        workflow="voting", sharing="per_role", steps=1, micro_batch_tokens=-1, batch_adapters=True
+    )
+    reporter = ListReporter()
+    assert train(config, tmp_path, reporter)["status"] == "succeeded"
+    assert reporter.series("sys/token_budget") == ([1], [16384.0])  # the CPU's default
+    assert {"role/generator/grad_norm", "role/aggregator/grad_norm"} <= reporter.keys()
+    plain = ListReporter()
+    train(small(workflow="voting", sharing="per_role", steps=1), tmp_path / "plain", plain)
+    assert "sys/token_budget" not in plain.keys()
