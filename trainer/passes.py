@@ -14,11 +14,11 @@ what to call when a segment's last backward pass is done (the gradient tracker's
   the budget to the GPU's memory (`Config.token_budget`, resolved once per call). It is
   filled lane by lane, in order; one lane's passes are therefore `grad_drill.chunks` of its
   groups, exactly as when policies were updated one after another.
-- Several lanes share a pass only when the policies are LoRA adapters on one base
-  (`PolicySet.shares_passes`): the turns are laid out policy by policy and each policy's
-  tokens go through its own adapter (trainer/joint_lora.py). The base runs once over all of
-  them — under `per_role` one pass can hold every role's turns — and since each adapter sees
-  only its own tokens, each policy gets the gradient it would get alone.
+- Several lanes share a pass only when asked (`batch_adapters`) and the policies are LoRA
+  adapters on one base (`PolicySet.shares_passes`): the turns are laid out policy by policy
+  and each policy's tokens go through its own adapter (trainer/joint_lora.py). The base runs
+  once over all of them (under `per_role` one pass can hold a segment of every role) and since
+  each adapter sees only its own tokens, each policy gets the gradient it would get alone.
 - The loss of a pass is the sum of each lane's GRPO loss over its own rows, with its own
   normaliser and KL coefficient; the statistics go to the lane, by role.
 - Sharded policies (FSDP2) run alone, and every rank runs each segment's largest pass count
