@@ -125,6 +125,7 @@ LATER = (
     "is_cap",
     "frozen_roles",
     "micro_batch_tokens",
+    "batch_adapters",
     "second_opinion_sample",
 )
 
