@@ -65,6 +65,9 @@ def _visible_runs(page) -> list[int]:
 
 
 def _search_and_columns(page, base, runs) -> None:
+    # `/` is explorer.js's: the heading can show before the script has run (a loaded machine
+    # fetches it late), and a key pressed before then is lost.
+    page.wait_for_load_state("load")
     page.keyboard.press("/")
     expect(page.locator("#explorer-q")).to_be_focused()
     page.keyboard.type("sharing = 'per_role' and peak > 0.6")
