@@ -313,11 +313,9 @@ class Config:
     def token_budget(self) -> int:
         """Tokens per packed forward/backward pass (0: padded micro-batches). -1 (`auto`): the
         largest budget whose update the memory estimate fits on the GPU (trainer/memory.py)."""
-        if self.micro_batch_tokens >= 0:
-            return self.micro_batch_tokens
-        from trainer.memory import largest_token_budget
+        from trainer.memory import token_budget  # memory.py builds on this module
 
-        return largest_token_budget(self)
+        return token_budget(self)
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}

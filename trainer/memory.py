@@ -357,8 +357,8 @@ def estimate(
         kl = config.kl_beta > 0 or any(v > 0 for v in config.kl_beta_per_role.values())
         cast_cache = n * 2 if on_cuda and ranks == 1 else 0
         weights = len(policies) * trainable * 4 + (n * load if kl else 0) + cast_cache
-    # LoRA policies on one process take their optimizer steps together (trainer/passes.py):
-    # their gradients and snapshots are held at once; otherwise one policy's at a time.
+    # Batched adapters (LoRA, one process) take the policies' optimizer steps together
+    # (trainer/passes.py): their gradients and snapshots are held at once; else one at a time.
     batched = getattr(config, "batch_adapters", False) and getattr(config, "world_size", 1) == 1
     together = len(policies) if config.finetune == "lora" and batched else 1
     optimizer = len(policies) * trainable * 8 + together * trainable * 4
