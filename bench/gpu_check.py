@@ -39,6 +39,8 @@ slot's budget: `bash bench/gpu_round.sh`):
         --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
     python bench/gpu_check.py --kernels liger --micro-batch-tokens 16384 --no-sampler-check \
         --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+    python bench/gpu_check.py --compare-logprobs --micro-batch-tokens 16384 --new-tokens 512 \
+        --no-sampler-check --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:...
     python bench/gpu_check.py --study --study-size 16x8 --micro-batch-tokens 16384 \
         --budget-s 300 --no-sampler-check            # cases smallest first, TRL beside each
     python bench/gpu_check.py --device cpu --study --cases tiny:lora:per_role:voting:2x2 \
@@ -522,16 +524,21 @@ def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict) -> di
         turn.advantage = 1.0 if i % 2 else -1.0  # random weights: give every policy a signal
     times: dict[str, list[float]] = {k: [] for k in configs}
     losses: dict[str, list[float]] = {k: [] for k in configs}
+    peaks: dict[str, float | None] = {k: None for k in configs}
     for _ in range(args.steps + 1):
         for key, config in configs.items():
             _sync(args.device)
+            if args.device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
             started = time.perf_counter()
             metrics = update_policies(policies[key], turns, config, tokenizer_pad_id=codec.pad_id)
             _sync(args.device)
             times[key].append(time.perf_counter() - started)
             losses[key].append(metrics.get(LOSS_KEY, math.nan))
+            if args.device == "cuda":
+                peaks[key] = torch.cuda.max_memory_allocated() / 2**30
     medians = {k: statistics.median(v[1:]) for k, v in times.items()}
-    return dict(medians=medians, losses=losses, turns=turns)
+    return dict(medians=medians, losses=losses, turns=turns, peaks=peaks)
 
 
 def _loss_gap(losses: dict[str, list[float]], a: str, b: str) -> float:
@@ -580,6 +587,32 @@ def passes_check(args, case: Case, tokenizer, codec) -> dict:
         speedup=medians["one_at_a_time"] / medians["shared_passes"],
         loss_gap=_loss_gap(got["losses"], "one_at_a_time", "shared_passes"),
     )
+
+
+def logprobs_check(args, case: Case, tokenizer, codec) -> dict:
+    """The update of one rollout's turns with fused log-probs (`fused_logprobs`,
+    trainer/head_logprobs.py) and with the whole logits, alternated: median seconds, peak
+    memory of the update (CUDA), and agreement."""
+    from dataclasses import replace
+
+    config = _case_config(args, case, SHAPES[case.shape])
+    configs = {"fused": replace(config, fused_logprobs=True), "exact": config}
+    got = _alternated_updates(args, case, tokenizer, codec, configs)
+    medians, peaks = got["medians"], got["peaks"]
+    return dict(
+        case=str(case),
+        turns=len(got["turns"]),
+        budget=config.micro_batch_tokens or config.micro_batch_size,
+        exact_s=medians["exact"],
+        fused_s=medians["fused"],
+        speedup=medians["exact"] / medians["fused"],
+        exact_peak_gib=peaks["exact"],
+        fused_peak_gib=peaks["fused"],
+        loss_gap=_loss_gap(got["losses"], "exact", "fused"),
+    )
+
+
+COMPARISONS = {"packing": packing_check, "passes": passes_check, "logprobs": logprobs_check}
 
 
 def _padded_tokens(turns, config) -> int:
@@ -722,10 +755,8 @@ def _run_cases(args, cases, tokenizer, codec, ceiling, started: float, report: d
             report["cases"].append(dict(case=str(case), status="skipped: time budget spent"))
             continue
         profile_to = args.profile if i == 0 else None
-        if args.compare_packing or args.compare_passes:
-            kind = "packing" if args.compare_packing else "passes"
-            check = packing_check if args.compare_packing else passes_check
-            row = check(args, case, tokenizer, codec)
+        if kind := next((k for k in COMPARISONS if getattr(args, f"compare_{k}")), None):
+            row = COMPARISONS[kind](args, case, tokenizer, codec)
             report[kind] = [*report.get(kind, []), row]
             print(f"{kind} {row}", flush=True)
             continue
@@ -809,6 +840,11 @@ def main(argv: list[str] | None = None) -> int:
         "--compare-passes",
         action="store_true",
         help="per LoRA case, the update with policies sharing passes and one at a time",
+    )
+    parser.add_argument(
+        "--compare-logprobs",
+        action="store_true",
+        help="per case, the update with fused log-probs and with the whole logits",
     )
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")

@@ -16,7 +16,7 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 $python -m pytest -q -p no:cacheprovider tests/trainer/test_kernels.py \
     tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py \
-    tests/trainer/test_joint_lora.py 2>&1 | tail -5 | tee "$out/tests.txt"
+    tests/trainer/test_joint_lora.py tests/trainer/test_head_logprobs.py 2>&1 | tail -5 | tee "$out/tests.txt"
 run() {  # name, then gpu_check arguments; each step's own budget keeps the round inside a slot
     local name=$1
     shift
@@ -27,5 +27,8 @@ run packing --compare-packing --steps 3 --micro-batch 16 --micro-batch-tokens 16
 run passes --compare-passes --steps 3 --micro-batch-tokens 16384 --no-sampler-check --budget-s 120 \
     --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
 run liger --kernels liger --micro-batch-tokens 16384 --no-sampler-check --budget-s 90 \
+    --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+run logprobs --compare-logprobs --steps 3 --micro-batch-tokens 16384 --new-tokens 512 \
+    --no-sampler-check --budget-s 90 \
     --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
 run study --study --study-size 16x8 --micro-batch-tokens 16384 --budget-s 300 --no-sampler-check

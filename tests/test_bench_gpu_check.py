@@ -1,6 +1,7 @@
 """bench/gpu_check.py still runs: CI runs it on the CPU with a tiny shape, so the
 script the GPU node runs cannot rot between GPU sessions."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -34,6 +35,27 @@ def test_the_gpu_check_runs_on_the_cpu_and_every_policy_moves():
     assert all(r[-2:] == ["yes", "yes"] for r in rows)  # parameters moved, loss finite
     sampler = [line for line in done.stdout.splitlines() if line.startswith("sampler ")]
     assert len(sampler) == 1 and "'same_tokens': '8/8'" in sampler[0]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kind", ["packing", "passes", "logprobs"])
+def test_each_comparison_runs_on_the_cpu_and_both_sides_agree(kind):
+    args = ["--device", "cpu", "--steps", "1", "--new-tokens", "4", "--no-sampler-check"]
+    case = "tiny:lora:per_role:voting:2x2"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), *args, f"--compare-{kind}"]
+        + ["--micro-batch-tokens", "256", "--cases", case],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=290,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(f"{kind} ")]
+    assert len(rows) == 1, done.stdout
+    row = ast.literal_eval(rows[0].removeprefix(f"{kind} "))
+    assert row["case"] == case and row["speedup"] > 0
+    assert row["loss_gap"] < 1e-5  # the same update by either path
 
 
 def test_a_malformed_case_is_named():

@@ -148,6 +148,14 @@ class Config:
         "it becomes the default)",
         "rl",
     )
+    fused_logprobs: bool = _f(
+        False,
+        "Compute the update's log-probs from the final hidden states in chunks, never holding "
+        "the whole vocabulary's logits (Liger Kernel; the same loss up to rounding, far less "
+        "memory, one process, no LoRA on lm_head; measured on a GPU before it becomes the "
+        "default)",
+        "rl",
+    )
     rollout_batch: int = _f(
         0,
         "Max sequences per generation call (0 = a stage's whole group at once); smaller "
@@ -329,6 +337,7 @@ _LATER_FIELDS = {
     "rollout_batch": 0,
     "micro_batch_tokens": 0,
     "batch_adapters": False,
+    "fused_logprobs": False,
     "world_size": 1,
     "episodes_per_step": 2,
     "episodes_probe": 4,
@@ -549,6 +558,10 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if config.fused_logprobs and config.finetune == "lora" and "lm_head" in _targets(config):
+        errors["fused_logprobs"] = (
+            "fused log-probs need the output layer without LoRA: drop lm_head from lora_targets"
+        )
     _check_ranks(config, errors)
     if not errors and (problem := fit_problem(config)):
         errors["memory"] = problem  # not one field's fault: the message names what to change
@@ -631,10 +644,21 @@ def _check_ranks(config: Config, errors: dict[str, str]) -> None:
             "the gradient drill-down is not available for full fine-tuning over several ranks "
             "(sharded with FSDP2): turn it off, set world_size 1 or finetune lora"
         )
+    if config.fused_logprobs and config.world_size > 1:
+        # The fused log-probs read the output layer's weight without calling it, so FSDP2
+        # would not gather it and DDP would not see the pass.
+        errors["fused_logprobs"] = "fused log-probs run in one process: set world_size 1"
     if config.rollout_engine == "vllm" and config.world_size > 1:
         errors["rollout_engine"] = (
             "vllm serves one process's rollouts; use world_size 1 or rollout_engine hf"
         )
+
+
+def _targets(config: Config) -> set[str]:
+    """The module names LoRA targets (all-linear: none named; peft leaves the head out)."""
+    if config.lora_targets == "all-linear":
+        return set()
+    return {t.strip().rsplit(".", 1)[-1] for t in config.lora_targets.split(",")}
 
 
 def _named(config: Config) -> set[str]:

@@ -53,6 +53,7 @@ from trl.trainer.utils import entropy_from_logits, pad, selective_log_softmax
 
 from trainer.config import LOSS_AGG
 from trainer.episode import Turn
+from trainer.head_logprobs import decoder_and_head, head_logprobs
 
 
 @dataclass
@@ -157,9 +158,15 @@ def make_packed_batch(
 
 
 def batch_logprobs(
-    model: nn.Module, batch: Batch, temperature: float, *, with_entropy: bool = True
+    model: nn.Module,
+    batch: Batch,
+    temperature: float,
+    *,
+    with_entropy: bool = True,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`token_logprobs` of a padded or a packed batch: (B, T) log-probs and entropies."""
+    """`token_logprobs` of a padded or a packed batch: (B, T) log-probs and entropies.
+    `fused`: without the whole vocabulary's logits (trainer/head_logprobs.py)."""
     if not isinstance(batch, PackedBatch):
         return token_logprobs(
             model,
@@ -168,25 +175,30 @@ def batch_logprobs(
             batch.completion_len,
             temperature,
             with_entropy=with_entropy,
+            fused=fused,
         )
-    logits = model(
-        input_ids=batch.input_ids,
-        position_ids=batch.position_ids,
-        logits_to_keep=batch.keep_mask,
-        use_cache=False,
-    ).logits  # the kept positions, row by row
-    logits = logits.reshape(-1, logits.shape[-1]) / temperature  # (K, V)
     targets = batch.input_ids.reshape(-1)[batch.keep + 1]  # (K,)
     shape = batch.completion_mask.shape
-    # As one row: TRL's fp32 path loops over the leading dimension (one logsumexp a row), so
-    # (K, V) would cost a kernel per token.
-    selected = selective_log_softmax(logits.unsqueeze(0), targets.unsqueeze(0))[0]  # (K,)
-    logps = _scattered(selected, batch.slots, shape)
-    entropies = None
-    if with_entropy:
-        with torch.no_grad():
-            entropies = _scattered(entropy_from_logits(logits), batch.slots, shape)
-    return logps, entropies
+    inputs = dict(input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False)
+    if fused:
+        decoder, head = decoder_and_head(model)
+        hidden = decoder(**inputs).last_hidden_state
+        hidden = hidden.reshape(-1, hidden.shape[-1])[batch.keep]  # (K, H)
+        selected, entropy = head_logprobs(
+            head, hidden, targets, temperature, with_entropy=with_entropy
+        )
+    else:
+        logits = model(**inputs, logits_to_keep=batch.keep_mask).logits  # kept, row by row
+        logits = logits.reshape(-1, logits.shape[-1]) / temperature  # (K, V)
+        # As one row: TRL's fp32 path loops over the leading dimension (one logsumexp a row),
+        # so (K, V) would cost a kernel per token.
+        selected = selective_log_softmax(logits.unsqueeze(0), targets.unsqueeze(0))[0]  # (K,)
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = entropy_from_logits(logits)
+    entropies = None if entropy is None else _scattered(entropy, batch.slots, shape)
+    return _scattered(selected, batch.slots, shape), entropies
 
 
 def _scattered(values: torch.Tensor, slots: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -238,24 +250,28 @@ def token_logprobs(
     temperature: float,
     *,
     with_entropy: bool = True,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (with grad) and entropies (without) of the last `completion_len` tokens.
 
     Returns (logps, entropies), each (B, T) with T = completion_len; entropies is None when not
-    asked for. The entropy is a statistic only, so it costs no activation memory.
+    asked for. The entropy is a statistic only, so it costs no activation memory. `fused`:
+    without the whole vocabulary's logits (trainer/head_logprobs.py).
     """
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    inputs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
+    )
+    targets = input_ids[:, -completion_len:]  # (B, T)
+    if fused:
+        decoder, head = decoder_and_head(model)
+        # The hidden state before each completion token predicts it.
+        hidden = decoder(**inputs).last_hidden_state[:, -completion_len - 1 : -1, :]  # (B, T, H)
+        return head_logprobs(head, hidden, targets, temperature, with_entropy=with_entropy)
     # T+1 logits: the one before the first completion token predicts it; the last predicts
     # nothing and is dropped.
-    logits = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=positions,
-        logits_to_keep=completion_len + 1,
-        use_cache=False,
-    ).logits[:, :-1, :]  # (B, T, V)
+    logits = model(**inputs, logits_to_keep=completion_len + 1).logits[:, :-1, :]  # (B, T, V)
     logits = logits / temperature
-    targets = input_ids[:, -completion_len:]  # (B, T)
     logps = selective_log_softmax(logits, targets)  # (B, T)
     entropies = None
     if with_entropy:

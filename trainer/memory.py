@@ -23,7 +23,10 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
   `micro_batch_size`) of the longest sequence a role can see (its prompt, the outputs of the
   agents before it, its own completion); per token and layer ACT_PER_LAYER elements,
   or, with gradient checkpointing, one layer's worth plus each layer's saved input.
-- logits: LOGIT_COPIES copies of (micro-batch × completion × vocab) in the compute dtype.
+- logits: LOGIT_COPIES copies of (micro-batch × completion × vocab) in the compute dtype; with
+  `fused_logprobs` (trainer/head_logprobs.py) only Liger's chunks (FUSED_CHUNK_BYTES), the
+  entropy statistic's ENTROPY_ROWS rows of logits, fp32 gradients of the kept hidden states,
+  and under full fine-tuning an fp32 gradient of the output layer.
 
 The rollout phase (`rollout_estimate`) is counted too, and the run's peak is the larger of
 the two phases. One generation call (trainer/sampling.py) decodes every sequence one policy
@@ -129,6 +132,11 @@ TINY_SHAPES: dict[str, dict[str, Any]] = {
 PROMPT_TOKENS = 512  # a task prompt with its instructions, before other agents' outputs
 ACT_PER_LAYER = (4, 4, 4.5)  # saved elements per token and layer: × hidden, × q width, × mlp
 LOGIT_COPIES = 3
+# fused_logprobs: Liger's chunk of 2,048 positions × 4,096 vocabulary entries, in fp32, about
+# four copies at once in its backward pass (logits, probabilities, their gradient, a product);
+# the entropy statistic's chunk of positions (trainer/head_logprobs.py reads it from here).
+FUSED_CHUNK_BYTES = 4 * 2048 * 4096 * 4
+ENTROPY_ROWS = 1024
 PREFILL_PER_TOKEN = (4, 3)  # prefill's transient elements per token: × hidden, × mlp
 DECODE_BYTES_PER_LOGIT = 40  # fp32 logits, Gumbel noise (int64, float64 steps), log-softmax
 # On CUDA (bf16 autocast), fitted to bench/gpu_check.py's six cases on an H200 (2026-12-04,
@@ -401,8 +409,14 @@ def estimate(
         activations = tokens * (layers * h + per_layer) * compute
     else:
         activations = tokens * layers * per_layer * compute
-    copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
-    logits = int(copies * kept * shape["vocab_size"] * compute)
+    vocab = shape["vocab_size"]
+    if getattr(config, "fused_logprobs", False):
+        head_grad = vocab * h * 4 if config.finetune == "full" else 0
+        entropy = min(kept, ENTROPY_ROWS) * vocab * (compute + 8)  # logits, fp32, softmax
+        logits = FUSED_CHUNK_BYTES + entropy + kept * h * 8 + head_grad
+    else:
+        copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
+        logits = int(copies * kept * vocab * compute)
     return MemoryEstimate(weights, optimizer, snapshots, activations, logits, snapshots_on_device)
 
 

@@ -175,9 +175,13 @@ def _backward(policies: PolicySet, parts: list[_Part], config: Config, pad_id: i
     # no-grad pass as large as the policy's own) would buy a metric and no gradient.
     if any(beta > 0 for beta in betas):
         with policies.reference() as ref:
-            ref_logps, _ = batch_logprobs(ref, batch, config.temperature, with_entropy=False)
+            ref_logps, _ = batch_logprobs(
+                ref, batch, config.temperature, with_entropy=False, fused=config.fused_logprobs
+            )
     with _trained(policies, parts, batch) as model:
-        logps, entropies = batch_logprobs(model, batch, config.temperature)
+        logps, entropies = batch_logprobs(
+            model, batch, config.temperature, fused=config.fused_logprobs
+        )
         total, start = None, 0
         for part, beta in zip(parts, betas):
             n = len(part.turns)

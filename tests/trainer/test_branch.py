@@ -126,6 +126,7 @@ LATER = (
     "frozen_roles",
     "micro_batch_tokens",
     "batch_adapters",
+    "fused_logprobs",
     "second_opinion_sample",
 )
 
