@@ -2,7 +2,8 @@
 # The GPU round of per-role update, kernel and study measurements in one go (bench/gpu_check.py's
 # docstring says what each step measures):
 # the GPU-only tests, then packed vs padded updates, LoRA policies sharing passes vs one at a
-# time, Liger's kernels against the exact path, and
+# time, Liger's kernels against the exact path, fused log-probs against the whole logits,
+# and
 # the study's cases within a fixed budget. Every result lands in ${OUT:-bench-out}/.
 # Wheels: liger-kernel (pure Python) from ./wheels if present, installed without dependencies
 # so the node's CUDA torch and Triton stay as they are.

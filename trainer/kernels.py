@@ -12,9 +12,10 @@ Only on CUDA: Liger's kernels do not run under Triton's CPU interpreter (liger-k
 calls `.to` on a Python float inside them), so on the CPU the exact path is the only one and
 asking for Liger is an error that says so. Its agreement with the exact path (log-probs and
 gradients within stated tolerances) is tested on a GPU (tests/trainer/test_kernels.py) and
-measured by `bench/gpu_check.py --kernels liger`. liger-kernel is not in requirements.txt: a
-GPU node installs it with `pip install --no-deps liger-kernel==0.8.5` beside its CUDA torch
-and Triton (bench/gpu_check.py's docstring lists the wheel set).
+measured by `bench/gpu_check.py --kernels liger`. liger-kernel is in requirements.txt (the
+update's fused log-probs use it, trainer/head_logprobs.py); a GPU image without Troupe's
+requirements installs it with `pip install --no-deps liger-kernel==0.8.5` beside its CUDA
+torch and Triton (bench/gpu_check.py's docstring lists the wheel set).
 """
 
 from __future__ import annotations
