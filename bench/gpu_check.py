@@ -612,7 +612,12 @@ def logprobs_check(args, case: Case, tokenizer, codec) -> dict:
     )
 
 
-COMPARISONS = {"packing": packing_check, "passes": passes_check, "logprobs": logprobs_check}
+# --compare-KIND: the check, and the two sides it compares
+COMPARISONS = {
+    "packing": (packing_check, "padded and packed"),
+    "passes": (passes_check, "with LoRA policies sharing passes and one policy at a time"),
+    "logprobs": (logprobs_check, "with fused log-probs and with the whole logits"),
+}
 
 
 def _padded_tokens(turns, config) -> int:
@@ -756,7 +761,7 @@ def _run_cases(args, cases, tokenizer, codec, ceiling, started: float, report: d
             continue
         profile_to = args.profile if i == 0 else None
         if kind := next((k for k in COMPARISONS if getattr(args, f"compare_{k}")), None):
-            row = COMPARISONS[kind](args, case, tokenizer, codec)
+            row = COMPARISONS[kind][0](args, case, tokenizer, codec)
             report[kind] = [*report.get(kind, []), row]
             print(f"{kind} {row}", flush=True)
             continue
@@ -831,21 +836,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--micro-batch-tokens", type=int, default=0, help="pack turns, this many tokens a pass"
     )
-    parser.add_argument(
-        "--compare-packing",
-        action="store_true",
-        help="per case, the update of one rollout padded and packed, alternated (medians)",
-    )
-    parser.add_argument(
-        "--compare-passes",
-        action="store_true",
-        help="per LoRA case, the update with policies sharing passes and one at a time",
-    )
-    parser.add_argument(
-        "--compare-logprobs",
-        action="store_true",
-        help="per case, the update with fused log-probs and with the whole logits",
-    )
+    for kind, (_, sides) in COMPARISONS.items():
+        parser.add_argument(
+            f"--compare-{kind}",
+            action="store_true",
+            help=f"per case, the update of one rollout {sides}, alternated (medians)",
+        )
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")
