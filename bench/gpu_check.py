@@ -30,19 +30,19 @@ is reachable) and install them first; Troupe says at start when transformers is 
     pip install --no-deps --target /tmp/site transformers==5.24.0 trl==1.16.0 \\
         datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 && export PYTHONPATH=/tmp/site
 
-The round of per-role update, kernel and study measurements (one script, inside a GPU
-slot's budget: `bash bench/gpu_round.sh`):
+The round of per-role update, kernel and study measurements (`bash bench/gpu_round.sh
+updates`, then `... study`: each part inside one 10-minute device call) runs, among others:
 
     python bench/gpu_check.py --compare-packing --micro-batch 16 --micro-batch-tokens 16384 \
         --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
     python bench/gpu_check.py --compare-passes --micro-batch-tokens 16384 --no-sampler-check \
         --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
-    python bench/gpu_check.py --kernels liger --micro-batch-tokens 16384 --no-sampler-check \
-        --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+    python bench/gpu_check.py --compare-kernels --kernels liger --micro-batch-tokens 16384 \
+        --no-sampler-check --cases qwen3-0.6b:lora:shared:single:16x8   # or --kernels compile
     python bench/gpu_check.py --compare-logprobs --micro-batch-tokens 16384 --new-tokens 512 \
-        --no-sampler-check --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:...
+        --no-sampler-check --cases qwen3-0.6b:lora:shared:single:16x8
     python bench/gpu_check.py --study --study-size 16x8 --micro-batch-tokens 16384 \
-        --budget-s 300 --no-sampler-check            # cases smallest first, TRL beside each
+        --budget-s 420 --no-sampler-check            # cases smallest first, TRL beside each
     python bench/gpu_check.py --device cpu --study --cases tiny:lora:per_role:voting:2x2 \
         --steps 1 --new-tokens 4 --eval-problems 2 --budget-s 850   # the CPU's dry run
 
@@ -85,6 +85,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from trainer.kernels import KERNELS  # noqa: E402  (torch only)
 from vocabulary.names import PER_ROLE, SHARED  # noqa: E402
 
 SHAPES = {
@@ -487,11 +488,15 @@ def trl_equivalent(args, case: Case, remaining_s: float) -> dict:
     }
 
 
-def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict) -> dict:
+def _alternated_updates(
+    args, case: Case, tokenizer, codec, configs: dict, kernels: dict | None = None
+) -> dict:
     """The update of one rollout's turns under each of `configs` (name -> config), alternated
-    `--steps` + 1 times on copies of the policies (the first round is warm-up): median
-    seconds, losses and the turns, by name."""
+    `--steps` + 1 times on copies of the policies (the first round is warm-up; `kernels`,
+    name -> trainer/kernels.py choice, patches that name's model): median seconds, peak
+    memory, losses and the turns, by name."""
     from trainer.advantages import compute_advantages
+    from trainer.kernels import use_kernels
     from trainer.memory import model_shape
     from trainer.policies import PolicySet, policy_names
     from trainer.rollout import make_prompts, rollout
@@ -502,10 +507,11 @@ def _alternated_updates(args, case: Case, tokenizer, codec, configs: dict) -> di
     first = next(iter(configs.values()))
     shape = model_shape(SHAPES[case.shape]) if SHAPES[case.shape] else TINY
     vocab = max(shape["vocab_size"], len(tokenizer))
-    policies = {
-        k: PolicySet(build_model(shape, args.device, vocab), c, policy_names(c))
-        for k, c in configs.items()
-    }
+    policies = {}
+    for k, c in configs.items():
+        model = build_model(shape, args.device, vocab)
+        use_kernels(model, (kernels or {}).get(k, "exact"))
+        policies[k] = PolicySet(model, c, policy_names(c))
     task = load_task("math")
     episodes, _ = rollout(
         task.sample("train", case.prompts, seed=0),
@@ -612,11 +618,33 @@ def logprobs_check(args, case: Case, tokenizer, codec) -> dict:
     )
 
 
+def kernels_check(args, case: Case, tokenizer, codec) -> dict:
+    """The update of one rollout's turns with `--kernels` (trainer/kernels.py) and with the
+    exact path, alternated: median seconds (the first, warm-up round pays any compile), peak
+    memory (CUDA), and agreement."""
+    config = _case_config(args, case, SHAPES[case.shape])
+    configs = {args.kernels: config, "exact": config}
+    got = _alternated_updates(args, case, tokenizer, codec, configs, {args.kernels: args.kernels})
+    medians, peaks = got["medians"], got["peaks"]
+    return dict(
+        case=str(case),
+        kernels=args.kernels,
+        turns=len(got["turns"]),
+        exact_s=medians["exact"],
+        kernels_s=medians[args.kernels],
+        speedup=medians["exact"] / medians[args.kernels],
+        exact_peak_gib=peaks["exact"],
+        kernels_peak_gib=peaks[args.kernels],
+        loss_gap=_loss_gap(got["losses"], "exact", args.kernels),
+    )
+
+
 # --compare-KIND: the check, and the two sides it compares
 COMPARISONS = {
     "packing": (packing_check, "padded and packed"),
     "passes": (passes_check, "with LoRA policies sharing passes and one policy at a time"),
     "logprobs": (logprobs_check, "with fused log-probs and with the whole logits"),
+    "kernels": (kernels_check, "with --kernels and with the exact path"),
 }
 
 
@@ -846,9 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=330, help="start no case after this")
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")
     parser.add_argument("--no-sampler-check", action="store_true")
-    parser.add_argument(
-        "--kernels", choices=("exact", "liger"), default="exact", help="trainer/kernels.py"
-    )
+    parser.add_argument("--kernels", choices=KERNELS, default="exact", help="trainer/kernels.py")
     parser.add_argument(
         "--study",
         action="store_true",
@@ -862,6 +888,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if found := problems():
         parser.error("; ".join(found))
+    if args.compare_kernels and args.kernels == "exact":
+        parser.error("--compare-kernels compares --kernels liger or compile with the exact path")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA GPU visible; use --device cpu for the smoke test")
     if args.device == "cuda":

@@ -1,35 +1,48 @@
 #!/usr/bin/env bash
-# The GPU round of per-role update, kernel and study measurements in one go (bench/gpu_check.py's
-# docstring says what each step measures):
-# the GPU-only tests, then packed vs padded updates, LoRA policies sharing passes vs one at a
-# time, Liger's kernels against the exact path, fused log-probs against the whole logits,
-# and
-# the study's cases within a fixed budget. Every result lands in ${OUT:-bench-out}/.
-# Wheels: liger-kernel (pure Python) from ./wheels if present, installed without dependencies
-# so the node's CUDA torch and Triton stay as they are.
+# The GPU round of per-role update, kernel and study measurements (bench/gpu_check.py's
+# docstring says what each step measures), in two parts that each fit one 10-minute device
+# call:
+#   bash bench/gpu_round.sh updates   the GPU-only tests, then packed vs padded updates, LoRA
+#                                     policies sharing passes vs one at a time, fused log-probs
+#                                     vs the whole logits, Liger's kernels and compiled layers
+#                                     vs the exact path: each pair alternated in one process
+#   bash bench/gpu_round.sh study     the study's cases within a fixed budget, TRL beside
+#   bash bench/gpu_round.sh           both
+# Every result lands in ${OUT:-bench-out}/. Wheels: liger-kernel (pure Python) from ./wheels
+# if present, installed without dependencies so the node's CUDA torch and Triton stay as they
+# are.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out}
 mkdir -p "$out"
 python=${PYTHON:-python}
+parts=${*:-updates study}
 if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
     $python -m pip install --quiet --no-deps wheels/liger_kernel-*.whl
 fi
-$python -m pytest -q -p no:cacheprovider tests/trainer/test_kernels.py \
-    tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py \
-    tests/trainer/test_joint_lora.py tests/trainer/test_head_logprobs.py 2>&1 | tail -5 | tee "$out/tests.txt"
-run() {  # name, then gpu_check arguments; each step's own budget keeps the round inside a slot
+run() {  # name, then gpu_check arguments; each step's own budget keeps the part inside a call
     local name=$1
     shift
     $python bench/gpu_check.py --json "$out/$name.json" "$@" 2>"$out/$name.err" | tee "$out/$name.txt"
 }
-run packing --compare-packing --steps 3 --micro-batch 16 --micro-batch-tokens 16384 \
-    --no-sampler-check --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-0.6b:full:per_role:voting:4x4
-run passes --compare-passes --steps 3 --micro-batch-tokens 16384 --no-sampler-check --budget-s 120 \
-    --cases qwen3-0.6b:lora:per_role:voting:4x4,qwen3-4b:lora:per_role:voting:4x4
-run liger --kernels liger --micro-batch-tokens 16384 --no-sampler-check --budget-s 90 \
-    --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
-run logprobs --compare-logprobs --steps 3 --micro-batch-tokens 16384 --new-tokens 512 \
-    --no-sampler-check --budget-s 90 \
-    --cases qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
-run study --study --study-size 16x8 --micro-batch-tokens 16384 --budget-s 300 --no-sampler-check
+if [[ " $parts " == *" updates "* ]]; then
+    $python -m pytest -q -p no:cacheprovider tests/trainer/test_kernels.py \
+        tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py \
+        tests/trainer/test_joint_lora.py tests/trainer/test_head_logprobs.py 2>&1 | tail -5 |
+        tee "$out/tests.txt"
+    per_role=qwen3-0.6b:lora:per_role:voting:4x4
+    single=qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
+    common=(--steps 3 --micro-batch-tokens 16384 --no-sampler-check)
+    run packing --compare-packing "${common[@]}" --micro-batch 16 --budget-s 60 \
+        --cases $per_role,qwen3-0.6b:full:per_role:voting:4x4
+    run passes --compare-passes "${common[@]}" --budget-s 60 \
+        --cases $per_role,qwen3-4b:lora:per_role:voting:4x4
+    run logprobs --compare-logprobs "${common[@]}" --new-tokens 512 --budget-s 60 --cases $single
+    run liger --compare-kernels --kernels liger "${common[@]}" --budget-s 60 --cases $single
+    run compile --compare-kernels --kernels compile "${common[@]}" --budget-s 60 \
+        --cases $per_role,qwen3-0.6b:full:shared:single:16x8
+fi
+if [[ " $parts " == *" study "* ]]; then
+    run study --study --study-size 16x8 --micro-batch-tokens 16384 --budget-s 420 \
+        --no-sampler-check
+fi

@@ -1,4 +1,5 @@
-"""Opt-in fused kernels for the update on CUDA, from Liger Kernel; the exact path is the reference.
+"""Opt-in fused kernels for the update, from Liger Kernel or torch.compile; the exact path is the
+reference.
 
 The update of a small model is bound by elementwise work (RMSNorm, SwiGLU), each a few passes
 over the activations in eager PyTorch. Liger Kernel (`liger-kernel`, Triton; the kernels TRL's
@@ -16,23 +17,31 @@ measured by `bench/gpu_check.py --kernels liger`. liger-kernel is in requirement
 update's fused log-probs use it, trainer/head_logprobs.py); a GPU image without Troupe's
 requirements installs it with `pip install --no-deps liger-kernel==0.8.5` beside its CUDA
 torch and Triton (bench/gpu_check.py's docstring lists the wheel set).
+
+`use_kernels(model, "compile")` is the other lever: each decoder layer compiled by
+torch.compile (Inductor; regional, so the compile is one layer's graph, reused by every layer,
+and shapes are dynamic, so packed passes of any length share it). It runs wherever Inductor
+does (the CPU with a C++ compiler too); the first pass pays the compile. Measured against the
+exact path in one run by `bench/gpu_check.py --compare-kernels --kernels compile`.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-KERNELS = ("exact", "liger")
+KERNELS = ("exact", "liger", "compile")
 
 
 def use_kernels(model: nn.Module, kernels: str) -> int:
     """Patch `model` (a Qwen3 causal LM, before or after LoRA injection) to run `kernels`;
     returns how many modules were patched (0 for "exact"). A clear ValueError when the choice
-    is unknown, the model is not on CUDA, or liger-kernel is missing."""
+    is unknown, Liger's model is not on CUDA, or liger-kernel is missing."""
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
     if kernels == "exact":
         return 0
+    if kernels == "compile":
+        return _compile_layers(model)
     device = next(model.parameters()).device
     if device.type != "cuda":
         raise ValueError(
@@ -61,3 +70,13 @@ def use_kernels(model: nn.Module, kernels: str) -> int:
     if not patched:
         raise ValueError(f"kernels=liger: no Qwen3 RMSNorm or MLP in {type(model).__name__}")
     return patched
+
+
+def _compile_layers(model: nn.Module) -> int:
+    """Compile each Qwen3 decoder layer in place (dynamic shapes); how many were."""
+    layers = [m for m in model.modules() if type(m).__name__ == "Qwen3DecoderLayer"]
+    if not layers:
+        raise ValueError(f"kernels=compile: no Qwen3 decoder layer in {type(model).__name__}")
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)

@@ -1,10 +1,16 @@
-"""Liger's fused RMSNorm and SwiGLU (`trainer/kernels.py`) against the exact path.
+"""Liger's fused RMSNorm and SwiGLU, and torch.compile'd decoder layers (`trainer/kernels.py`),
+against the exact path.
 
 On the CPU only the refusal can be tested (Liger's kernels have no CPU path, not even under
 Triton's interpreter); on a GPU with liger-kernel installed, the patched model's log-probs and
 LoRA gradients must equal the exact path's within fp32 tolerances (1e-4 absolute on log-probs,
 1e-3 relative on the gradient norm and 1e-4 on 1 − cosine). Full parameters in fp32, no
 autocast: the kernels' own rounding, not bf16's.
+
+Compiled layers run on the CPU too (Inductor with the system's C++ compiler): a whole per-role
+LoRA update, packed, with them gives the exact update's metrics within 1e-4 relative and its
+weights within 1e-4 (AdamW's first step, as tests/trainer/test_packing.py explains), with one
+graph for every layer and pass length.
 """
 
 from __future__ import annotations
@@ -12,17 +18,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.trainer.test_gradients_exact import make_turns
 from tests.trainer.tiny_qwen3 import tiny_qwen3
-from tests.trainer.voting_setup import PAD, random_turn, voting_config
+from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
 from trainer.kernels import use_kernels
 from trainer.loss import batch_logprobs, make_batch
+from trainer.update import update_policies
 
 
 def test_liger_is_refused_off_cuda_and_exact_changes_nothing():
     model = tiny_qwen3()
     with pytest.raises(ValueError, match="kernels=liger runs on CUDA only"):
         use_kernels(model, "liger")
-    with pytest.raises(ValueError, match="kernels must be one of exact, liger"):
+    with pytest.raises(ValueError, match="kernels must be one of exact, liger, compile"):
         use_kernels(model, "fast")
     before = [type(m).forward for m in model.modules()]
     assert use_kernels(model, "exact") == 0
@@ -53,3 +61,22 @@ def test_liger_kernels_give_the_exact_paths_log_probs_and_gradients():
     assert float(g_fused.norm()) == pytest.approx(float(g_exact.norm()), rel=1e-3)
     cos = torch.nn.functional.cosine_similarity(g_fused, g_exact, dim=0)
     assert 1 - float(cos) < 1e-4
+
+
+@pytest.mark.timeout(900)
+def test_compiled_layers_give_the_exact_update():
+    from torch._dynamo.utils import counters
+
+    config = voting_config(sharing="per_role", micro_batch_tokens=60)
+    compiled, exact = build(config), build(config)
+    assert use_kernels(compiled.model, "compile") == 2  # the tiny model's decoder layers
+    counters.clear()
+    got = update_policies(compiled, make_turns(config, compiled), config, tokenizer_pad_id=PAD)
+    want = update_policies(exact, make_turns(config, exact), config, tokenizer_pad_id=PAD)
+    assert counters["stats"]["unique_graphs"] >= 1  # the layers did run compiled
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    for name in compiled.names:
+        for p, q in zip(compiled.parameters(name), exact.parameters(name), strict=True):
+            assert torch.allclose(p, q, atol=1e-4), name
