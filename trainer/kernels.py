@@ -20,13 +20,15 @@ torch and Triton (bench/gpu_check.py's docstring lists the wheel set).
 
 `use_kernels(model, "compile")` is the other lever: each decoder layer compiled by
 torch.compile (Inductor; regional, so the compile is one layer's graph, reused by every layer,
-and shapes are dynamic, so packed passes of any length share it). It runs wherever Inductor
+and shapes are dynamic, so packed passes of any length share it), for the passes with
+gradient only. It runs wherever Inductor
 does (the CPU with a C++ compiler too); the first pass pays the compile. Measured against the
 exact path in one run by `bench/gpu_check.py --compare-kernels --kernels compile`.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 KERNELS = ("exact", "liger", "compile")
@@ -73,10 +75,19 @@ def use_kernels(model: nn.Module, kernels: str) -> int:
 
 
 def _compile_layers(model: nn.Module) -> int:
-    """Compile each Qwen3 decoder layer in place (dynamic shapes); how many were."""
+    """Compile each Qwen3 decoder layer's forward for the update (dynamic shapes); how many
+    were. Passes without gradient (generation with its KV cache, the KL reference) stay eager:
+    each would be another graph, and a model that samples too would pass Dynamo's recompile
+    limit and silently fall back to eager everywhere."""
     layers = [m for m in model.modules() if type(m).__name__ == "Qwen3DecoderLayer"]
     if not layers:
         raise ValueError(f"kernels=compile: no Qwen3 decoder layer in {type(model).__name__}")
     for layer in layers:
-        layer.compile(dynamic=True)
+        eager = layer.forward
+        compiled = torch.compile(eager, dynamic=True)
+
+        def forward(*args, _eager=eager, _compiled=compiled, **kwargs):
+            return (_compiled if torch.is_grad_enabled() else _eager)(*args, **kwargs)
+
+        layer.forward = forward
     return len(layers)
