@@ -28,6 +28,9 @@ exact path in one run by `bench/gpu_check.py --compare-kernels --kernels compile
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -75,19 +78,27 @@ def use_kernels(model: nn.Module, kernels: str) -> int:
 
 
 def _compile_layers(model: nn.Module) -> int:
-    """Compile each Qwen3 decoder layer's forward for the update (dynamic shapes); how many
-    were. Passes without gradient (generation with its KV cache, the KL reference) stay eager:
-    each would be another graph, and a model that samples too would pass Dynamo's recompile
-    limit and silently fall back to eager everywhere."""
+    """Compile the Qwen3 decoder layers' forward for the update (dynamic shapes); how many
+    layers use it. Passes without gradient (generation with its KV cache, the KL reference)
+    stay eager: each would be another graph, and a model that samples too would pass Dynamo's
+    recompile limit and silently fall back to eager everywhere."""
     layers = [m for m in model.modules() if type(m).__name__ == "Qwen3DecoderLayer"]
     if not layers:
         raise ValueError(f"kernels=compile: no Qwen3 decoder layer in {type(model).__name__}")
     for layer in layers:
-        eager = layer.forward
-        compiled = torch.compile(eager, dynamic=True)
-
-        def forward(*args, _eager=eager, _compiled=compiled, **kwargs):
-            return (_compiled if torch.is_grad_enabled() else _eager)(*args, **kwargs)
-
-        layer.forward = forward
+        # A method bound to the layer: a deep copy (another policy, the KL reference) rebinds
+        # it to the copy, where a closure over this layer would run this layer's weights.
+        layer.forward = types.MethodType(_compiled_when_training, layer)
     return len(layers)
+
+
+_COMPILED: dict[type, Callable] = {}  # layer class -> its compiled forward, shared by all
+
+
+def _compiled_when_training(layer: nn.Module, *args, **kwargs):
+    cls = type(layer)
+    if not torch.is_grad_enabled():
+        return cls.forward(layer, *args, **kwargs)
+    if cls not in _COMPILED:
+        _COMPILED[cls] = torch.compile(cls.forward, dynamic=True)
+    return _COMPILED[cls](layer, *args, **kwargs)

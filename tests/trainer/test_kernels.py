@@ -23,6 +23,7 @@ from tests.trainer.tiny_qwen3 import tiny_qwen3
 from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
 from trainer.kernels import use_kernels
 from trainer.loss import batch_logprobs, make_batch
+from trainer.policies import PolicySet, policy_names
 from trainer.update import update_policies
 
 
@@ -64,12 +65,19 @@ def test_liger_kernels_give_the_exact_paths_log_probs_and_gradients():
 
 
 @pytest.mark.timeout(900)
-def test_compiled_layers_give_the_exact_update():
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_compiled_layers_give_the_exact_update(finetune):
     from torch._dynamo.utils import counters
 
-    config = voting_config(sharing="per_role", micro_batch_tokens=60)
-    compiled, exact = build(config), build(config)
-    assert use_kernels(compiled.model, "compile") == 2  # the tiny model's decoder layers
+    # Full: each policy and the KL reference (kl_beta 0.05) deep-copy the compiled model.
+    config = voting_config(sharing="per_role", finetune=finetune, micro_batch_tokens=60)
+    model = tiny_qwen3()
+    assert use_kernels(model, "compile") == 2  # the tiny model's decoder layers
+    compiled, exact = PolicySet(model, config, policy_names(config)), build(config)
+    if finetune == "lora":  # `build`'s adapters
+        for name in compiled.names:
+            for p, q in zip(compiled.parameters(name), exact.parameters(name), strict=True):
+                p.data.copy_(q.data)
     counters.clear()
     got = update_policies(compiled, make_turns(config, compiled), config, tokenizer_pad_id=PAD)
     want = update_policies(exact, make_turns(config, exact), config, tokenizer_pad_id=PAD)
