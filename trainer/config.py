@@ -26,6 +26,7 @@ TASKS = tuple(TASK_CLASSES)
 FINETUNE = ("lora", "full")
 GRAD_CHECKPOINTING = ("auto", "on", "off")
 GRAD_SNAPSHOTS = ("device", "host")
+KERNELS = ("exact", "liger", "compile")  # trainer/kernels.py
 SCHEDULES = ("cosine", "linear", "constant")
 LOSS_AGG = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 GROUP_KEYS = ("problem_role", "problem_agent")
@@ -120,6 +121,14 @@ class Config:
         "too large) or host (always host memory: slower, frees GPU memory)",
         "finetune",
         GRAD_SNAPSHOTS,
+    )
+    kernels: str = _f(
+        "exact",
+        "How the update's layers run: exact (the reference); liger: Liger Kernel's fused "
+        "RMSNorm and SwiGLU (CUDA only); compile: the decoder layers compiled by torch.compile "
+        "(the first step pays the compile); the same loss up to rounding",
+        "finetune",
+        KERNELS,
     )
     # --- RL --------------------------------------------------------------------------------
     steps: int = _f(500, "Training steps (one rollout batch + update each)", "rl", minimum=1)
@@ -338,6 +347,7 @@ _LATER_FIELDS = {
     "micro_batch_tokens": 0,
     "batch_adapters": False,
     "fused_logprobs": False,
+    "kernels": "exact",
     "world_size": 1,
     "episodes_per_step": 2,
     "episodes_probe": 4,
@@ -558,6 +568,8 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    if config.kernels == "liger" and config.device == "cpu":
+        errors["kernels"] = "liger's kernels run on CUDA only: use exact or compile on the CPU"
     if config.fused_logprobs and config.finetune == "lora" and "lm_head" in _targets(config):
         errors["fused_logprobs"] = (
             "fused log-probs need the output layer without LoRA: drop lm_head from lora_targets"

@@ -1,5 +1,5 @@
-"""Opt-in fused kernels for the update, from Liger Kernel or torch.compile; the exact path is the
-reference.
+"""Opt-in fused kernels for the update, from Liger Kernel or torch.compile (config `kernels`;
+bench/gpu_check.py --kernels); the exact path is the reference.
 
 The update of a small model is bound by elementwise work (RMSNorm, SwiGLU), each a few passes
 over the activations in eager PyTorch. Liger Kernel (`liger-kernel`, Triton; the kernels TRL's
@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-KERNELS = ("exact", "liger", "compile")
+from trainer.config import KERNELS
 
 
 def use_kernels(model: nn.Module, kernels: str) -> int:

@@ -77,6 +77,7 @@ from trainer.episode import Episode
 from trainer.episode_log import flagged_beyond, log_episodes, probe_sample, train_sample
 from trainer.evaluate import evaluate, held_out, record_per_problem
 from trainer.grad_drill import EpisodeDrill, drilling
+from trainer.kernels import use_kernels
 from trainer.models import load_model, resolve_device
 from trainer.policies import PolicySet
 from trainer.precision import PARAM_DTYPE, compute_dtype, dtype_bits
@@ -467,6 +468,7 @@ def _set_up(config, out, start, loaded, reporter, world, device, closing):
     task = load_task(config.task, config.dataset)  # one fixed problem set for every run seed
     codec = Codec(loaded.tokenizer, add_bos=loaded.family == "tiny")
     prompts = make_prompts(config, loaded.tokenizer, loaded.family)
+    use_kernels(loaded.model, config.kernels)
     policies = PolicySet(loaded.model, config, policy_names(config), world)
     eval_set = held_out(task, config.eval_problems)
     env = dict(policies=policies, codec=codec, prompts=prompts, task=task)

@@ -127,6 +127,7 @@ LATER = (
     "micro_batch_tokens",
     "batch_adapters",
     "fused_logprobs",
+    "kernels",
     "second_opinion_sample",
 )
 
