@@ -19,7 +19,13 @@ from peft import LoraConfig, get_peft_model
 
 from tests.trainer.test_gradients_exact import flat_grad, make_turns
 from tests.trainer.tiny_qwen3 import tiny_qwen3
-from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
+from tests.trainer.voting_setup import (
+    PAD,
+    assert_same_update,
+    build,
+    random_turn,
+    voting_config,
+)
 from trainer.config import ConfigError, make_config
 from trainer.head_logprobs import decoder_and_head
 from trainer.loss import batch_logprobs, make_batch, make_packed_batch
@@ -90,12 +96,7 @@ def test_an_update_with_fused_logprobs_equals_the_exact_one(options):
     fused, exact = build(config), build(dataclasses.replace(config, fused_logprobs=False))
     got = update_policies(fused, make_turns(config, fused), config, tokenizer_pad_id=PAD)
     want = update_policies(exact, make_turns(config, exact), config, tokenizer_pad_id=PAD)
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
-    for name in fused.names:
-        for p, q in zip(fused.parameters(name), exact.parameters(name), strict=True):
-            assert torch.allclose(p, q, atol=1e-5), name
+    assert_same_update(got, want, fused, exact)
 
 
 def test_what_fused_logprobs_cannot_run_is_refused_by_name():

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.trainer.test_gradients_exact import flat_grad, make_turns
-from tests.trainer.voting_setup import PAD, build, voting_config
+from tests.trainer.voting_setup import PAD, assert_same_update, build, voting_config
 from trainer import passes
 from trainer.loss import batch_logprobs, make_batch, make_packed_batch
 from trainer.update import lane, update_policies
@@ -115,12 +115,7 @@ def test_an_update_sharing_passes_equals_one_policy_at_a_time(monkeypatch, shari
 
     assert max(joint_passes) > 1 and max(seen) == 1  # policies did share passes
     assert len(joint_passes) < len(seen)
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
-    for name in joint.names:
-        for p, q in zip(joint.parameters(name), apart.parameters(name), strict=True):
-            assert torch.allclose(p, q, atol=1e-5), name
+    assert_same_update(got, want, joint, apart)
 
 
 def test_lora_on_the_output_head_runs_one_policy_at_a_time():

@@ -20,7 +20,13 @@ import torch
 
 from tests.trainer.test_gradients_exact import make_turns
 from tests.trainer.tiny_qwen3 import tiny_qwen3
-from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
+from tests.trainer.voting_setup import (
+    PAD,
+    assert_same_update,
+    build,
+    random_turn,
+    voting_config,
+)
 from trainer.kernels import use_kernels
 from trainer.loss import batch_logprobs, make_batch
 from trainer.policies import PolicySet, policy_names
@@ -82,9 +88,4 @@ def test_compiled_layers_give_the_exact_update(finetune):
     got = update_policies(compiled, make_turns(config, compiled), config, tokenizer_pad_id=PAD)
     want = update_policies(exact, make_turns(config, exact), config, tokenizer_pad_id=PAD)
     assert counters["stats"]["unique_graphs"] >= 1  # the layers did run compiled
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
-    for name in compiled.names:
-        for p, q in zip(compiled.parameters(name), exact.parameters(name), strict=True):
-            assert torch.allclose(p, q, atol=1e-4), name
+    assert_same_update(got, want, compiled, exact, weights_atol=1e-4)

@@ -5,11 +5,13 @@ test_gradients_exact.py, the data-parallel ranks of dist_ranks.py, and those imp
 non-zero, distinct LoRA adapters (so every LoRA factor gets a gradient) and, given a `world`
 of several ranks, sharded full fine-tuning; `random_turn` one turn of an agent with random
 prompt, completion, sampling log-probs and advantage, drawn from `gen` in a fixed order (the
-callers replace what their test needs fixed).
+callers replace what their test needs fixed); `assert_same_update` that two ways of running
+an update gave the same metrics and weights.
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.trainer.tiny_qwen3 import tiny_qwen3
@@ -66,3 +68,15 @@ def random_turn(
         logprobs=(torch.randn(n, generator=gen) * 0.3 - 4.0).tolist(),
         advantage=float(torch.randn((), generator=gen)),
     )
+
+
+def assert_same_update(
+    got: dict, want: dict, ours: PolicySet, theirs: PolicySet, *, weights_atol: float = 1e-5
+) -> None:
+    """Two updates' metrics agree (1e-4 relative) and so do their policies' weights."""
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    for name in ours.names:
+        for p, q in zip(ours.parameters(name), theirs.parameters(name), strict=True):
+            assert torch.allclose(p, q, atol=weights_atol), name
