@@ -319,6 +319,7 @@ def _case_config(args, case: Case, hub_id: str | None):
         max_new_tokens=args.new_tokens,
         micro_batch_size=args.micro_batch,
         micro_batch_tokens=args.micro_batch_tokens,
+        fused_logprobs=args.fused_logprobs,
         rollout_batch=0,  # one generation call a stage: 96-token turns need no chunking
         lr=2e-5,
         warmup_steps=0,
@@ -602,7 +603,8 @@ def logprobs_check(args, case: Case, tokenizer, codec) -> dict:
     from dataclasses import replace
 
     config = _case_config(args, case, SHAPES[case.shape])
-    configs = {"fused": replace(config, fused_logprobs=True), "exact": config}
+    configs = {"fused": replace(config, fused_logprobs=True)}
+    configs["exact"] = replace(config, fused_logprobs=False)
     got = _alternated_updates(args, case, tokenizer, codec, configs)
     medians, peaks = got["medians"], got["peaks"]
     return dict(
@@ -875,6 +877,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="PATH", help="top ops of the first case's update")
     parser.add_argument("--no-sampler-check", action="store_true")
     parser.add_argument("--kernels", choices=KERNELS, default="exact", help="trainer/kernels.py")
+    parser.add_argument(
+        "--fused-logprobs", action="store_true", help="the cases' updates without whole logits"
+    )
     parser.add_argument(
         "--study",
         action="store_true",

@@ -90,7 +90,7 @@ def initial_for(preset: str = "", config: dict | None = None, matrix: dict | Non
 
 
 def _help(row: dict) -> str:
-    if "default" in row["help"]:  # e.g. max_rounds: "(default 3 math, 2 code)"
+    if "(default" in row["help"]:  # e.g. max_rounds: "(default 3 math, 2 code)"
         return f"{row['help']}."
     return f"{row['help']}. Default {as_text(row['default']) or 'none'}."
 
@@ -174,7 +174,9 @@ class ExperimentForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        if self.errors:
+        # The name and description feed no config: check the configs even when those are
+        # wrong, so one submit shows every problem.
+        if set(self.errors) - {"name", "description"}:
             return data
         preset = data.get("preset") or ""
         values: dict[str, Any] = {}
