@@ -10,13 +10,19 @@
 #   bash bench/gpu_round.sh           both
 # Every result lands in ${OUT:-bench-out}/. Wheels: liger-kernel (pure Python) from ./wheels
 # if present, installed without dependencies so the node's CUDA torch and Triton stay as they
-# are.
+# are. DEVICE=cpu rehearses the round on the CPU: the tiny shape for every case, Liger's
+# comparison (CUDA only) left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out}
 mkdir -p "$out"
 python=${PYTHON:-python}
 parts=${*:-updates study}
+device=${DEVICE:-cuda}
+shape_small=qwen3-0.6b shape_large=qwen3-4b
+if [[ $device == cpu ]]; then
+    shape_small=tiny shape_large=tiny
+fi
 if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
     $python -m pip install --quiet --no-deps wheels/liger_kernel-*.whl
 fi
@@ -30,19 +36,26 @@ if [[ " $parts " == *" updates "* ]]; then
         tests/trainer/test_fused_sampling.py tests/trainer/test_packing.py \
         tests/trainer/test_joint_lora.py tests/trainer/test_head_logprobs.py 2>&1 | tail -5 |
         tee "$out/tests.txt"
-    per_role=qwen3-0.6b:lora:per_role:voting:4x4
-    single=qwen3-0.6b:lora:shared:single:16x8,qwen3-0.6b:full:shared:single:16x8
-    common=(--steps 3 --micro-batch-tokens 16384 --no-sampler-check)
+    small=$shape_small large=$shape_large
+    per_role=$small:lora:per_role:voting:4x4
+    single=$small:lora:shared:single:16x8,$small:full:shared:single:16x8
+    common=(--device "$device" --steps 3 --micro-batch-tokens 16384 --no-sampler-check)
     run packing --compare-packing "${common[@]}" --micro-batch 16 --budget-s 60 \
-        --cases $per_role,qwen3-0.6b:full:per_role:voting:4x4
+        --cases $per_role,$small:full:per_role:voting:4x4
     run passes --compare-passes "${common[@]}" --budget-s 60 \
-        --cases $per_role,qwen3-4b:lora:per_role:voting:4x4
+        --cases $per_role,$large:lora:per_role:voting:4x4
     run logprobs --compare-logprobs "${common[@]}" --new-tokens 512 --budget-s 60 --cases $single
-    run liger --compare-kernels --kernels liger "${common[@]}" --budget-s 60 --cases $single
+    if [[ $device == cuda ]]; then
+        run liger --compare-kernels --kernels liger "${common[@]}" --budget-s 60 --cases $single
+    fi
     run compile --compare-kernels --kernels compile "${common[@]}" --budget-s 60 \
-        --cases $per_role,qwen3-0.6b:full:shared:single:16x8
+        --cases $per_role,$small:full:shared:single:16x8
 fi
 if [[ " $parts " == *" study "* ]]; then
-    run study --study --study-size 16x8 --micro-batch-tokens 16384 --budget-s 420 \
-        --no-sampler-check
+    study=(--study-size 16x8)
+    if [[ $device == cpu ]]; then
+        study=(--study-size 2x2 --steps 1 --new-tokens 4 --eval-problems 2)
+    fi
+    run study --study --device "$device" "${study[@]}" --micro-batch-tokens 16384 \
+        --budget-s 420 --no-sampler-check
 fi
