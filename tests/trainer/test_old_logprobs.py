@@ -20,8 +20,8 @@ from trainer.policies import PolicySet
 from trainer.sampling import generate
 
 
-def _setup(cap: float = 3.0):
-    config = make_config("cpu-demo", is_cap=cap, micro_batch_size=2)
+def _setup(cap: float = 3.0, **values):
+    config = make_config("cpu-demo", is_cap=cap, micro_batch_size=2, **values)
     policies = PolicySet(tiny_qwen3(seed=1), config, ["shared"])
     prompts = [[1, 5, 9], [1, 7], [1, 3, 4, 8]]
     with policies.use("shared") as model:
@@ -49,8 +49,9 @@ def _turn(sample, shift: float) -> Turn:
     )
 
 
-def test_recomputed_logprobs_are_the_trainers_and_the_weights_are_truncated():
-    config, policies, samples = _setup(cap=3.0)
+@pytest.mark.parametrize("fused", [False, True])
+def test_recomputed_logprobs_are_the_trainers_and_the_weights_are_truncated(fused):
+    config, policies, samples = _setup(cap=3.0, fused_logprobs=fused)
     shifts = [0.5, 2.0, -0.25]  # exp(2.0) = 7.4 > cap: truncated to 3
     turns = [_turn(s, shift) for s, shift in zip(samples, shifts)]
     stats = recompute_old_logprobs(policies, turns, config, pad_id=0)

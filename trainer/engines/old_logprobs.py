@@ -3,8 +3,9 @@
 A turn sampled by vLLM carries vLLM's log-probs, which are not the trainer's (other kernels,
 bf16 on a GPU): used as π_old they would make the PPO ratio start away from 1. As TRL and
 verl do, the trainer recomputes π_old itself, under no grad, with the very forward pass the
-update uses (`trainer/loss.token_logprobs`), and keeps the mismatch as a per-token truncated
-importance weight min(exp(logπ_old − logπ_engine), cap) that the loss applies.
+update uses (`trainer/loss.token_logprobs`, fused where the update's are), and keeps the
+mismatch as a per-token truncated importance weight min(exp(logπ_old − logπ_engine), cap) that
+the loss applies.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def recompute_old_logprobs(policies, turns: list[Turn], config, pad_id: int) -> 
                     batch.completion_len,
                     config.temperature,
                     with_entropy=False,
+                    fused=config.fused_logprobs,
                 )
                 for row, turn in enumerate(micro):
                     n = len(turn.completion_ids)
