@@ -66,9 +66,12 @@ def head_logprobs(
     if with_entropy:
         with torch.no_grad():
             entropies = torch.cat(
-                [
-                    entropy_from_logits(head(chunk).float() / temperature)
-                    for chunk in flat[0].split(ENTROPY_ROWS)
-                ]
+                [_entropy(head, chunk, temperature) for chunk in flat[0].split(ENTROPY_ROWS)]
             ).view(targets.shape)
     return logps.view(targets.shape), entropies
+
+
+def _entropy(head: nn.Linear, hidden: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropies of a chunk of positions: its logits once in fp32, divided in place."""
+    logits = head(hidden).float()
+    return entropy_from_logits(logits.div_(temperature))

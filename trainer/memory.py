@@ -24,7 +24,7 @@ before loading anything (`check_fits`). The estimate, in bytes, from the model's
   agents before it, its own completion); per token and layer ACT_PER_LAYER elements,
   or, with gradient checkpointing, one layer's worth plus each layer's saved input.
 - logits: LOGIT_COPIES copies of (micro-batch × completion × vocab) in the compute dtype; with
-  `fused_logprobs` (trainer/head_logprobs.py) only Liger's chunks (FUSED_CHUNK_BYTES), the
+  `fused_logprobs` (trainer/head_logprobs.py) only Liger's chunks (FUSED_CHUNK), the
   entropy statistic's ENTROPY_ROWS rows of logits, fp32 gradients of the kept hidden states,
   and under full fine-tuning an fp32 gradient of the output layer.
 
@@ -132,11 +132,12 @@ TINY_SHAPES: dict[str, dict[str, Any]] = {
 PROMPT_TOKENS = 512  # a task prompt with its instructions, before other agents' outputs
 ACT_PER_LAYER = (4, 4, 4.5)  # saved elements per token and layer: × hidden, × q width, × mlp
 LOGIT_COPIES = 3
-# fused_logprobs: Liger's chunk of 2,048 positions × 4,096 vocabulary entries, in fp32, about
-# four copies at once in its backward pass (logits, probabilities, their gradient, a product);
-# the entropy statistic's chunk of positions (trainer/head_logprobs.py reads it from here).
-FUSED_CHUNK_BYTES = 4 * 2048 * 4096 * 4
-ENTROPY_ROWS = 1024
+# fused_logprobs: Liger's chunk of up to 2,048 positions × 4,096 vocabulary entries, in fp32,
+# about FUSED_CHUNK_COPIES at once in its backward pass (logits, probabilities, their gradient,
+# a product); the entropy statistic's chunk of positions (trainer/head_logprobs.py reads it).
+FUSED_CHUNK = (2048, 4096)
+FUSED_CHUNK_COPIES = 4
+ENTROPY_ROWS = 128  # TRL's entropy_from_logits works in chunks of 128 rows too
 PREFILL_PER_TOKEN = (4, 3)  # prefill's transient elements per token: × hidden, × mlp
 DECODE_BYTES_PER_LOGIT = 40  # fp32 logits, Gumbel noise (int64, float64 steps), log-softmax
 # On CUDA (bf16 autocast), fitted to bench/gpu_check.py's six cases on an H200 (2026-12-04,
@@ -412,8 +413,9 @@ def estimate(
     vocab = shape["vocab_size"]
     if getattr(config, "fused_logprobs", False):
         head_grad = vocab * h * 4 if config.finetune == "full" else 0
-        entropy = min(kept, ENTROPY_ROWS) * vocab * (compute + 8)  # logits, fp32, softmax
-        logits = FUSED_CHUNK_BYTES + entropy + kept * h * 8 + head_grad
+        entropy = min(kept, ENTROPY_ROWS) * vocab * (compute + 8)  # logits, fp32, log-softmax
+        chunk = min(kept, FUSED_CHUNK[0]) * min(vocab, FUSED_CHUNK[1]) * 4 * FUSED_CHUNK_COPIES
+        logits = chunk + entropy + kept * h * 8 + head_grad
     else:
         copies = CUDA_LOGIT_COPIES if on_cuda else LOGIT_COPIES
         logits = int(copies * kept * vocab * compute)

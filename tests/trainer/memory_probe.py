@@ -83,11 +83,12 @@ def measured_peak(policies: PolicySet, config: Config, turns: list[Turn]) -> int
     return before + max(totals, default=0)
 
 
-def build(config: Config) -> PolicySet:
+def build(config: Config, shape: dict | None = None) -> PolicySet:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    return PolicySet(Qwen3ForCausalLM(Qwen3Config(**SHAPE)), config, policy_names(config))
+    model = Qwen3ForCausalLM(Qwen3Config(**(shape or SHAPE)))
+    return PolicySet(model, config, policy_names(config))
 
 
 def measured_generate_peak(policies: PolicySet, sequences: int, prompt: int, new: int) -> int:

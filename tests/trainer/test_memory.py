@@ -42,6 +42,26 @@ def test_the_estimate_is_within_a_quarter_of_the_measured_peak(
     assert 0.75 <= estimated / measured <= 1.25, (estimated, measured)
 
 
+def test_fused_logprobs_lower_the_measured_peak_and_the_estimate_follows():
+    # 64 turns a pass, 25 positions each read by the loss, over a 32,768-token vocabulary: the
+    # whole logits are the update's largest term, Liger's chunks and the entropy's are not.
+    shape = dict(SHAPE, vocab_size=32768)
+    peaks, estimates = {}, {}
+    for fused in (False, True):
+        config = make_config(
+            micro_batch_size=64,
+            lora_r=8,
+            max_new_tokens=COMPLETION,
+            grad_checkpointing="off",
+            fused_logprobs=fused,
+        )
+        peaks[fused] = measured_peak(build(config, shape), config, turns_for(config, 64))
+        estimates[fused] = estimate(config, shape, on_cuda=False, sequence=(PROMPT, COMPLETION))
+        assert 0.75 <= estimates[fused].total / peaks[fused] <= 1.25, (estimates[fused], peaks)
+    assert peaks[True] < 0.6 * peaks[False]
+    assert estimates[True].logits < 0.3 * estimates[False].logits
+
+
 def test_parameter_counts_match_the_models():
     policies = build(make_config(finetune="lora", lora_r=8))
     model = policies.model.get_base_model()
