@@ -18,12 +18,12 @@ update's fused log-probs use it, trainer/head_logprobs.py); a GPU image without 
 requirements installs it with `pip install --no-deps liger-kernel==0.8.5` beside its CUDA
 torch and Triton (bench/gpu_check.py's docstring lists the wheel set).
 
-`use_kernels(model, "compile")` is the other lever: each decoder layer compiled by
+`use_kernels(model, "compile")` is the other lever: the decoder layers compiled by
 torch.compile (Inductor; regional, so the compile is one layer's graph, reused by every layer,
-and shapes are dynamic, so packed passes of any length share it), for the passes with
-gradient only. It runs wherever Inductor
-does (the CPU with a C++ compiler too); the first pass pays the compile. Measured against the
-exact path in one run by `bench/gpu_check.py --compare-kernels --kernels compile`.
+and shapes are dynamic, so packed passes of any length share it), for the passes with gradient
+only. It runs wherever Inductor does (the CPU with a C++ compiler too); the first pass pays the
+compile. Measured against the exact path in one run by `bench/gpu_check.py --compare-kernels
+--kernels compile`.
 """
 
 from __future__ import annotations
