@@ -24,11 +24,11 @@ sequences of 96 tokens with CUDA graphs and without, and compares their tokens.
     python bench/gpu_check.py --device cpu              # CI's smoke test: a tiny shape, seconds
 
 On a GPU image without Troupe's requirements (Python 3.12, torch with CUDA and Triton, an
-older transformers), carry these wheels (≈ 15 MB, `pip download --no-deps` where a registry
-is reachable) and install them first; Troupe says at start when transformers is too old:
+older transformers), carry these wheels (≈ 18 MB: `bash bench/gpu_round.sh wheels` downloads
+them into ./wheels where a registry is reachable, the round installs them) and install them
+first; Troupe says at start when transformers is too old:
 
-    pip install --no-deps --target /tmp/site transformers==5.24.0 trl==1.16.0 \\
-        datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 && export PYTHONPATH=/tmp/site
+    pip install --no-deps --target /tmp/site wheels/*.whl && export PYTHONPATH=/tmp/site
 
 The round of per-role update, kernel and study measurements (`bash bench/gpu_round.sh
 updates`, then `... study`: each part inside one 10-minute device call) runs, among others:
