@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from tests.trainer.tiny_qwen3 import tiny_qwen3
+from trainer import loss
 from trainer.config import make_config
 from trainer.engines.old_logprobs import recompute_old_logprobs
 from trainer.episode import Turn
+from trainer.head_logprobs import head_logprobs as fused_path
 from trainer.loss import grpo_loss, make_batch
 from trainer.policies import PolicySet
 from trainer.sampling import generate
@@ -50,11 +52,19 @@ def _turn(sample, shift: float) -> Turn:
 
 
 @pytest.mark.parametrize("fused", [False, True])
-def test_recomputed_logprobs_are_the_trainers_and_the_weights_are_truncated(fused):
+def test_recomputed_logprobs_are_the_trainers_and_the_weights_are_truncated(fused, monkeypatch):
     config, policies, samples = _setup(cap=3.0, fused_logprobs=fused)
     shifts = [0.5, 2.0, -0.25]  # exp(2.0) = 7.4 > cap: truncated to 3
     turns = [_turn(s, shift) for s, shift in zip(samples, shifts)]
+    heads = []  # the fused path's calls: the recompute takes the update's own path
+
+    def counted(*args, **kwargs):
+        heads.append(1)
+        return fused_path(*args, **kwargs)
+
+    monkeypatch.setattr(loss, "head_logprobs", counted)
     stats = recompute_old_logprobs(policies, turns, config, pad_id=0)
+    assert bool(heads) == fused
     for turn, sample, shift in zip(turns, samples, shifts):
         assert turn.logprobs == pytest.approx(sample.logprobs, abs=1e-5)
         expected = min(math.exp(shift), 3.0)
