@@ -144,9 +144,9 @@ class Config:
     )
     micro_batch_tokens: int = _f(
         0,
-        "Tokens per forward/backward, turns packed end to end without padding (0 = padded "
-        "micro-batches of micro_batch_size sequences; -1 = the largest budget the GPU's "
-        "memory allows); the same loss up to rounding",
+        "Tokens per forward/backward, turns packed end to end in rows, their padded ends "
+        "counted (0 = padded micro-batches of micro_batch_size sequences; -1 = the largest "
+        "budget the GPU's memory allows); the same loss up to rounding",
         "rl",
         minimum=-1,
     )

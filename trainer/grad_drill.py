@@ -52,6 +52,7 @@ from torch import nn
 
 from trainer.episode import Episode, Turn
 from trainer.gradients import GradientTracker, dot
+from trainer.loss import PackedSize
 from trainer.memory import snapshot_budget_bytes
 
 
@@ -136,20 +137,20 @@ def flat_grad(params: list[nn.Parameter]) -> torch.Tensor:
 
 def chunks(turns: list[Turn], size: int, tokens: int = 0) -> Iterator[list[Turn]]:
     """Consecutive micro-batches of `size` turns, or (`tokens` > 0) of as many turns as fit in
-    `tokens` prompt and completion tokens (a longer turn alone)."""
+    `tokens` tokens packed, the rows' padded ends included (`PackedSize`; a longer turn alone)."""
     if tokens <= 0:
         for start in range(0, len(turns), size):
             yield turns[start : start + size]
         return
     chunk: list[Turn] = []
-    used = 0
+    packed = PackedSize()
     for turn in turns:
         length = len(turn.prompt_ids) + len(turn.completion_ids)
-        if chunk and used + length > tokens:
+        if chunk and packed.tokens_with(length) > tokens:
             yield chunk
-            chunk, used = [], 0
+            chunk, packed = [], PackedSize()
         chunk.append(turn)
-        used += length
+        packed.add(length)
     if chunk:
         yield chunk
 

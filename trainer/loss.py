@@ -85,18 +85,45 @@ class PackedBatch(Batch):
     starts: list[int] | None = None
 
 
-def _rows(turns: list[Turn], row_tokens: int) -> list[list[int]]:
+def _rows(lengths: list[int], row_tokens: int) -> list[list[int]]:
     """Turn indices by row, in order: a new row where the next turn would pass `row_tokens`."""
     rows: list[list[int]] = [[]]
     used = 0
-    for i, t in enumerate(turns):
-        length = len(t.prompt_ids) + len(t.completion_ids)
+    for i, length in enumerate(lengths):
         if rows[-1] and used + length > row_tokens:
             rows.append([])
             used = 0
         rows[-1].append(i)
         used += length
     return rows
+
+
+class PackedSize:
+    """The tokens of `make_packed_batch`'s default layout (rows as long as the longest turn),
+    turns added one at a time: what a token budget counts, the rows' padded ends included, so
+    a pass never holds more tokens than its budget (the memory estimate assumes it)."""
+
+    def __init__(self) -> None:
+        self.lengths: list[int] = []
+        self.rows = self.width = self.used = 0  # `used`: the last row's tokens
+
+    def tokens_with(self, length: int) -> int:
+        """The batch's tokens were a turn of `length` tokens added."""
+        if length > self.width:  # a wider row: lay every turn out again
+            return len(_rows([*self.lengths, length], length)) * length
+        rows = self.rows + (self.used + length > self.width or not self.rows)
+        return rows * self.width
+
+    def add(self, length: int) -> None:
+        self.lengths.append(length)
+        if length > self.width:
+            self.width = length
+            rows = _rows(self.lengths, length)
+            self.rows, self.used = len(rows), sum(self.lengths[i] for i in rows[-1])
+        elif self.used + length > self.width:
+            self.rows, self.used = self.rows + 1, length
+        else:
+            self.used += length
 
 
 def make_packed_batch(
@@ -112,7 +139,7 @@ def make_packed_batch(
     width = padded.completion_len
     if row_tokens is None:
         row_tokens = max(len(t.prompt_ids) + len(t.completion_ids) for t in turns)
-    rows = _rows(turns, row_tokens)
+    rows = _rows([len(t.prompt_ids) + len(t.completion_ids) for t in turns], row_tokens)
     length = max(
         sum(len(turns[i].prompt_ids) + len(turns[i].completion_ids) for i in r) for r in rows
     )

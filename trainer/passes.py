@@ -10,10 +10,11 @@ what to call when a segment's last backward pass is done (the gradient tracker's
   group only, so every lane's `.grad` can be snapshotted at each group's and segment's end:
   the per-agent and per-role figures and the episodes' shares stay exact.
 - A pass holds at most `micro_batch_size` turns, or with `micro_batch_tokens` > 0 at most that
-  many prompt and completion tokens (a longer turn alone), packed without padding; -1 sizes
-  the budget to the GPU's memory (`Config.token_budget`, resolved once per call). It is
-  filled lane by lane, in order; one lane's passes are therefore `grad_drill.chunks` of its
-  groups, exactly as when policies were updated one after another.
+  many tokens packed (trainer/loss.py: rows as long as the longest turn, whose padded ends
+  count; a longer turn alone); -1 sizes the budget to the GPU's memory (`Config.token_budget`,
+  resolved once per call). It is filled lane by lane, in order; one lane's passes are
+  therefore `grad_drill.chunks` of its groups, exactly as when policies were updated one
+  after another.
 - Several lanes share a pass only when asked (`batch_adapters`) and the policies are LoRA
   adapters on one base (`PolicySet.shares_passes`): the turns are laid out policy by policy
   and each policy's tokens go through its own adapter (trainer/joint_lora.py). The base runs
@@ -41,6 +42,7 @@ from trainer.episode import Turn
 from trainer.loss import (
     Batch,
     PackedBatch,
+    PackedSize,
     batch_logprobs,
     grpo_loss,
     make_batch,
@@ -98,20 +100,23 @@ def _walk(lane: Lane, policies: PolicySet, config: Config) -> Iterator[tuple[str
 
 def _fill(heads: list[tuple[str, list[Turn]] | None], config: Config) -> list[tuple[int, int]]:
     """Which lanes give how many turns to the next pass: (lane index, count) pairs, lane by
-    lane within the budget; an empty pass takes the first turn whatever its length."""
+    lane within the budget (packed: the rows' padded ends count, `PackedSize`); an empty pass
+    takes the first turn whatever its length."""
     size, budget = config.micro_batch_size, config.micro_batch_tokens
     taken: list[tuple[int, int]] = []
-    rows = used = 0
+    rows = 0
+    packed = PackedSize()
     for i, head in enumerate(heads):
         if head is None:
             continue
         count = 0
         for turn in head[1]:
             length = len(turn.prompt_ids) + len(turn.completion_ids)
-            fits = used + length <= budget if budget > 0 else rows < size
+            fits = packed.tokens_with(length) <= budget if budget > 0 else rows < size
             if rows and not fits:
                 break
-            count, rows, used = count + 1, rows + 1, used + length
+            count, rows = count + 1, rows + 1
+            packed.add(length)
         if count:
             taken.append((i, count))
     return taken

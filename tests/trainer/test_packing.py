@@ -16,7 +16,7 @@ import torch
 from tests.trainer.test_update import snapshot, voting_turns
 from tests.trainer.voting_setup import PAD, build, random_turn, voting_config
 from trainer import grad_drill
-from trainer.loss import batch_logprobs, make_batch, make_packed_batch
+from trainer.loss import PackedSize, batch_logprobs, make_batch, make_packed_batch
 from trainer.update import update_policies
 
 
@@ -86,22 +86,40 @@ def test_a_completion_without_a_prompt_is_refused():
         make_packed_batch([turn], PAD)
 
 
+def _packed_tokens(turns) -> int:
+    return make_packed_batch(turns, PAD).input_ids.numel()
+
+
 def test_token_budget_micro_batches():
     turns = _turns(9)
     lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
     chunks = list(grad_drill.chunks(turns, 4, tokens=20))
     assert [t for c in chunks for t in c] == turns  # in order, every turn once
-    for chunk in chunks:
-        used = sum(len(t.prompt_ids) + len(t.completion_ids) for t in chunk)
-        assert used <= 20 or len(chunk) == 1
+    for chunk in chunks:  # the tensor the pass runs, padded row ends included, fits
+        assert _packed_tokens(chunk) <= 20 or len(chunk) == 1
     # greedy: the next turn would not have fitted
     for this, after in zip(chunks, chunks[1:]):
-        used = sum(len(t.prompt_ids) + len(t.completion_ids) for t in this)
-        assert used + len(after[0].prompt_ids) + len(after[0].completion_ids) > 20
+        assert _packed_tokens([*this, after[0]]) > 20
     assert grad_drill.micro_batch_count(turns, 4, tokens=20) == len(chunks)
     assert grad_drill.micro_batch_count(turns, 4) == 3  # rows, as before
     long = list(grad_drill.chunks(turns, 4, tokens=min(lengths) - 1))
     assert [len(c) for c in long] == [1] * len(turns)  # a turn over the budget runs alone
+
+
+def test_the_packed_size_is_the_packed_batch():
+    gen = torch.Generator().manual_seed(5)
+    turns = _turns(40)
+    for start in range(0, 40, 8):  # random orders: a wider turn re-lays the rows out
+        order = torch.randperm(40, generator=gen)[: start + 8].tolist()
+        packed = PackedSize()
+        for n, i in enumerate(order, 1):
+            t = turns[i]
+            length = len(t.prompt_ids) + len(t.completion_ids)
+            want = _packed_tokens([turns[j] for j in order[:n]])
+            assert packed.tokens_with(length) == want
+            packed.add(length)
+    widths = {len(t.prompt_ids) + len(t.completion_ids) for t in turns}
+    assert len(widths) > 5  # the turns differ in length, so row ends are padded
 
 
 @pytest.mark.parametrize(
