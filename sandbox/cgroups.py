@@ -60,7 +60,7 @@ def remove_stale_cgroups(parent: str) -> None:
         if not name.startswith(CGROUP_PREFIX):
             continue
         owner = name[len(CGROUP_PREFIX) :].split("-")[0]  # "<supervisor pid>-<job index>"
-        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+        if owner.isdecimal() and not os.path.exists(f"/proc/{owner}"):
             try:
                 os.rmdir(f"{parent}/{name}")
             except OSError:

@@ -445,7 +445,7 @@ def processes_of(uid: int) -> list[int]:
     """Pids whose real uid is `uid` (zombies included)."""
     found = []
     for name in os.listdir("/proc"):
-        if name.isdigit():
+        if name.isdecimal():
             try:
                 with open(f"/proc/{name}/status", "rb") as fh:
                     for line in fh:

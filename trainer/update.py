@@ -118,7 +118,7 @@ from vocabulary.names import (
 
 def _natural(name: str) -> tuple:
     """generator2 < generator10: digits compare as numbers."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    return tuple(int(p) if p.isdecimal() else p for p in re.split(r"(\d+)", name))
 
 
 def segment_order(config: Config) -> Callable[[tuple[str, str]], tuple]:

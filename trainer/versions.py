@@ -18,7 +18,7 @@ MINIMUM = {"transformers": "5.24.0"}
 def _tuple(text: str) -> tuple[int, ...]:
     parts = []
     for piece in text.split("+")[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
+        digits = "".join(ch for ch in piece if ch.isdecimal())
         if not digits:
             break
         parts.append(int(digits))

@@ -33,7 +33,7 @@ def gpu_memory_gb() -> float | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    sizes = [float(line) for line in done.stdout.split() if line.replace(".", "", 1).isdigit()]
+    sizes = [float(line) for line in done.stdout.split() if line.replace(".", "", 1).isdecimal()]
     if done.returncode != 0 or not sizes:
         return None
     return min(sizes) / 1024  # nvidia-smi says MiB

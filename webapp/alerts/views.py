@@ -32,7 +32,7 @@ def _whole(params, name: str, errors: dict[str, str], maximum: int = 2**31 - 1) 
     raw = params.get(name, "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or not 0 < int(raw) <= maximum:
+    if not raw.isdecimal() or not 0 < int(raw) <= maximum:
         errors[name] = f"a whole number from 1 to {maximum}"
         return None
     return int(raw)

@@ -359,7 +359,7 @@ def runs_metrics(request: HttpRequest) -> JsonResponse:
 def _run_ids(raw: str) -> list[int]:
     """Distinct ids, in the order given, of runs that exist (ApiError otherwise)."""
     pieces = [piece.strip() for piece in raw.split(",") if piece.strip()]
-    if not pieces or len(pieces) > MAX_SERIES_RUNS or not all(p.isdigit() for p in pieces):
+    if not pieces or len(pieces) > MAX_SERIES_RUNS or not all(p.isdecimal() for p in pieces):
         wrong = f"required: up to {MAX_SERIES_RUNS} comma-separated run ids, e.g. 3,7,9"
         raise ApiError(400, "Invalid request.", {"runs": wrong})
     run_ids = list(dict.fromkeys(int(piece) for piece in pieces))

@@ -59,7 +59,7 @@ def _value(value: Any) -> bool:
 
 def _one_id(value: Any) -> bool:
     if isinstance(value, str):
-        return value.isdigit() and 0 < len(value) <= 19 and 0 < int(value) <= MAX_ID
+        return value.isdecimal() and 0 < len(value) <= 19 and 0 < int(value) <= MAX_ID
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_ID
 
 

@@ -29,7 +29,7 @@ def lineage_ids(run, lineage) -> list[int] | None:
     """The run ids `?run=<id>&lineage=1` selects, or None when the URL asks for no lineage."""
     text = (run[-1] if isinstance(run, list) and run else run) or ""
     flag = (lineage[-1] if isinstance(lineage, list) and lineage else lineage) or ""
-    if str(flag) not in ("1", "true", "on") or not str(text).strip().isdigit():
+    if str(flag) not in ("1", "true", "on") or not str(text).strip().isdecimal():
         return None
     family = family_of(int(str(text).strip()))
     return family.run_ids if family else None

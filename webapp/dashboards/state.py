@@ -27,14 +27,14 @@ def _last(value) -> str:
 
 def parse_int(value) -> int | None:
     text = _last(value).strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isdecimal() else None
 
 
 def parse_ids(value) -> list[int]:
     """'3,7,9' → [3, 7, 9]: order kept, repeats and anything not a number dropped."""
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
         return list(dict.fromkeys(value))
-    ids = [int(p) for p in _last(value).replace(" ", ",").split(",") if p.strip().isdigit()]
+    ids = [int(p) for p in _last(value).replace(" ", ",").split(",") if p.strip().isdecimal()]
     return list(dict.fromkeys(ids))
 
 

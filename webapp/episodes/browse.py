@@ -44,7 +44,7 @@ def whole(query: Mapping[str, str], name: str, high: int = INT_MAX) -> int | Non
     raw = (query.get(name) or "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or len(raw) > 12 or int(raw) > high:
+    if not raw.isdecimal() or len(raw) > 12 or int(raw) > high:
         raise BadQuery(name, f"a whole number from 0 to {high}")
     return int(raw)
 
@@ -62,7 +62,7 @@ def ids(query: Mapping[str, str], name: str, most: int) -> list[int]:
     if not raw:
         return []
     parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if len(parts) > most or not all(p.isdigit() and len(p) <= 12 for p in parts):
+    if len(parts) > most or not all(p.isdecimal() and len(p) <= 12 for p in parts):
         raise BadQuery(name, f"at most {most} whole numbers separated by commas")
     return list(dict.fromkeys(int(p) for p in parts))
 

@@ -41,7 +41,7 @@ def _whole(request: HttpRequest, name: str, low: int, high: int) -> int | None:
     if raw is None or raw == "":
         return None
     raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 12 or not low <= int(raw) <= high:
+    if not raw.isdecimal() or len(raw) > 12 or not low <= int(raw) <= high:
         raise ApiError(400, "Invalid request.", {name: f"a whole number from {low} to {high}"})
     return int(raw)
 

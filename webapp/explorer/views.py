@@ -183,7 +183,7 @@ def runs_json(request: HttpRequest) -> JsonResponse:
         state = read_state(request.GET, request.user)
         only = None
         if request.GET.get("runs"):
-            only = [int(i) for i in request.GET["runs"].split(",") if i.strip().isdigit()]
+            only = [int(i) for i in request.GET["runs"].split(",") if i.strip().isdecimal()]
         table = explore(state.filter, state.columns, state.sort, 1, CSV_LIMIT, only)
     except ExplorerError as e:
         return JsonResponse({"error": str(e)}, status=400)

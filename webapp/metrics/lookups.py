@@ -76,7 +76,7 @@ def token_and_user(digest: str, rider: Rider | None = None) -> tuple[ApiToken, A
 def run_rider(raw_id: str) -> Rider:
     """`run_by_id`'s or `run_by_uuid`'s look-up of the run `raw_id` (a Troupe number or an
     MLflow id), as LEFT JOINs to ride in the request's token query."""
-    if raw_id.isdigit() and int(raw_id) <= INT_MAX:
+    if raw_id.isdecimal() and int(raw_id) <= INT_MAX:
         joins, value = f"LEFT JOIN {Run._meta.db_table} rr ON rr.id = %s", int(raw_id)
     else:
         joins = (

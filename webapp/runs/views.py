@@ -109,7 +109,7 @@ def start_reference(run: Run) -> str:
 def _initial(request: HttpRequest) -> dict:
     """The form's starting values: a preset, or a clone of a run or of an experiment."""
     if run_id := request.GET.get("run", "").strip():
-        if run_id.isdigit():
+        if run_id.isdecimal():
             run = get_run_for_user(request.user, int(run_id))
             config = {k: v for k, v in run.config.items() if k in FIELDS}
             config["init_from"] = start_reference(run)  # a reference, never the server's path
@@ -119,7 +119,7 @@ def _initial(request: HttpRequest) -> dict:
             initial["name"] = f"{run.experiment.name} (run {run.id}, edited)"
             return initial
     if experiment_id := request.GET.get("experiment", "").strip():
-        if experiment_id.isdigit():
+        if experiment_id.isdecimal():
             experiment = get_experiment_for_user(request.user, int(experiment_id))
             initial = initial_for(experiment.preset, experiment.base_config, experiment.matrix)
             initial["name"] = f"{experiment.name} (copy)"

@@ -81,7 +81,7 @@ def _locked(handle: int) -> Iterator[None]:
 
 def _read(handle: int) -> int | None:
     text = os.pread(handle, 32, 0).strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isdecimal() else None
 
 
 def _write(handle: int, total: int) -> None:

@@ -144,7 +144,7 @@ def _listing(user, address: artifacts.Address) -> list[dict]:
 
 def _length(request: HttpRequest) -> int | None:
     length = request.headers.get("Content-Length")
-    return int(length) if length and length.isdigit() else None
+    return int(length) if length and length.isdecimal() else None
 
 
 # --- multipart uploads ---------------------------------------------------------------------------

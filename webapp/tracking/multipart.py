@@ -81,7 +81,7 @@ def find(root: Path, inner: str, upload_id: str, *, run_id: int) -> Upload:
 
 
 def _part_sizes(upload: Upload) -> dict[int, int]:
-    return {int(p.name): p.stat().st_size for p in upload.folder.iterdir() if p.name.isdigit()}
+    return {int(p.name): p.stat().st_size for p in upload.folder.iterdir() if p.name.isdecimal()}
 
 
 def put_part(

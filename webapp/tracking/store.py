@@ -119,7 +119,7 @@ def default_experiment(user, create: bool) -> Experiment | None:
 
 
 def parse_experiment_id(raw: str) -> int:
-    if not isinstance(raw, str | int) or not str(raw).isdigit() or int(raw) > INT_MAX:
+    if not isinstance(raw, str | int) or not str(raw).isdecimal() or int(raw) > INT_MAX:
         raise MlflowError(INVALID, f"Experiment id must be a number such as '0', not {raw!r}.")
     return int(raw)
 
@@ -204,7 +204,7 @@ def create_experiment(user, name: str, tags: dict[str, str]) -> Experiment:
 def _new_uuid() -> str:
     while True:  # an all-digit id would read as a Troupe run number
         value = secrets.token_hex(16)
-        if not value.isdigit():
+        if not value.isdecimal():
             return value
 
 
@@ -217,7 +217,7 @@ def find_run(
     a deleted run. `rider`: `lookups.run_rider(raw_id)`, sent with the request's token query."""
     if rider is not None and rider.done and rider.key == raw_id:
         run = rider.result
-    elif raw_id.isdigit() and int(raw_id) <= INT_MAX:
+    elif raw_id.isdecimal() and int(raw_id) <= INT_MAX:
         run = lookups.run_by_id(int(raw_id))
     else:
         run = lookups.run_by_uuid(raw_id)

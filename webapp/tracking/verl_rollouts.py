@@ -62,8 +62,8 @@ def rollout_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     files = [p for p in path.glob("*.jsonl") if is_rollout_dump(p)]
-    numbered = sorted((p for p in files if p.stem.isdigit()), key=lambda p: int(p.stem))
-    return numbered + sorted(p for p in files if not p.stem.isdigit())
+    numbered = sorted((p for p in files if p.stem.isdecimal()), key=lambda p: int(p.stem))
+    return numbered + sorted(p for p in files if not p.stem.isdecimal())
 
 
 def rollout_records(path: Path, kind: str = "train") -> Iterator[dict[str, Any]]:
@@ -101,7 +101,7 @@ def _parse(line: str, where: str) -> dict[str, Any]:
 
 def _step(record: dict[str, Any], file: Path, where: str) -> int:
     step = record.get("step")
-    if step is None and file.stem.isdigit():
+    if step is None and file.stem.isdecimal():
         return int(file.stem)
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"{where}: 'step' must be a whole number, not {step!r}")

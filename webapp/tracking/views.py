@@ -61,7 +61,7 @@ VIEW_NUMBERS = {1: "ACTIVE_ONLY", 2: "DELETED_ONLY", 3: "ALL"}
 
 def _view_type(data: dict, name: str) -> tuple[str, ...]:
     raw = data.get(name) or "ACTIVE_ONLY"
-    if isinstance(raw, str) and raw.isdigit():
+    if isinstance(raw, str) and raw.isdecimal():
         raw = int(raw)
     raw = VIEW_NUMBERS.get(raw, raw) if isinstance(raw, int) else raw
     if raw not in VIEW_TYPES:
