@@ -136,6 +136,37 @@ def test_the_database_and_the_row_by_row_check_agree(alice, bob, text, sort):
     assert _ids(fast) == _ids(slow) and fast.total == slow.total
 
 
+@pytest.mark.parametrize("pattern, hit", [("%a%a%a%a%a%a%a%b", False), ("%a%a%a%a%a%a_a", True)])
+def test_a_like_pattern_that_backtracks_answers_at_once(alice, bob, pattern, hit):
+    """'%a%a…%b' against thousands of a's: hours for a regex that backtracks (`%` as `.*`),
+    milliseconds for `like_regex`; pytest-timeout fails the test in the first case."""
+    _, _, runs = _world(alice, bob)
+    set_run_tag(runs[2], "note", "a" * 4000)
+    cols = [parse_column("attributes.seed")]
+    for text in (f"tags.note LIKE '{pattern}'", f"tags.note LIKE '{pattern}' and created > 0"):
+        assert _ids(explore(text, cols, parse_sort(""))) == ([runs[2].id] if hit else [])
+
+
+def test_like_regex_matches_as_like_does():
+    """Every pattern of up to five of 'a', 'b', '%', '_' against every value of up to five
+    'a's and 'b's, as the backtracking translation answers."""
+    import itertools
+    import re
+
+    from webapp.tracking.search import like_regex
+
+    def words(alphabet, most):
+        for n in range(most + 1):
+            yield from map("".join, itertools.product(alphabet, repeat=n))
+
+    values = list(words("ab", 5))
+    for pattern in words("ab%_", 5):
+        plain = "".join({"%": ".*", "_": "."}.get(c, c) for c in pattern)
+        fast = re.compile(like_regex(pattern))
+        for value in values:
+            assert bool(fast.fullmatch(value)) == bool(re.fullmatch(plain, value)), pattern
+
+
 def test_it_filters_on_params_owner_and_status(alice, bob):
     _, _, runs = _world(alice, bob)
     cols = [parse_column("params.lr")]

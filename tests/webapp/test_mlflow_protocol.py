@@ -265,6 +265,22 @@ def test_a_worker_trained_run_is_readable_by_number_but_not_writable(client, ali
     )
 
 
+def test_a_like_pattern_that_backtracks_answers_at_once(client, alice):
+    """A param of 4,000 a's against '%a%a…%b': hours for a regex that backtracks (`%` as
+    `.*`), milliseconds for `like_regex`; pytest-timeout fails the test in the first case."""
+    experiment_id = post(client, alice, "experiments/create", {"name": "slow"}).json()[
+        "experiment_id"
+    ]
+    run_id = new_run(client, alice, experiment_id)["info"]["run_id"]
+    body = {"run_id": run_id, "params": [{"key": "p", "value": "a" * 4000}]}
+    assert post(client, alice, "runs/log-batch", body).status_code == 200
+    for pattern, hits in (("%a%a%a%a%a%a%a%b", 0), ("%a%a%a%a%a%a_a", 1)):
+        body = {"experiment_ids": [experiment_id], "filter": f"params.p LIKE '{pattern}'"}
+        response = post(client, alice, "runs/search", body)
+        assert response.status_code == 200, response.content
+        assert len(response.json().get("runs", [])) == hits
+
+
 def test_runs_search_filters_orders_and_pages(client, alice):
     experiment_id = post(client, alice, "experiments/create", {"name": "sweep"}).json()[
         "experiment_id"

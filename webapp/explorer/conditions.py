@@ -16,8 +16,6 @@ LIKE is whole-string with `%` and `_`.
 
 from __future__ import annotations
 
-import re
-
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import OrderBy
 from django.db.models.fields.json import KeyTextTransform
@@ -46,11 +44,6 @@ COLUMNS = {
 _LOOKUPS = {"=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
 
 
-def _like(pattern: str) -> str:
-    body = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return f"^{body}$"
-
-
 def _text(kind: str, name: str):
     """A param's or tag's value as the run's JSON holds it."""
     # KeyTextTransform on a path, not KT: KT reads a relation's name as the JSON column.
@@ -77,9 +70,9 @@ def _compare(path: str, clause: search.Clause) -> Q:
         case "!=":
             return present & ~Q(**{path: value})
         case "LIKE":
-            return Q(**{f"{path}__regex": _like(value)})
+            return Q(**{f"{path}__regex": search.like_regex(value)})
         case "ILIKE":
-            return Q(**{f"{path}__iregex": _like(value)})
+            return Q(**{f"{path}__iregex": search.like_regex(value)})
     return Q(**{f"{path}__{_LOOKUPS[op]}": value})
 
 
