@@ -20,6 +20,7 @@ from typing import Any
 # the tasks in trainer/tasks (each its own Task subclass).
 from trainer.routing import SHARING, WORKFLOW_ROLES, WORKFLOWS  # noqa: F401 - re-exported
 from trainer.tasks import TASK_CLASSES, task_class
+from trainer.user_paths import is_local_model
 from vocabulary.names import MATRIX_AXES, REWARD_BROADCAST, REWARD_MODES, SHARED
 
 TASKS = tuple(TASK_CLASSES)
@@ -68,11 +69,15 @@ class Config:
     )
     dataset: str = _f(
         "synthetic",
-        "synthetic (built in), dapo_math, gsm_symbolic, deepcoder, humaneval, or a .jsonl path",
+        "synthetic (built in), dapo_math, gsm_symbolic, deepcoder, humaneval, or a .jsonl path "
+        "(from the web: a file in datasets/ of the data directory)",
         "run",
     )
     model: str = _f(
-        "tiny-s", "tiny-s/m/l (built-in, CPU) or a Hugging Face id / local directory", "run"
+        "tiny-s",
+        "tiny-s/m/l (built-in, CPU) or a Hugging Face id / local directory (from the web: one "
+        "in models/ of the data directory)",
+        "run",
     )
     sharing: str = _f(
         SHARED,
@@ -523,7 +528,7 @@ def _check_field(name: str, value: Any) -> str | None:
 
 
 def _check_model(model: str) -> str | None:
-    if model in TINY_MODELS or _HF_ID.match(model) or model.startswith(("/", "./", "~", "../")):
+    if model in TINY_MODELS or _HF_ID.match(model) or is_local_model(model):
         return None
     return (
         f"{model!r} is not a known model: use one of {', '.join(TINY_MODELS)}, "

@@ -98,10 +98,14 @@ def rewind(run: Run, step: int, reporter: DatabaseReporter) -> None:
 
 
 def start_config(stored: dict):
-    """The run's config as the trainer takes it: `init_from` the branch point's folder."""
+    """The run's config as the trainer takes it: `init_from` the branch point's folder, and
+    no other file a user may not name (trainer/user_paths.py)."""
     from trainer.config import config_from_dict
+    from trainer.user_paths import outside_user_folders
 
     config = config_from_dict(stored)
+    if problems := outside_user_folders(config, Path(settings.DATA_DIR)):
+        raise ValueError("; ".join(problems.values()))  # an older row, or one written by hand
     return dataclasses.replace(config, init_from=check_init_from(config.init_from))
 
 

@@ -228,20 +228,41 @@ def test_cloning_an_unknown_run_is_a_404(signed_in):
     assert signed_in.get("/experiments/new/?run=999999").status_code == 404
 
 
-def test_a_local_model_path_that_does_not_exist_is_refused_beside_the_field(signed_in, tmp_path):
-    missing = str(tmp_path / "no-such-model")
+def test_a_local_model_path_that_does_not_exist_is_refused_beside_the_field(
+    signed_in, tmp_path, settings
+):
+    settings.DATA_DIR = tmp_path
+    missing = str(tmp_path / "models" / "no-such-model")
     response = signed_in.post("/experiments/new/", form_data(model=[], other_models=missing))
 
     assert "there is no directory" in field_block(response.content.decode(), "other_models")
     assert not Experiment.objects.exists()
 
 
-def test_a_local_model_directory_with_a_model_is_accepted(signed_in, tmp_path):
-    (tmp_path / "config.json").write_text("{}")
-    response = signed_in.post("/experiments/new/", form_data(model=[], other_models=str(tmp_path)))
+def test_a_local_model_directory_with_a_model_is_accepted(signed_in, tmp_path, settings):
+    settings.DATA_DIR = tmp_path
+    model = tmp_path / "models" / "qwen3-local"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    response = signed_in.post("/experiments/new/", form_data(model=[], other_models=str(model)))
 
     assert response.status_code == 302
-    assert set(Run.objects.values_list("model", flat=True)) == {str(tmp_path)}
+    assert set(Run.objects.values_list("model", flat=True)) == {str(model)}
+
+
+def test_a_model_outside_the_model_folder_is_refused_beside_the_field(
+    signed_in, tmp_path, settings
+):
+    settings.DATA_DIR = tmp_path / "data"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "config.json").write_text("{}")
+    for path in (tmp_path / "elsewhere", tmp_path / "nowhere"):  # one answer, existing or not
+        response = signed_in.post("/experiments/new/", form_data(model=[], other_models=str(path)))
+
+        block = field_block(response.content.decode(), "other_models")
+        assert "is not in the server&#x27;s model folder" in block
+        assert "there is no directory" not in block
+    assert not Experiment.objects.exists()
 
 
 def test_switching_preset_keeps_the_typed_name_and_description(signed_in):

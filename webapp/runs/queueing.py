@@ -31,11 +31,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, config_from_dict, expand_matrix
 from trainer.offline import offline_reason
+from trainer.user_paths import is_local_model, outside_user_folders
 from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.runs.checkpoint_refs import start_from_reference
@@ -46,7 +48,6 @@ from webapp.runs.worker_gpus import check_capacity
 log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "workers.tasks.execute_run"
-LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local path
 HUB_TIMEOUT_SECONDS = 5  # how long a submit waits for the Hub to say whether a model exists
 
 
@@ -78,7 +79,7 @@ def _missing_local_model(model: str) -> str | None:
     """Why a local model path cannot be used, or None. Hugging Face ids and the tiny models
     are the worker's to find; a path is checked here, where the web server sees the same
     data directory as the workers, so a typo is named in the form and not hours later."""
-    if not model.startswith(LOCAL_PATH_PREFIXES):
+    if not is_local_model(model):
         return None
     path = Path(os.path.expanduser(model))
     if not path.is_dir():
@@ -94,7 +95,7 @@ def _hub_model_check(model: str) -> tuple[str | None, str | None]:
     node may reach it: an id it does not know is refused at submit time, not hours later on
     a worker. A gated model, an unreachable Hub or an offline node cannot say no:
     the run is accepted, with a word that the worker will have to find the model."""
-    if model in TINY_MODELS or model.startswith(LOCAL_PATH_PREFIXES) or "/" not in model:
+    if model in TINY_MODELS or is_local_model(model) or "/" not in model:
         return None, None
     from huggingface_hub import model_info, try_to_load_from_cache
     from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
@@ -127,9 +128,13 @@ def _hub_model_check(model: str) -> tuple[str | None, str | None]:
 
 
 def check_models(configs: list[Config]) -> list[str]:
-    """ConfigError naming `model` when a local model path does not hold a model or the Hub
-    does not know a Hugging Face id; the warnings to show for ids that could not be
-    checked."""
+    """ConfigError naming `model` or `dataset` when a path lies outside the data directory's
+    folders a user may name (trainer/user_paths.py), naming `model` when a local model path
+    does not hold a model or the Hub does not know a Hugging Face id; the warnings to show
+    for ids that could not be checked."""
+    for config in configs:  # first: a path outside gets one answer, whether it exists or not
+        if problems := outside_user_folders(config, settings.DATA_DIR):
+            raise ConfigError(problems)
     warnings = []
     for model in sorted({config.model for config in configs}):
         problem, warning = _missing_local_model(model), None
