@@ -81,6 +81,18 @@ def test_the_owner_creates_an_external_run_to_log_into(client, experiment, alice
     assert (run.name, run.workflow, run.experiment) == ("notebook", "voting", experiment)
 
 
+def test_an_external_runs_free_form_config_shows_on_its_pages(client, experiment, alice):
+    """A role map of strings or nulls once made the run page and its clone form a 500."""
+    config = {"kl_beta_per_role": {"a": "x", "b": None, "c": 0.5}, "notes": [1, {"k": "v"}]}
+    body = {"name": "free", "experiment": experiment.id, "config": config}
+    run_id = post(client, alice, "/api/v1/runs", body).json()["id"]
+    client.force_login(alice)
+
+    for url in (f"/runs/{run_id}/", f"/experiments/new/?run={run_id}"):
+        response = client.get(url)
+        assert response.status_code == 200, url
+
+
 def test_the_teammate_may_not_add_a_run_to_the_owners_experiment(client, experiment, bob):
     response = post(client, bob, "/api/v1/runs", {"name": "x", "experiment": experiment.id})
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.people import bearer
+from trainer.checkpoint_index import find_checkpoint
 from webapp.experiments.models import Run
 from webapp.runs.run_files import delete_runs
 from webapp.tracking import artifacts
@@ -154,7 +155,11 @@ def test_a_troupe_runs_best_checkpoint_is_a_read_only_model_of_it(
     assert info["artifact_uri"] == (
         f"mlflow-artifacts:/{run.experiment_id}/models/{info['model_id']}/artifacts"
     )  # served from the checkpoint's folder, no copy
-    assert {p["key"]: p["value"] for p in data["params"]}["checkpoint_step"] == "40"
+    params = {p["key"]: p["value"] for p in data["params"]}
+    assert params["checkpoint_step"] == "40"
+    assert params["checkpoint"] == f"{run.id}:best-40"  # a reference, never a server path
+    assert find_checkpoint(tmp_path / "out", "best-40").path == best  # what it names
+    assert str(tmp_path) not in json.dumps(data) + json.dumps(info)
     metrics = {m["key"]: (m["value"], m["step"]) for m in data["metrics"]}
     assert metrics == {"checkpoint_step": (40.0, 40), "accuracy": (0.75, 40)}
     assert not (tmp_path / "data").exists() or not list((tmp_path / "data").rglob("state.pt"))

@@ -57,8 +57,8 @@ def as_text(value: Any) -> str:
     """A config value as the form shows it (role maps as `role=value, …`; None as blank)."""
     if value is None:
         return ""
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v:g}" for k, v in value.items())
+    if isinstance(value, dict):  # an external run's config is whatever its client sent
+        return ", ".join(f"{k}={as_text(v)}" for k, v in value.items())
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

@@ -80,7 +80,7 @@ def _locked(handle: int) -> Iterator[None]:
 
 
 def _read(handle: int) -> int | None:
-    text = os.pread(handle, 32, 0).strip()
+    text = os.pread(handle, 32, 0).decode("ascii", "replace").strip()
     return int(text) if text.isdecimal() else None
 
 

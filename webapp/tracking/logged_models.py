@@ -5,10 +5,11 @@ Troupe requires): its owner writes, anyone with a token reads, its files go with
 
 A run Troupe trained also shows its best checkpoint as a model of its own, read-only and never
 stored: `m-<run number as 32 hex digits>`, named `troupe-best`, READY, its step and accuracy
-as metrics and params, its tag `troupe.checkpoint_path` naming the checkpoint's folder on the
-server. Its artifact URI is an `mlflow-artifacts:` one like any model's, served from that
-folder, not a copy (`artifact_views.py`; the run's own artifacts show the same files under
-`troupe-best/`): deleting the run removes it.
+as metrics and params, its tag `troupe.checkpoint` the checkpoint's reference (`7:best-40`,
+what a branch or `init_from` takes; never a server path). Its artifact URI is an
+`mlflow-artifacts:` one like any model's, served from the checkpoint's folder, not a copy
+(`artifact_views.py`; the run's own artifacts show the same files under `troupe-best/`):
+deleting the run removes it.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ def best_model(run: Run) -> LoggedModel | None:
     if not folder.is_dir():
         return None
     created = to_ms(run.finished or run.started or run.created) or 0
-    params = {"checkpoint_step": str(best["step"]), "checkpoint_path": str(folder)}
+    # A reference, not the folder: no server path goes to users (docs/security.md), and the
+    # reference is what a branch, an init_from or `trainer eval --checkpoint` takes.
+    reference = f"{run.id}:best-{best['step']}"
+    params = {"checkpoint_step": str(best["step"]), "checkpoint": reference}
     if best["accuracy"] is not None:
         params["checkpoint_accuracy"] = repr(float(best["accuracy"]))
     model = LoggedModel(
@@ -90,7 +94,7 @@ def best_model(run: Run) -> LoggedModel | None:
         status="LOGGED_MODEL_READY",
         created=created,
         updated=created,
-        tags={"troupe.checkpoint_path": str(folder), "troupe.read_only": "true"},
+        tags={"troupe.checkpoint": reference, "troupe.read_only": "true"},
         params=params,
     )
     model.best = best  # type: ignore[attr-defined]
