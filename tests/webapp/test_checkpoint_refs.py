@@ -130,3 +130,26 @@ def test_init_from_another_users_run_is_refused(client, alice, bobs):
     response = new_experiment(client, alice, f"{bobs.id}:best")
     assert response.status_code == 403
     assert not Experiment.objects.filter(name="From a checkpoint").exists()
+
+
+@pytest.mark.parametrize(
+    "init_from", ["999999:best", "{alice}:nosuch", "abc", "/etc", "{bob}:best"]
+)
+def test_the_form_names_a_bad_init_from_beside_the_field(
+    client, alice, alices, bobs, settings, init_from
+):
+    """Each of these once gave a bare server error page."""
+    from tests.runs import form_data
+
+    client.force_login(alice)
+    text = init_from.format(alice=alices.id, bob=bobs.id)
+    fields = form_data(init_from=text, workflow=["voting"], sharing=["per_role"], seeds="0")
+
+    response = client.post("/experiments/new/", fields)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    block = page[page.index('for="id_init_from"') :]
+    assert 'class="field-error"' in block[: block.index("</div>")]
+    assert str(settings.DATA_DIR) not in page
+    assert not Experiment.objects.filter(name=fields["name"]).exists()

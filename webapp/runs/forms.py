@@ -204,8 +204,7 @@ class ExperimentForm(forms.Form):
             # create_experiment checks them again
             check_capacity(configs, queue_for)
         except ConfigError as exc:
-            for key, message in exc.errors.items():
-                self.add_error(self._field_for(key), message)
+            self.refuse(exc)
             return data
         self.run_count = len(configs)
         self.spec = {
@@ -214,6 +213,11 @@ class ExperimentForm(forms.Form):
             "matrix": matrix,
         }
         return data
+
+    def refuse(self, exc: ConfigError) -> None:
+        """Show trainer.config's errors beside their fields (the form is then invalid)."""
+        for key, message in exc.errors.items():
+            self.add_error(self._field_for(key), message)
 
     def _field_for(self, error_key: str) -> str | None:
         """The form field an error of trainer.config belongs beside (None: the whole form)."""

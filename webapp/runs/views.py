@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Case, Count, F, Q, Sum, When
@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from analysis.runs import RunSummary
-from trainer.config import FIELDS, PRESETS, field_help
+from trainer.config import FIELDS, PRESETS, ConfigError, field_help
 from vocabulary.names import (
     ACCURACY_KEY,
     REWARD_KEY,
@@ -78,22 +78,28 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def experiment_new(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = ExperimentForm(request.POST)
-        if form.is_valid():
+    if request.method != "POST":
+        form = ExperimentForm(initial=_initial(request))
+        return render(request, "runs/new.html", {"form": form})
+    form = ExperimentForm(request.POST)
+    if form.is_valid():
+        try:  # what only storing checks: the checkpoint init_from names, the live workers
             experiment = queueing.create_experiment(
                 request.user,
                 form.cleaned_data["name"],
                 description=form.cleaned_data["description"],
                 **form.spec,
             )
+        except ConfigError as exc:
+            form.refuse(exc)
+        except PermissionDenied as exc:  # another user's checkpoint
+            form.refuse(ConfigError({"init_from": str(exc)}))
+        else:
             count = experiment.runs.count()
             messages.success(request, f"Queued {count} run{'s' if count != 1 else ''}.")
             for warning in experiment.warnings:
                 messages.warning(request, warning)
             return redirect("experiment_detail", experiment.id)
-    else:
-        form = ExperimentForm(initial=_initial(request))
     return render(request, "runs/new.html", {"form": form})
 
 
