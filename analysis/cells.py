@@ -42,6 +42,7 @@ class CellSummary:
     n_cliffs: int
     n_provisional: int
     n_judged: int
+    n_degraded: int  # judged seeds with no learned peak that fell below their base
     cliff_fraction: float | None
     capture: str | None
     capture_counts: dict[str, int]
@@ -49,6 +50,17 @@ class CellSummary:
     # The ids of the cell's runs in seed order, where the caller knows them (the web app's
     # `cell_summaries`); not part of `as_dict`.
     runs: list[int] = field(default_factory=list)
+
+    @property
+    def cliffs_text(self) -> str:
+        """The cell's cliff column, in the same words on every page: cliffs of the judged
+        seeds ("1/3"), then the seeds that fell below their base with no learned peak to fall
+        from ("0/3 · 1 degraded": not a cliff, but not a healthy cell either); "—" when no
+        seed has a verdict."""
+        if not self.n_judged:
+            return "—"
+        text = f"{self.n_cliffs}/{self.n_judged}"
+        return f"{text} · {self.n_degraded} degraded" if self.n_degraded else text
 
     def as_dict(self) -> dict[str, Any]:
         """The plain dict: the axes, then `<x>_mean`, `<x>_low`, `<x>_high`, `<x>_n` for
@@ -64,6 +76,7 @@ class CellSummary:
         for name in ("n_cliffs", "n_provisional", "n_judged", "cliff_fraction", "capture"):
             out[name] = getattr(self, name)
         out.update(capture_counts=self.capture_counts, lead_mean=self.lead_mean)
+        out.update(n_degraded=self.n_degraded)  # added last: the older keys keep their order
         return out
 
 
@@ -74,11 +87,12 @@ def summarize_cells(runs: Iterable[Mapping[str, Any]], level: float = 0.95) -> l
     Fields: the four axes; `n_seeds`, `seeds`; `gain` and `final_gain` as `Estimate`s
     (`mean_ci`; no interval from fewer than MIN_SEEDS (3) seeds); the means `base`, `peak`,
     `final`; `n_cliffs`, `n_provisional`, `n_judged` (seeds with a verdict, i.e. not
-    "insufficient") and `cliff_fraction` = n_cliffs / n_judged (None when 0; provisional
-    cliffs count as cliffs); for shared cells `capture` (the most common capturing role, None
-    when no seed was captured or on a tie) and `capture_counts` {role: seeds}; `lead_mean`
-    {role: mean lead over seeds that have one, or None}. Runs without an evaluation
-    contribute to n_seeds only.
+    "insufficient"), `n_degraded` (judged seeds whose verdict is "degradation") and
+    `cliff_fraction` = n_cliffs / n_judged (None when 0; provisional cliffs count as
+    cliffs); for shared cells `capture` (the most common capturing role, None when no seed
+    was captured or on a tie) and `capture_counts` {role: seeds}; `lead_mean` {role: mean
+    lead over seeds that have one, or None}. Runs without an evaluation contribute to
+    n_seeds only.
     """
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for run in runs:
@@ -117,6 +131,7 @@ def _cell(key: tuple, members: list[Mapping[str, Any]], level: float) -> CellSum
         n_cliffs=n_cliffs,
         n_provisional=sum(st == "provisional" for st in judged),
         n_judged=len(judged),
+        n_degraded=sum(st == "degradation" for st in judged),
         cliff_fraction=n_cliffs / len(judged) if judged else None,
         capture=capture,
         capture_counts=capture_counts,

@@ -573,6 +573,11 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
+    elif _is_qwen3(config.model) and (unknown := _targets(config) - set(QWEN3_LINEAR)):
+        errors["lora_targets"] = (
+            f"{', '.join(sorted(unknown))}: no such layer in {config.model}; use all-linear or "
+            f"some of {', '.join(QWEN3_LINEAR)}"
+        )
     if config.kernels == "liger" and config.device == "cpu":
         errors["kernels"] = "liger's kernels run on CUDA only: use exact or compile on the CPU"
     if config.fused_logprobs and config.finetune == "lora" and "lm_head" in _targets(config):
@@ -669,6 +674,24 @@ def _check_ranks(config: Config, errors: dict[str, str]) -> None:
         errors["rollout_engine"] = (
             "vllm serves one process's rollouts; use world_size 1 or rollout_engine hf"
         )
+
+
+# The linear layers of a Qwen3 decoder and its head: what LoRA may target in the models whose
+# architecture is known before loading (a local directory or another id is peft's to check).
+QWEN3_LINEAR = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "lm_head",
+)
+
+
+def _is_qwen3(model: str) -> bool:
+    return model in TINY_MODELS or model.startswith("Qwen/Qwen3-")
 
 
 def _targets(config: Config) -> set[str]:

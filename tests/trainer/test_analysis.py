@@ -408,6 +408,23 @@ def test_summarize_cells_gives_means_intervals_and_cliff_fractions():
     assert_plain([r.as_dict() for r in rows])
 
 
+def test_a_cell_that_degraded_says_so_beside_its_cliffs():
+    """A seed that fell below its base with no learned peak is no cliff, but the cell's
+    cliff column must not read as healthy ("0/1" beside a collapsed run, once)."""
+    cell = {"workflow": "voting", "task": "math", "model": "tiny-s", "sharing": "per_role"}
+    verdicts = ["degradation", "none", "cliff", "insufficient"]
+    runs = [
+        {"cell": cell, "seed": s, "summary": _summary(0.1, v, None)} for s, v in enumerate(verdicts)
+    ]
+    (row,) = summarize_cells(runs)
+    assert (row.n_cliffs, row.n_degraded, row.n_judged) == (1, 1, 3)
+    assert row.cliffs_text == "1/3 · 1 degraded"
+    (fine,) = summarize_cells(runs[1:2])
+    assert fine.cliffs_text == "0/1" and fine.n_degraded == 0
+    (none,) = summarize_cells(runs[3:])
+    assert none.cliffs_text == "—"
+
+
 def test_a_cells_plain_dict_keeps_its_keys_and_their_order():
     # `analyze --json` prints this dict and the panel's CSV takes its columns from it.
     cell = {"workflow": "voting", "task": "math", "model": "tiny-s", "sharing": "per_role"}
@@ -436,6 +453,7 @@ def test_a_cells_plain_dict_keeps_its_keys_and_their_order():
         "capture",
         "capture_counts",
         "lead_mean",
+        "n_degraded",
     ]
     assert plain["gain_mean"] == row.gain.mean and plain["gain_n"] == 2
     assert plain["peak_mean"] == row.peak and plain["seeds"] == [1, 2]

@@ -229,3 +229,13 @@ def test_liger_kernels_on_the_cpu_are_refused_by_name():
     with pytest.raises(ConfigError) as error:
         make_config(kernels="liger", device="cpu")
     assert "CUDA only" in error.value.errors["kernels"]
+
+
+def test_lora_targets_no_qwen3_layer_has_are_refused_by_name():
+    """Once accepted, then failed on the worker with peft's NoMatchingPeftModuleError."""
+    with pytest.raises(ConfigError) as error:
+        make_config("cpu-demo", lora_targets="q_proj, qproj")
+    assert error.value.errors["lora_targets"].startswith("qproj: no such layer in tiny-s")
+    for fine in ("q_proj,v_proj", "model.layers.0.mlp.down_proj", "all-linear"):
+        assert make_config("cpu-demo", lora_targets=fine).lora_targets == fine
+    assert make_config("cpu-demo", model="./other", lora_targets="qproj")  # peft's to check

@@ -94,7 +94,7 @@ def test_the_matrix_draws_one_grid_per_sharing_mode_coloured_by_gain(demo, viewe
     assert str(demo.cliff_run.id) in isolated.customdata[0][0].split(",")
     base, peak, final = (cell[k] for k in ("base_mean", "peak_mean", "final_mean"))
     assert f"{float(base):.2f} → {float(peak):.2f} → {float(final):.2f}" in isolated.text[0][0]
-    n_cliffs = int(cell["cliffs"].split(" of ")[0])
+    n_cliffs = int(cell["cliffs"].split("/")[0])
     assert n_cliffs >= 1 and f"cliffs {n_cliffs}/3" in isolated.text[0][0]
     assert cell["compare"] == "compare 3 →"
     assert timer_off is True  # every run finished: no refreshing

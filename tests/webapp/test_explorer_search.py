@@ -289,3 +289,23 @@ def test_a_bad_brush_is_a_message_not_a_500(client, alice):
     response = client.get("/explore/", {"brush": "attributes.peak >>= 1"})
     assert response.status_code == 400
     assert "Cannot read the filter" in response.content.decode()
+
+
+def test_every_link_for_the_selected_runs_opens_a_page(client, alice, bob):
+    """The action links the table offers for the runs ticked, the panel's aside (the
+    attribution one once led to a POST-only URL: a 405)."""
+    import re
+
+    _, _, runs = _world(alice, bob)
+    client.force_login(alice)
+    page = client.get("/explore/").content.decode()
+    links = re.findall(r'data-explorer-link="([^"]+)"(\s+data-explorer-single)?', page)
+    assert len(links) >= 5
+    ids = [str(runs[0].id), str(runs[1].id)]
+    for base, single in links:
+        if base.startswith("/dash/"):  # the panel's mount: tests/webapp/test_dash_mount.py
+            continue
+        base = base.replace("&amp;", "&")
+        url = base.replace("{id}", ids[0]) if single else base + ",".join(ids)
+        response = client.get(url)
+        assert response.status_code == 200, url

@@ -3,6 +3,8 @@ form, to succeeded with every metric stored; cancelled mid-run and resumed; a fa
 with its error; a worker killed mid-run, its run resumed from its checkpoint by another worker;
 the database going away mid-run with nothing lost."""
 
+import shutil
+
 import pytest
 from django.conf import settings
 
@@ -78,19 +80,22 @@ def test_a_run_queued_from_the_form_trains_to_succeeded_with_its_metrics_stored(
 
 
 def test_a_failing_run_is_marked_failed_with_its_error(alice, worker_env, tmp_path):
-    # A directory that passes the form's check (it has a config.json) but holds no model the
-    # worker can load: a missing path would be refused before it was ever queued.
-    broken = tmp_path / "no" / "such" / "model"
+    # A directory that passes the form's check (in the data directory's models/, with a
+    # config.json) but holds no model the worker can load: a missing path would be refused
+    # before it was ever queued.
+    broken = settings.DATA_DIR / "models" / f"no-such-model-{tmp_path.name}"
     broken.mkdir(parents=True)
     (broken / "config.json").write_text("{}")
-    run = queue(alice, **SMALL, model=str(broken), device="cpu")
-
-    with start_worker(worker_env):
-        done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the run to finish")
+    try:
+        run = queue(alice, **SMALL, model=str(broken), device="cpu")
+        with start_worker(worker_env):
+            done = wait_for(lambda: run_in(run.id, *Run.FINISHED), what="the run to finish")
+    finally:
+        shutil.rmtree(broken)
 
     assert done.status == Run.FAILED
     assert done.error_type == "ModelUnavailable"
-    assert "no/such/model" in done.error_message
+    assert broken.name in done.error_message
     assert "Traceback (most recent call last)" in done.error_traceback
     assert log_lines(done)[-1].startswith("Failed: ModelUnavailable")
 

@@ -265,12 +265,9 @@ def _cell_text(cell: CellSummary | None, field: str) -> str:
         return "no evaluations yet"
     value = labels.signed(getattr(cell, field).mean)
     arrow = " → ".join(labels.num(x) for x in (cell.base, cell.peak, cell.final))
-    if not cell.n_judged:
-        cliffs = "cliffs —"
-    elif cell.n_cliffs:
-        cliffs = f"<span style='color:{CLIFF}'>cliffs {cell.n_cliffs}/{cell.n_judged}</span>"
-    else:
-        cliffs = f"cliffs 0/{cell.n_judged}"
+    cliffs = f"cliffs {cell.cliffs_text}"
+    if cell.n_cliffs or cell.n_degraded:
+        cliffs = f"<span style='color:{CLIFF}'>{cliffs}</span>"
     return f"<b>{value}</b><br>{arrow}<br>{cliffs}"
 
 
@@ -295,6 +292,8 @@ def _cell_hover(cell: CellSummary | None, sharing: str) -> str:
     )
     if cell.n_judged:
         lines.append(f"terminal cliff in {cell.n_cliffs} of {cell.n_judged} seed(s)")
+    if cell.n_degraded:
+        lines.append(f"fell below the base with no learned peak in {cell.n_degraded} seed(s)")
     lines.append("<i>click to compare these runs</i>")
     return "<br>".join(lines)
 

@@ -48,7 +48,7 @@ def cell_class(column: Column, row: dict) -> str:
     value = row.get(column.id)
     if column.id == "cliff" and row.get("cliff_status") in ("cliff", "provisional"):
         return "bad"
-    if column.id == "cliffs" and row.get("n_cliffs"):
+    if column.id == "cliffs" and (row.get("n_cliffs") or row.get("n_degraded")):
         return "bad"
     if column.id in ("precedes", "captured") and str(value).startswith("yes"):
         return "good"
@@ -87,6 +87,7 @@ CELL_CSV = [
     "final_gain_high",
     "n_cliffs",
     "n_judged",
+    "n_degraded",
     "cliff_fraction",
     "runs",
 ]
@@ -101,7 +102,7 @@ def cell_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
         row["seeds"] = " ".join(map(str, cell.seeds))
         row["runs"] = " ".join(map(str, cell.runs))
         row["gain_ci"] = _interval(cell.gain.low, cell.gain.high)
-        row["cliffs"] = f"{cell.n_cliffs} of {cell.n_judged}" if cell.n_judged else "—"
+        row["cliffs"] = cell.cliffs_text
         row["compare"] = (f"compare {len(cell.runs)} →", state.compare_url(cell.runs))
         rows.append(row)
     return rows
