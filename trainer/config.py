@@ -139,7 +139,7 @@ class Config:
     steps: int = _f(500, "Training steps (one rollout batch + update each)", "rl", minimum=1)
     prompts_per_step: int = _f(64, "Problems per step", "rl", minimum=1)
     group_size: int = _f(8, "Rollouts per problem (the GRPO group)", "rl", minimum=2)
-    lr: float = _f(2e-5, "AdamW learning rate", "rl", minimum=0.0, exclusive=True)
+    lr: float = _f(2e-5, "AdamW learning rate", "rl", minimum=0.0, exclusive=True, maximum=1.0)
     warmup_steps: int = _f(15, "Linear warm-up steps", "rl", minimum=0)
     schedule: str = _f("cosine", "Learning-rate schedule after warm-up", "rl", SCHEDULES)
     grad_clip: float = _f(1.0, "Max gradient norm per policy (0 = off)", "rl", minimum=0.0)

@@ -239,3 +239,10 @@ def test_lora_targets_no_qwen3_layer_has_are_refused_by_name():
     for fine in ("q_proj,v_proj", "model.layers.0.mlp.down_proj", "all-linear"):
         assert make_config("cpu-demo", lora_targets=fine).lora_targets == fine
     assert make_config("cpu-demo", model="./other", lora_targets="qproj")  # peft's to check
+
+
+def test_a_learning_rate_above_one_is_refused():
+    """lr 1e308 was queued, and its run went non-finite at the first step."""
+    with pytest.raises(ConfigError) as error:
+        make_config("cpu-demo", lr=1e308)
+    assert error.value.errors["lr"] == "1e+308 must be at most 1.0"
