@@ -28,6 +28,23 @@ def test_the_owner_tags_a_run_and_a_teammate_reads_it(client, alice, bob, run):
     assert "lower lr" in page and 'id="tag-form"' not in page
 
 
+def test_the_run_page_shows_its_note_and_tags(client, alice, bob, run):
+    client.force_login(alice)
+    assert 'id="run-notes"' not in client.get(f"/runs/{run.id}/").content.decode()  # none yet
+    _set(client, f"/runs/{run.id}/notes/", "idea", "lower lr")
+    note = "**try** <script>alert(1)</script>"
+    client.post(f"/runs/{run.id}/notes/", {"action": "note", "note": note})
+    client.force_login(bob)
+
+    page = client.get(f"/runs/{run.id}/").content.decode()
+
+    card = page[page.index('id="run-notes"') :]
+    assert "<strong>try</strong>" in card and "<script>alert" not in page
+    assert "<b>idea</b> = lower lr" in card
+    notes = client.get(f"/runs/{run.id}/notes/").content.decode()
+    assert f"<h1>Run {run.id}" in notes and "Run run" not in notes
+
+
 def test_a_teammate_may_not_change_tags_or_notes(client, bob, run, experiment):
     client.force_login(bob)
     assert _set(client, f"/runs/{run.id}/notes/", "x", "y").status_code == 403

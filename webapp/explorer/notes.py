@@ -83,7 +83,7 @@ def run_notes(request: HttpRequest, run_id: int) -> HttpResponse:
     return _page(
         request,
         run,
-        f"Run {run}",
+        f"Run {run.id}" + (f" ({run.name})" if run.name else ""),  # not "Run run 1"
         store.run_tags(run),
         can_manage(request.user, run.experiment),
         lambda k, v: store.set_run_tag(run, k, v),
