@@ -66,6 +66,17 @@ POSSIBLE_ALPHA_FACTOR = 2
 # below it, so "none" would be a claim the data cannot support), or a large fall the evidence
 # is too short to confirm (neither a cliff nor "none").
 UNJUDGED = ("insufficient", "too_low", POSSIBLE)
+# Each `cliff_status` in the words of `cliff_label`, where a page has the status alone (no onset
+# or threshold to add): the runs table's column.
+STATUS_WORDS = {
+    "none": "none",
+    "cliff": "cliff",
+    "provisional": "provisional cliff",
+    "degradation": "degradation",
+    "insufficient": "too few evaluations",
+    "too_low": "cannot judge: accuracy too low",
+    POSSIBLE: POSSIBLE_LABEL,
+}
 
 
 def _noise_sd(v: np.ndarray) -> float:
@@ -496,12 +507,8 @@ def cliff_label(accuracy: Mapping[str, Any] | None) -> str:
     status = acc.get("cliff_status") or "insufficient"
     if acc.get("peak") is None:
         return "no evaluations"
-    if status == "insufficient":
-        return "too few evaluations"
-    if status == "too_low":
-        return "cannot judge: accuracy too low"
-    if status == POSSIBLE:
-        return POSSIBLE_LABEL
+    if status in UNJUDGED:
+        return STATUS_WORDS[status]
     if status == "cliff":
         return f"cliff @{acc.get('cliff_onset')}"
     if status == "provisional":

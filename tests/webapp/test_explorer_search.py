@@ -309,3 +309,21 @@ def test_every_link_for_the_selected_runs_opens_a_page(client, alice, bob):
         url = base.replace("{id}", ids[0]) if single else base + ",".join(ids)
         response = client.get(url)
         assert response.status_code == 200, url
+
+
+def test_the_table_names_a_cliff_verdict_in_the_words_of_every_page(client, alice, bob):
+    """The column once showed the code ("insufficient") where every other page says "too few
+    evaluations"; the code (what a filter compares) is on hover."""
+    import re
+
+    from analysis.cliffs import STATUS_WORDS
+
+    _world(alice, bob)
+    few = make_experiment(alice, "few").runs.get()
+    write_points(few.id, [(ACCURACY_KEY, s, 0.2) for s in range(2)])  # too few to judge
+    client.force_login(alice)
+    cols = "attributes.run_name,attributes.cliff_status"
+    page = client.get("/explore/", {"cols": cols}).content.decode()
+    cells = dict(re.findall(r'title="cliff_status = &#x27;(\w+)&#x27;">([^<]*)<', page))
+    assert cells and all(text == STATUS_WORDS[code] for code, text in cells.items())
+    assert cells["insufficient"] == "too few evaluations" and cells["none"] == "none"

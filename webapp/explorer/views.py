@@ -24,6 +24,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from analysis.cliffs import STATUS_WORDS
 from webapp.dashboards import seed_bands
 from webapp.experiments.models import Experiment
 from webapp.explorer import charts
@@ -39,9 +40,12 @@ CSV_LIMIT = 10_000  # runs in one export
 
 
 def _cell(column, value: Any) -> dict[str, Any]:
-    """How the template shows one value: its text, and its ms when it is a time."""
+    """How the template shows one value: its text, and its ms when it is a time; a cliff
+    verdict in the words of every other page, its code (what a filter compares) on hover."""
     if value is None:
         return {"text": ""}
+    if column.spec == "attributes.cliff_status" and value:
+        return {"text": STATUS_WORDS.get(value, value), "title": f"cliff_status = '{value}'"}
     if is_time(column):
         stamp = datetime.fromtimestamp(value / 1000, tz=UTC)
         return {"text": stamp.strftime("%Y-%m-%d %H:%M UTC"), "ms": int(value)}
