@@ -481,7 +481,8 @@ def describe_cliff(accuracy: Mapping[str, Any] | None) -> str:
     )
     if test.get("min_drop"):
         text += f", floor {test['min_drop']:.3f}"
-    text += f"); one-sided p = {test['p']:.2g} over {test['n_compared']} evaluations"
+    n = test["n_compared"]
+    text += f"); one-sided p = {test['p']:.2g} over {n} evaluation{'' if n == 1 else 's'}"
     status = acc.get("cliff_status")
     if status == "insufficient":
         text += "; too few evaluations for a verdict"

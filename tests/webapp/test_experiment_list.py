@@ -56,3 +56,10 @@ def test_a_run_cancelled_while_queued_adds_no_progress(client, alice, bob):
     html = client.get("/experiments/").content.decode()
 
     assert 'style="width: 0%"' in html and ">0%<" in html
+
+
+def test_a_new_experiment_was_made_just_now(client, alice):
+    make_experiment(alice, "fresh")
+    client.force_login(alice)
+    page = client.get("/experiments/").content.decode()
+    assert "just now" in page and "0\xa0minutes ago" not in page
