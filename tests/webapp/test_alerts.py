@@ -177,7 +177,8 @@ def test_a_non_finite_loss_or_reward_is_an_alert_shown_on_the_run_page(client, r
     listed = client.get("/api/v1/alerts", {"kind": "non_finite_reward"})
     assert [a["step"] for a in json.loads(listed.content)["alerts"]] == [2]
     page = client.get(f"/runs/{run.id}/").content.decode()
-    assert "non_finite_loss" in page and "non_finite_reward" in page
+    assert ">non-finite loss<" in page and ">non-finite reward<" in page  # in words
+    assert 'title="non_finite_loss"' in page  # the code the alerts' filter takes, on hover
 
 
 def test_points_the_radar_does_not_read_queue_no_evaluation(run):

@@ -41,7 +41,7 @@ def test_behaviour_series_raise_their_alerts_and_the_pages_show_them(client, ali
     listing = client.get(f"/alerts/?run={run.id}&kind=voter_collapse").content.decode()
     assert "confirmed @10" in listing
     overview = client.get(f"/experiments/{experiment.id}/").content.decode()
-    assert "evaluator_accepts_wrong evaluator @3" in overview
+    assert "evaluator accepts wrong evaluator @3" in overview
 
 
 def test_agreement_that_was_high_from_the_start_raises_nothing(client, run, alice):
@@ -60,4 +60,4 @@ def test_a_verdict_disagreement_raises_reward_hacking_suspected_on_the_pages(cli
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert 'data-alert-kind="reward_hacking_suspected"' in page
     overview = client.get(f"/experiments/{experiment.id}/").content.decode()
-    assert "reward_hacking_suspected @3" in overview
+    assert "reward hacking suspected @3" in overview

@@ -54,3 +54,9 @@ def capture_label(summary) -> str:
         "none": "no role",
         "too_few_steps": "not enough steps yet",
     }.get(read.capture_status or "", "")
+
+
+def event_name(kind: str) -> str:
+    """A radar event's kind as the page's sentences say it: "non-finite loss", "entropy
+    collapse", "voter collapse" (the code, which the alerts' filter takes, is on hover)."""
+    return (kind or "").replace("non_finite", "non-finite").replace("_", " ")

@@ -11,6 +11,12 @@
   var experiment = table.dataset.radarExperiment;
   // The kinds worst first, as the server ranks them (vocabulary/names.py ALERT_KINDS).
   var SEVERITY = (table.dataset.radarSeverity || "").split(",");
+  // Each kind in the words of the page's other cells ("non-finite loss"), from the server.
+  var NAMES = {};
+  (table.dataset.radarNames || "").split(",").forEach(function (pair) {
+    var at = pair.indexOf("=");
+    if (at > 0) NAMES[pair.slice(0, at)] = pair.slice(at + 1);
+  });
 
   function rank(a) {
     var kind = SEVERITY.indexOf(a.kind);
@@ -37,7 +43,7 @@
         list.filter(function (a) { return !a.provisional; }).length + " confirmed";
       var badge = document.createElement("span");
       badge.className = "badge " + (worst.provisional ? "status-queued" : "status-failed");
-      badge.textContent = worst.kind + (worst.role ? " " + worst.role : "") + " @" + worst.step;
+      badge.textContent = (NAMES[worst.kind] || worst.kind) + (worst.role ? " " + worst.role : "") + " @" + worst.step;
       var count = document.createElement("span");
       count.className = "muted small";
       count.textContent = String(list.length);

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import template
 
 from webapp.alerts import panels
+from webapp.runs.verdict_words import event_name
 
 register = template.Library()
 
@@ -14,6 +15,12 @@ register = template.Library()
 def alert_severity() -> str:
     """The alert kinds, worst first, comma-separated: for the experiment page's script."""
     return ",".join(panels.SEVERITY)
+
+
+@register.simple_tag
+def alert_names() -> str:
+    """Each kind in words, `kind=words` comma-separated: for the experiment page's script."""
+    return ",".join(f"{kind}={event_name(kind)}" for kind in panels.SEVERITY)
 
 
 @register.inclusion_tag("alerts/_radar.html")

@@ -9,5 +9,5 @@ from webapp.runs import verdict_words
 
 register = template.Library()
 
-for _name in ("line_number", "cliff_label", "cliff_line", "capture_label"):
+for _name in ("line_number", "cliff_label", "cliff_line", "capture_label", "event_name"):
     register.filter(_name, getattr(verdict_words, _name))
