@@ -50,6 +50,7 @@ def test_it_reads_every_example_of_mlflows_docs(text):
         ("nonsense.x = 'a'", "Cannot search on 'x'"),
         ("bogus_attribute = 'a'", "bogus_attribute"),
         ("metrics.loss = 'a'", "expected a number"),
+        ("params.lr = '1' and ", "ends with AND"),
     ],
 )
 def test_a_bad_filter_names_where_it_fails(text, where):

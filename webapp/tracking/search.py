@@ -118,6 +118,8 @@ def parse_filter(
                     f"Filters combine comparisons with AND only, at {text[pos : pos + 20]!r}.",
                 )
             pos = joiner.end()
+            if not text[pos:].strip():
+                raise MlflowError(INVALID, "The filter ends with AND: add a comparison after it.")
     return clauses
 
 
