@@ -168,6 +168,18 @@ def status_line(counts: dict[str, int], live: bool, extra: str = "") -> list:
     return parts
 
 
+def run_status(asked: Sequence[int], runs: Sequence, live: bool, extra: str = "") -> list:
+    """`status_line` of the runs a page was asked for, naming the ids that are no run a
+    signed-in user can see (unknown, or deleted): they were once dropped without a word, and
+    `?runs=99999` read as if no run had been chosen."""
+    found = {run.id for run in runs}
+    missing = [str(i) for i in asked if i not in found]
+    note = f"no run {', '.join(missing)} (unknown or deleted)" if missing else ""
+    if not runs:
+        return [html.Span(note, className="error")] if note else []
+    return status_line(data.status_counts(runs), live, " · ".join(t for t in (extra, note) if t))
+
+
 def table(id_: str) -> html.Div:
     """Where a page's callback puts a rendered table (`render_table`)."""
     return html.Div(id=id_, className="table-wrap")

@@ -118,7 +118,7 @@ def update_compare(run_ids, key, smooth, colour, _tick):
     return (
         figure,
         components.render_table(tables.RUN_COLUMNS, tables.run_rows(runs, summaries)),
-        components.status_line(data.status_counts(runs), live, extra) if runs else [],
+        components.run_status(state.parse_ids(run_ids), runs, live, extra),
         not live,
         components.view_links(runs, "Gradient dynamics of these runs →", gradients, primary=True)
         + components.bands_link(runs),

@@ -83,7 +83,7 @@ def update_gradients(run_ids, _tick):
         figures.gradients_figure(drawn, series, summaries),
         components.render_table(tables.DYNAMICS_COLUMNS, tables.dynamics_rows(runs, summaries)),
         [html.Li(text) for text in tables.dynamics_findings(runs, summaries)] if runs else [],
-        components.status_line(data.status_counts(runs), live, extra) if runs else [],
+        components.run_status(state.parse_ids(run_ids), runs, live, extra),
         not live,
         components.view_links(
             runs, "← Accuracy curves of these runs", state.compare_url([r.id for r in runs])
