@@ -573,10 +573,10 @@ def make_config(preset: str | None = None, **values: Any) -> Config:
         re.fullmatch(r"[\w.]+", t.strip()) for t in config.lora_targets.split(",")
     ):
         errors["lora_targets"] = "use all-linear or comma-separated module names like q_proj,v_proj"
-    elif _is_qwen3(config.model) and (unknown := _targets(config) - set(QWEN3_LINEAR)):
+    elif _is_qwen3(config.model) and (unknown := _targets(config) - set(QWEN3_TARGETS)):
         errors["lora_targets"] = (
             f"{', '.join(sorted(unknown))}: no such layer in {config.model}; use all-linear or "
-            f"some of {', '.join(QWEN3_LINEAR)}"
+            f"some of {', '.join(QWEN3_TARGETS)}"
         )
     if config.kernels == "liger" and config.device == "cpu":
         errors["kernels"] = "liger's kernels run on CUDA only: use exact or compile on the CPU"
@@ -676,9 +676,10 @@ def _check_ranks(config: Config, errors: dict[str, str]) -> None:
         )
 
 
-# The linear layers of a Qwen3 decoder and its head: what LoRA may target in the models whose
-# architecture is known before loading (a local directory or another id is peft's to check).
-QWEN3_LINEAR = (
+# The layers of a dense Qwen3 decoder LoRA can target (its linear layers, the head, and the
+# embedding, trainer/policies.py): checked for the models whose architecture is known before
+# loading; a local directory or another id (a mixture of experts, a VL model) is peft's to check.
+QWEN3_TARGETS = (
     "q_proj",
     "k_proj",
     "v_proj",
@@ -687,11 +688,13 @@ QWEN3_LINEAR = (
     "up_proj",
     "down_proj",
     "lm_head",
+    "embed_tokens",
 )
+_DENSE_QWEN3 = re.compile(r"Qwen/Qwen3-\d+(\.\d+)?B(-Base)?")
 
 
 def _is_qwen3(model: str) -> bool:
-    return model in TINY_MODELS or model.startswith("Qwen/Qwen3-")
+    return model in TINY_MODELS or _DENSE_QWEN3.fullmatch(model) is not None
 
 
 def _targets(config: Config) -> set[str]:

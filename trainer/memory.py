@@ -174,9 +174,21 @@ def model_shape(model: str) -> dict[str, Any] | None:
     if model in KNOWN_SHAPES:
         return KNOWN_SHAPES[model]
     path = Path(os.path.expanduser(model)) / "config.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    return None
+    try:
+        shape = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):  # unreadable, or not JSON: the loader will say what is wrong
+        return None
+    needed = (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "num_hidden_layers",
+        "vocab_size",
+    )
+    if not isinstance(shape, dict) or not all(isinstance(shape.get(k), int) for k in needed):
+        return None  # not a decoder this estimate knows
+    return shape
 
 
 def _linears(shape: dict[str, Any]) -> dict[str, tuple[int, int]]:

@@ -202,7 +202,7 @@ def _cell_row(c: CellSummary) -> list[str]:
         str(c.n_seeds),
         _ci_text(c.gain),
         _ci_text(c.final_gain),
-        f"{c.n_cliffs}/{c.n_judged}",
+        c.cliffs_text,
         captured,
     ]
 

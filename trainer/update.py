@@ -24,11 +24,11 @@ How this differs from textbook GRPO (one policy, one clipped loss over a batch o
   is off). The loss of a micro-batch is a sum over its sequences divided by the normaliser of
   the whole optimizer batch (trainer/loss.py), so accumulation is exact. A micro-batch is
   `micro_batch_size` turns, padded, or with `micro_batch_tokens` > 0 as many turns as fit in
-  that many tokens, packed without padding (trainer/loss.py's packed layout). Which turns
-  share a pass is trainer/passes.py's: with `batch_adapters` (LoRA, one process) the policies
-  take their k-th optimizer steps together and one pass holds several policies' turns, each
-  policy's tokens through its own adapter (trainer/joint_lora.py), at most one agent's turns
-  per policy.
+  that many tokens, packed (trainer/loss.py's packed layout; the rows' padded ends count).
+  Which turns share a pass is trainer/passes.py's: with `batch_adapters` (LoRA, one
+  process) the policies take their k-th optimizer steps together and one pass holds several
+  policies' turns, each policy's tokens through its own adapter (trainer/joint_lora.py), at
+  most one agent's turns per policy.
 - Coherence regulariser (`coherence_lambda` > 0): before clipping, each role's gradient is
   scaled by 1 − λ·max(0, cos(g_role, EMA of g_role)) and the gradient rebuilt from the scaled
   role gradients. The EMA lives on the PolicySet (and in its state_dict).

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local model path
 MODELS, DATASETS = "models", "datasets"  # the operator's folders in the data directory
@@ -31,17 +30,31 @@ def _inside(path: str, root: Path) -> bool:
     return real.is_relative_to(os.path.realpath(root)) and real != Path(os.path.realpath(root))
 
 
-def outside_user_folders(config: Any, data_dir: Path) -> dict[str, str]:
-    """{field: why} for each path in `config` a user may not name: empty when none."""
-    problems = {}
-    if is_local_model(config.model) and not _inside(config.model, data_dir / MODELS):
-        problems["model"] = (
-            f"{config.model!r} is not in the server's model folder: a local model must be a "
+def model_problem(model: str, data_dir: Path) -> str | None:
+    """Why a user may not name `model` (a local path outside `models/`), or None."""
+    if is_local_model(model) and not _inside(model, data_dir / MODELS):
+        return (
+            f"{model!r} is not in the server's model folder: a local model must be a "
             f"directory in {MODELS}/ of Troupe's data directory, where the operator puts it"
         )
-    if config.dataset.endswith(".jsonl") and not _inside(config.dataset, data_dir / DATASETS):
-        problems["dataset"] = (
-            f"{config.dataset!r} is not in the server's dataset folder: a .jsonl dataset must "
+    return None
+
+
+def dataset_problem(dataset: str, data_dir: Path) -> str | None:
+    """Why a user may not name `dataset` (a .jsonl outside `datasets/`), or None."""
+    if dataset.endswith(".jsonl") and not _inside(dataset, data_dir / DATASETS):
+        return (
+            f"{dataset!r} is not in the server's dataset folder: a .jsonl dataset must "
             f"be a file in {DATASETS}/ of Troupe's data directory, where the operator puts it"
         )
-    return problems
+    return None
+
+
+PROBLEMS = {"model": model_problem, "dataset": dataset_problem}  # by config field
+
+
+def outside_user_folders(model: str, dataset: str, data_dir: Path) -> dict[str, str]:
+    """{field: why} for `model` and `dataset` when a user may not name them: empty when both
+    are fine (a named model or dataset always is)."""
+    found = {"model": model_problem(model, data_dir), "dataset": dataset_problem(dataset, data_dir)}
+    return {field: why for field, why in found.items() if why}

@@ -61,8 +61,9 @@ def _evaluate(job: SwapJob, lease: Lease) -> dict[str, dict[str, Any]]:
     from trainer.eval_problems import read_per_problem
     from trainer.mixed_eval import MixedEvaluator
     from trainer.role_sources import resolve_sources
+    from workers.execute import check_user_paths
 
-    config = config_from_dict(job.run.config)
+    config = check_user_paths(config_from_dict(job.run.config))
     out = run_dir(job.run)
     planned = job.plan["evaluations"]
     # What an earlier attempt stored stands: a worker that died loses only its current one.

@@ -101,12 +101,20 @@ def start_config(stored: dict):
     """The run's config as the trainer takes it: `init_from` the branch point's folder, and
     no other file a user may not name (trainer/user_paths.py)."""
     from trainer.config import config_from_dict
+
+    config = check_user_paths(config_from_dict(stored))
+    return dataclasses.replace(config, init_from=check_init_from(config.init_from))
+
+
+def check_user_paths(config):
+    """`config` unchanged, or ValueError where it names a model or dataset outside the data
+    directory's folders a user may name (trainer/user_paths.py): an older row, or one
+    written by hand, is refused before anything reads it."""
     from trainer.user_paths import outside_user_folders
 
-    config = config_from_dict(stored)
-    if problems := outside_user_folders(config, Path(settings.DATA_DIR)):
-        raise ValueError("; ".join(problems.values()))  # an older row, or one written by hand
-    return dataclasses.replace(config, init_from=check_init_from(config.init_from))
+    if problems := outside_user_folders(config.model, config.dataset, Path(settings.DATA_DIR)):
+        raise ValueError("; ".join(problems.values()))
+    return config
 
 
 def train_run(run: Run) -> dict[str, Any]:

@@ -236,9 +236,10 @@ def test_lora_targets_no_qwen3_layer_has_are_refused_by_name():
     with pytest.raises(ConfigError) as error:
         make_config("cpu-demo", lora_targets="q_proj, qproj")
     assert error.value.errors["lora_targets"].startswith("qproj: no such layer in tiny-s")
-    for fine in ("q_proj,v_proj", "model.layers.0.mlp.down_proj", "all-linear"):
+    for fine in ("q_proj,v_proj", "model.layers.0.mlp.down_proj", "all-linear", "embed_tokens"):
         assert make_config("cpu-demo", lora_targets=fine).lora_targets == fine
     assert make_config("cpu-demo", model="./other", lora_targets="qproj")  # peft's to check
+    assert make_config("cpu-demo", model="Qwen/Qwen3-30B-A3B", lora_targets="gate")  # MoE
 
 
 def test_a_learning_rate_above_one_is_refused():

@@ -148,6 +148,20 @@ def test_a_like_pattern_that_backtracks_answers_at_once(alice, bob, pattern, hit
         assert _ids(explore(text, cols, parse_sort(""))) == ([runs[2].id] if hit else [])
 
 
+def test_like_reads_across_newlines_in_either_database(alice, bob):
+    """A note of two lines: `%` spans the newline, and a value is matched to its very end
+    (SQLite's REGEXP is Python's `re.search`: without `(?s)` and `\\Z` it missed the first
+    and matched 'x\\n' to 'x')."""
+    _, _, runs = _world(alice, bob)
+    set_run_tag(runs[2], "note", "try a lower lr\nthen more")
+    set_run_tag(runs[3], "note", "x\n")
+    cols, sort = [parse_column("attributes.seed")], parse_sort("")
+    assert _ids(explore("tags.note LIKE '%lr%'", cols, sort)) == [runs[2].id]
+    assert _ids(explore("tags.note LIKE 'try%more'", cols, sort)) == [runs[2].id]
+    assert _ids(explore("tags.note LIKE 'x'", cols, sort)) == []
+    assert _ids(explore("tags.note LIKE 'x_'", cols, sort)) == [runs[3].id]
+
+
 def test_like_regex_matches_as_like_does():
     """Every pattern of up to five of 'a', 'b', '%', '_' against every value of up to five
     'a's and 'b's, as the backtracking translation answers."""

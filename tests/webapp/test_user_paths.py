@@ -26,6 +26,8 @@ def data(tmp_path, settings):
     (settings.DATA_DIR / "datasets" / "link.jsonl").symlink_to(upload)
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "config.json").write_text("{}")
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "config.json").write_text("not JSON")
     return settings.DATA_DIR
 
 
@@ -57,9 +59,14 @@ def test_a_dataset_outside_the_dataset_folder_is_refused(client, alice, data, da
     assert not Experiment.objects.exists()
 
 
-@pytest.mark.parametrize("model", ["{tmp}/elsewhere", "{tmp}/nowhere", "{data}/models/../runs/7"])
-def test_a_model_outside_the_model_folder_gets_one_answer(client, alice, data, model):
-    response = queue(client, alice, model=model.format(tmp=data.parent, data=data))
+@pytest.mark.parametrize(
+    "model", ["{tmp}/elsewhere", "{tmp}/garbled", "{tmp}/nowhere", "{data}/models/../runs/7"]
+)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_model_outside_the_model_folder_gets_one_answer(client, alice, data, model, device):
+    """Refused before anything reads it: on a GPU the memory estimate reads a model's
+    config.json, and a garbled one outside once gave a server error."""
+    response = queue(client, alice, model=model.format(tmp=data.parent, data=data), device=device)
 
     assert response.status_code == 400, response.content
     assert "is not in the server's model folder" in response.json()["fields"]["config.model"]

@@ -18,6 +18,7 @@ from django.shortcuts import render
 from vocabulary.names import ALERT_KINDS
 from webapp.alerts.radar import alert_json, describe
 from webapp.experiments.models import Alert, Experiment, Run
+from webapp.ids import whole_number
 from webapp.jsonapi.http import ApiError, api_view
 from webapp.runs.lifecycle import live_experiments, live_run
 from webapp.runs.serialize import run_label
@@ -32,10 +33,11 @@ def _whole(params, name: str, errors: dict[str, str], maximum: int = 2**31 - 1) 
     raw = params.get(name, "").strip()
     if not raw:
         return None
-    if not raw.isdecimal() or not 0 < int(raw) <= maximum:
+    number = whole_number(raw)
+    if number is None or not 0 < number <= maximum:
         errors[name] = f"a whole number from 1 to {maximum}"
         return None
-    return int(raw)
+    return number
 
 
 def filtered_alerts(params) -> tuple[QuerySet, dict[str, object], dict[str, str]]:

@@ -24,6 +24,7 @@ from vocabulary.names import CELL_AXES
 from webapp.alerts.points import record_points
 from webapp.alerts.radar import settle_run
 from webapp.experiments.models import Experiment, Run, RunLog
+from webapp.ids import whole_number
 from webapp.jsonapi.http import ApiError, api_view, read_json
 from webapp.metrics import read_runs_series, read_series
 from webapp.runs.access import get_experiment_for_user, get_run_for_user
@@ -358,11 +359,11 @@ def runs_metrics(request: HttpRequest) -> JsonResponse:
 
 def _run_ids(raw: str) -> list[int]:
     """Distinct ids, in the order given, of runs that exist (ApiError otherwise)."""
-    pieces = [piece.strip() for piece in raw.split(",") if piece.strip()]
-    if not pieces or len(pieces) > MAX_SERIES_RUNS or not all(p.isdecimal() for p in pieces):
+    numbers = [whole_number(piece) for piece in raw.split(",") if piece.strip()]
+    if not numbers or len(numbers) > MAX_SERIES_RUNS or None in numbers:
         wrong = f"required: up to {MAX_SERIES_RUNS} comma-separated run ids, e.g. 3,7,9"
         raise ApiError(400, "Invalid request.", {"runs": wrong})
-    run_ids = list(dict.fromkeys(int(piece) for piece in pieces))
+    run_ids = list(dict.fromkeys(numbers))
     known = set(Run.objects.filter(id__in=run_ids).values_list("id", flat=True))
     if missing := [run_id for run_id in run_ids if run_id not in known]:
         named = ", ".join(map(str, missing))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from webapp.dashboards.figures import GAPS_META, PALETTE
+from webapp.ids import whole_number
 from webapp.runs.lineage import Branching, branchings, family_of, from_branch_step
 
 BRANCH_LINE = {"color": "#6b7280", "dash": "dash", "width": 1.5}
@@ -29,9 +30,10 @@ def lineage_ids(run, lineage) -> list[int] | None:
     """The run ids `?run=<id>&lineage=1` selects, or None when the URL asks for no lineage."""
     text = (run[-1] if isinstance(run, list) and run else run) or ""
     flag = (lineage[-1] if isinstance(lineage, list) and lineage else lineage) or ""
-    if str(flag) not in ("1", "true", "on") or not str(text).strip().isdecimal():
+    number = whole_number(text)
+    if str(flag) not in ("1", "true", "on") or number is None:
         return None
-    family = family_of(int(str(text).strip()))
+    family = family_of(number)
     return family.run_ids if family else None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from urllib.parse import quote
 
 from vocabulary.names import ACCURACY_KEY
+from webapp.ids import whole_number
 
 PREFIX = "/dash"
 DEFAULT_KEY = ACCURACY_KEY
@@ -26,15 +27,15 @@ def _last(value) -> str:
 
 
 def parse_int(value) -> int | None:
-    text = _last(value).strip()
-    return int(text) if text.isdecimal() else None
+    return whole_number(_last(value))
 
 
 def parse_ids(value) -> list[int]:
     """'3,7,9' → [3, 7, 9]: order kept, repeats and anything not a number dropped."""
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
         return list(dict.fromkeys(value))
-    ids = [int(p) for p in _last(value).replace(" ", ",").split(",") if p.strip().isdecimal()]
+    parts = _last(value).replace(" ", ",").split(",")
+    ids = [n for p in parts if (n := whole_number(p)) is not None]
     return list(dict.fromkeys(ids))
 
 

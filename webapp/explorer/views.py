@@ -32,6 +32,7 @@ from webapp.explorer.fields import ACCURACY, ATTRIBUTES, ExplorerError, parse_co
 from webapp.explorer.models import ColumnChoice, SavedChart, SavedView
 from webapp.explorer.query import Table, explore, is_time
 from webapp.explorer.state import State, read_state, split_columns
+from webapp.ids import whole_number
 from webapp.metrics import metric_keys
 from webapp.runs.access import get_experiment_for_user
 from webapp.runs.lifecycle import live_experiments
@@ -187,7 +188,7 @@ def runs_json(request: HttpRequest) -> JsonResponse:
         state = read_state(request.GET, request.user)
         only = None
         if request.GET.get("runs"):
-            only = [int(i) for i in request.GET["runs"].split(",") if i.strip().isdecimal()]
+            only = [n for i in request.GET["runs"].split(",") if (n := whole_number(i)) is not None]
         table = explore(state.filter, state.columns, state.sort, 1, CSV_LIMIT, only)
     except ExplorerError as e:
         return JsonResponse({"error": str(e)}, status=400)

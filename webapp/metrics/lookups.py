@@ -25,6 +25,7 @@ from django.db.models import Model
 
 from trainer.config import INT_MAX
 from webapp.experiments.models import ApiToken, Experiment, Run, TrackedRun
+from webapp.ids import whole_number
 
 
 class Rider:
@@ -76,8 +77,9 @@ def token_and_user(digest: str, rider: Rider | None = None) -> tuple[ApiToken, A
 def run_rider(raw_id: str) -> Rider:
     """`run_by_id`'s or `run_by_uuid`'s look-up of the run `raw_id` (a Troupe number or an
     MLflow id), as LEFT JOINs to ride in the request's token query."""
-    if raw_id.isdecimal() and int(raw_id) <= INT_MAX:
-        joins, value = f"LEFT JOIN {Run._meta.db_table} rr ON rr.id = %s", int(raw_id)
+    number = whole_number(raw_id)
+    if number is not None and number <= INT_MAX:
+        joins, value = f"LEFT JOIN {Run._meta.db_table} rr ON rr.id = %s", number
     else:
         joins = (
             f"LEFT JOIN {TrackedRun._meta.db_table} rq ON rq.uuid = %s "

@@ -29,7 +29,7 @@ from trainer.config import (
     field_help,
 )
 from vocabulary.names import CELL_AXES, MATRIX_AXES
-from webapp.runs.queueing import check_models, queue_for
+from webapp.runs.queueing import check_models, check_paths, queue_for
 from webapp.runs.warm_start import warm_start_note
 from webapp.runs.worker_gpus import check_capacity
 
@@ -198,6 +198,7 @@ class ExperimentForm(forms.Form):
         if data.get("seeds"):
             matrix["seed"] = data["seeds"]
         try:
+            check_paths(values, matrix)
             configs = expand_matrix(values, matrix, preset or None)
             check_models(configs)
             # GPUs beside world_size, a GPU beside device, memory at the top;

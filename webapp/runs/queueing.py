@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, config_from_dict, expand_matrix
 from trainer.offline import offline_reason
-from trainer.user_paths import is_local_model, outside_user_folders
+from trainer.user_paths import PROBLEMS, is_local_model
 from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.runs.checkpoint_refs import start_from_reference
@@ -127,14 +127,21 @@ def _hub_model_check(model: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def check_paths(config: dict[str, Any], matrix: dict[str, list]) -> None:
+    """ConfigError naming `model` or `dataset` where the raw spec names a path outside the
+    data directory's folders a user may name (trainer/user_paths.py). Called before the spec
+    is expanded: expanding reads a local model's config.json (the memory estimate), and a
+    path outside must get one answer, whether it exists or not."""
+    for field, problem_of in PROBLEMS.items():
+        for value in [config.get(field), *(matrix.get(field) or [])]:
+            if isinstance(value, str) and (problem := problem_of(value, settings.DATA_DIR)):
+                raise ConfigError({field: problem})
+
+
 def check_models(configs: list[Config]) -> list[str]:
-    """ConfigError naming `model` or `dataset` when a path lies outside the data directory's
-    folders a user may name (trainer/user_paths.py), naming `model` when a local model path
-    does not hold a model or the Hub does not know a Hugging Face id; the warnings to show
-    for ids that could not be checked."""
-    for config in configs:  # first: a path outside gets one answer, whether it exists or not
-        if problems := outside_user_folders(config, settings.DATA_DIR):
-            raise ConfigError(problems)
+    """ConfigError naming `model` when a local model path does not hold a model or the Hub
+    does not know a Hugging Face id; the warnings to show for ids that could not be
+    checked."""
     warnings = []
     for model in sorted({config.model for config in configs}):
         problem, warning = _missing_local_model(model), None
@@ -160,6 +167,7 @@ def create_experiment(
     `matrix.<axis>`) before anything is stored when the spec is invalid, or when no live
     worker has the GPUs, the device or the memory a run needs. `experiment.warnings` lists
     what to tell the user."""
+    check_paths(config or {}, matrix or {})
     configs = expand_matrix(config or {}, matrix or {}, preset or None)
     warnings = check_models(configs)
     warnings += check_capacity(configs, queue_for)  # ConfigError when no live worker can

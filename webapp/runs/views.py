@@ -29,6 +29,7 @@ from vocabulary.names import (
     roles_in,
 )
 from webapp.experiments.models import Experiment, Run
+from webapp.ids import whole_number
 from webapp.metrics import latest_points, read_series
 from webapp.runs import queueing, verdict_words
 from webapp.runs.access import can_manage, get_experiment_for_user, get_run_for_user
@@ -115,8 +116,8 @@ def start_reference(run: Run) -> str:
 def _initial(request: HttpRequest) -> dict:
     """The form's starting values: a preset, or a clone of a run or of an experiment."""
     if run_id := request.GET.get("run", "").strip():
-        if run_id.isdecimal():
-            run = get_run_for_user(request.user, int(run_id))
+        if (number := whole_number(run_id)) is not None:
+            run = get_run_for_user(request.user, number)
             config = {k: v for k, v in run.config.items() if k in FIELDS}
             config["init_from"] = start_reference(run)  # a reference, never the server's path
             cell = {axis: [config[axis]] for axis in run.cell if config.get(axis) is not None}
@@ -125,8 +126,8 @@ def _initial(request: HttpRequest) -> dict:
             initial["name"] = f"{run.experiment.name} (run {run.id}, edited)"
             return initial
     if experiment_id := request.GET.get("experiment", "").strip():
-        if experiment_id.isdecimal():
-            experiment = get_experiment_for_user(request.user, int(experiment_id))
+        if (number := whole_number(experiment_id)) is not None:
+            experiment = get_experiment_for_user(request.user, number)
             initial = initial_for(experiment.preset, experiment.base_config, experiment.matrix)
             initial["name"] = f"{experiment.name} (copy)"
             initial["description"] = experiment.description

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from django.http import FileResponse, HttpRequest, JsonResponse
 
+from webapp.ids import whole_number
 from webapp.metrics.lookups import Rider, run_rider
 from webapp.tracking import artifact_total, artifacts, logged_models, multipart, reads, store
 from webapp.tracking.protocol import (
@@ -144,7 +145,7 @@ def _listing(user, address: artifacts.Address) -> list[dict]:
 
 def _length(request: HttpRequest) -> int | None:
     length = request.headers.get("Content-Length")
-    return int(length) if length and length.isdecimal() else None
+    return whole_number(length) if length else None
 
 
 # --- multipart uploads ---------------------------------------------------------------------------

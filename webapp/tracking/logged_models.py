@@ -81,7 +81,7 @@ def best_model(run: Run) -> LoggedModel | None:
         return None
     created = to_ms(run.finished or run.started or run.created) or 0
     # A reference, not the folder: no server path goes to users (docs/security.md), and the
-    # reference is what a branch, an init_from or `trainer eval --checkpoint` takes.
+    # reference is what a branch, an init_from or a mix-and-match source takes.
     reference = f"{run.id}:best-{best['step']}"
     params = {"checkpoint_step": str(best["step"]), "checkpoint": reference}
     if best["accuracy"] is not None:

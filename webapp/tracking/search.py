@@ -148,14 +148,16 @@ def like_regex(pattern: str) -> str:
     first, *rest = [
         "".join("." if c == "_" else re.escape(c) for c in s) for s in pattern.split("%")
     ]
-    if not rest:
-        return f"^{first}$"
-    *middle, last = rest
-    return "^" + first + "".join(f"(?:(?!{m}).)*{m}" for m in middle if m) + f".*{last}$"
+    if rest:
+        *middle, last = rest
+        first += "".join(f"(?:(?!{m}).)*{m}" for m in middle if m) + f".*{last}"
+    # (?s): `.` takes a newline too, as LIKE's `_` and `%` do; \Z: the very end (`$` would
+    # also stop before a last newline). Both read alike in Python and PostgreSQL.
+    return rf"(?s)^{first}\Z"
 
 
 def _like(pattern: str, value: str, ignore_case: bool) -> bool:
-    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    flags = re.IGNORECASE if ignore_case else 0
     return re.fullmatch(like_regex(pattern), value, flags) is not None
 
 

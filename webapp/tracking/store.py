@@ -39,6 +39,7 @@ from vocabulary.names import MATRIX_AXES
 from webapp.alerts.points import record_points
 from webapp.alerts.radar import settle_run
 from webapp.experiments.models import Experiment, Run, RunLog, TrackedExperiment, TrackedRun
+from webapp.ids import whole_number
 from webapp.metrics import (
     delete_series,
     lookups,
@@ -119,9 +120,10 @@ def default_experiment(user, create: bool) -> Experiment | None:
 
 
 def parse_experiment_id(raw: str) -> int:
-    if not isinstance(raw, str | int) or not str(raw).isdecimal() or int(raw) > INT_MAX:
+    number = whole_number(raw) if isinstance(raw, str | int) else None
+    if number is None or number > INT_MAX:
         raise MlflowError(INVALID, f"Experiment id must be a number such as '0', not {raw!r}.")
-    return int(raw)
+    return number
 
 
 def find_experiment(
@@ -217,8 +219,8 @@ def find_run(
     a deleted run. `rider`: `lookups.run_rider(raw_id)`, sent with the request's token query."""
     if rider is not None and rider.done and rider.key == raw_id:
         run = rider.result
-    elif raw_id.isdecimal() and int(raw_id) <= INT_MAX:
-        run = lookups.run_by_id(int(raw_id))
+    elif (number := whole_number(raw_id)) is not None and number <= INT_MAX:
+        run = lookups.run_by_id(number)
     else:
         run = lookups.run_by_uuid(raw_id)
     if run is None:

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.experiments.models import Experiment, Run
+from webapp.ids import whole_number
 from webapp.metrics import history_json
 from webapp.metrics.earlier import every_point_json, has_earlier
 from webapp.tracking import logged_models, reads, search, store
@@ -61,8 +62,8 @@ VIEW_NUMBERS = {1: "ACTIVE_ONLY", 2: "DELETED_ONLY", 3: "ALL"}
 
 def _view_type(data: dict, name: str) -> tuple[str, ...]:
     raw = data.get(name) or "ACTIVE_ONLY"
-    if isinstance(raw, str) and raw.isdecimal():
-        raw = int(raw)
+    if isinstance(raw, str) and (number := whole_number(raw)) is not None:
+        raw = number
     raw = VIEW_NUMBERS.get(raw, raw) if isinstance(raw, int) else raw
     if raw not in VIEW_TYPES:
         raise MlflowError(INVALID, f"{name} must be one of {', '.join(VIEW_TYPES)}, not {raw!r}.")
