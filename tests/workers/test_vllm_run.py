@@ -38,7 +38,7 @@ def _env() -> dict[str, str]:
 
 def _queue(owner, **overrides) -> Run:
     require_vllm()
-    model = settings.DATA_DIR / "vllm-tiny-m"
+    model = settings.DATA_DIR / "models" / "vllm-tiny-m"  # where a user may name a model
     if not (model / "config.json").exists():
         tiny_m_chat_dir(model)
     config = {
