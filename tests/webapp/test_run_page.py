@@ -200,6 +200,23 @@ def test_a_run_whose_model_cannot_load_offers_no_resume(client, run, alice):
     assert api.status_code == 409 and "ModelUnavailable" in api.json()["error"]
 
 
+def test_an_older_run_naming_a_file_outside_the_folders_offers_no_resume(
+    client, run, alice, settings, tmp_path
+):
+    """Queued before paths were checked: the worker refuses it, so a resume would too."""
+    settings.DATA_DIR = tmp_path
+    config = {**run.config, "dataset": str(tmp_path / "runs" / "3" / "artifacts" / "d.jsonl")}
+    Run.objects.filter(id=run.id).update(
+        status=Run.FAILED, error_type="ValueError", error_message="…", config=config
+    )
+    client.force_login(alice)
+
+    html = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert 'id="resume-run"' not in html
+    assert "not in the server&#x27;s dataset folder" in html
+
+
 def test_resuming_a_succeeded_run_is_refused_with_a_message(client, run, alice):
     Run.objects.filter(id=run.id).update(status=Run.SUCCEEDED)
     client.force_login(alice)

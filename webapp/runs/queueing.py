@@ -268,6 +268,7 @@ def resume_problem(run: Run) -> str | None:
         )
     try:
         config = config_from_dict(run.config)
+        check_paths({"model": config.model, "dataset": config.dataset}, {})  # an older row's
         check_capacity([config], queue_for)
     except ConfigError as exc:
         why = "; ".join(exc.errors.values())
