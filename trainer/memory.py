@@ -169,6 +169,17 @@ def vectors_needed(n_roles: int, max_agents: int) -> int:
     return 2 + (max_agents if max_agents > 1 else 0) + n_roles
 
 
+# What the estimate reads of a model's config.json; one without them is a model it knows nothing of.
+SHAPE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "num_hidden_layers",
+    "vocab_size",
+)
+
+
 def model_shape(model: str) -> dict[str, Any] | None:
     """The architecture fields of `model` when known without loading it, else None."""
     if model in KNOWN_SHAPES:
@@ -178,15 +189,7 @@ def model_shape(model: str) -> dict[str, Any] | None:
         shape = json.loads(path.read_text()) if path.is_file() else None
     except (OSError, ValueError):  # unreadable, or not JSON: the loader will say what is wrong
         return None
-    needed = (
-        "hidden_size",
-        "intermediate_size",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "num_hidden_layers",
-        "vocab_size",
-    )
-    if not isinstance(shape, dict) or not all(isinstance(shape.get(k), int) for k in needed):
+    if not isinstance(shape, dict) or not all(isinstance(shape.get(k), int) for k in SHAPE_KEYS):
         return None  # not a decoder this estimate knows
     return shape
 

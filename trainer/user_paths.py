@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # trainer.config's test for a local model path
 MODELS, DATASETS = "models", "datasets"  # the operator's folders in the data directory
@@ -26,8 +27,8 @@ def is_local_model(model: str) -> bool:
 
 
 def _inside(path: str, root: Path) -> bool:
-    real = Path(os.path.realpath(os.path.expanduser(path)))
-    return real.is_relative_to(os.path.realpath(root)) and real != Path(os.path.realpath(root))
+    real, top = Path(os.path.realpath(os.path.expanduser(path))), Path(os.path.realpath(root))
+    return real.is_relative_to(top) and real != top
 
 
 def model_problem(model: str, data_dir: Path) -> str | None:
@@ -53,8 +54,11 @@ def dataset_problem(dataset: str, data_dir: Path) -> str | None:
 PROBLEMS = {"model": model_problem, "dataset": dataset_problem}  # by config field
 
 
-def outside_user_folders(model: str, dataset: str, data_dir: Path) -> dict[str, str]:
-    """{field: why} for `model` and `dataset` when a user may not name them: empty when both
-    are fine (a named model or dataset always is)."""
-    found = {"model": model_problem(model, data_dir), "dataset": dataset_problem(dataset, data_dir)}
+def outside_user_folders(config: Any, data_dir: Path) -> dict[str, str]:
+    """{field: why} for each of `config`'s `model` and `dataset` a user may not name: empty
+    when both are fine (a named model or dataset always is)."""
+    found = {
+        field: problem_of(getattr(config, field), data_dir)
+        for field, problem_of in PROBLEMS.items()
+    }
     return {field: why for field, why in found.items() if why}

@@ -112,7 +112,7 @@ def check_user_paths(config):
     written by hand, is refused before anything reads it."""
     from trainer.user_paths import outside_user_folders
 
-    if problems := outside_user_folders(config.model, config.dataset, Path(settings.DATA_DIR)):
+    if problems := outside_user_folders(config, Path(settings.DATA_DIR)):
         raise ValueError("; ".join(problems.values()))
     return config
 

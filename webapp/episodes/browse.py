@@ -19,6 +19,7 @@ from trainer.config import INT_MAX
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, matches, records, select
 from webapp.episodes.workflow import OUTCOME_LABELS, grad_shares, layout, outcomes, workflow_name
+from webapp.ids import whole_number
 
 FOLD_CHARS = 600  # characters of a long text shown before the fold
 SNIPPET_CHARS = 90  # of an episode's final answer on its card
@@ -44,9 +45,10 @@ def whole(query: Mapping[str, str], name: str, high: int = INT_MAX) -> int | Non
     raw = (query.get(name) or "").strip()
     if not raw:
         return None
-    if not raw.isdecimal() or len(raw) > 12 or int(raw) > high:
+    number = whole_number(raw)
+    if number is None or number > high:
         raise BadQuery(name, f"a whole number from 0 to {high}")
-    return int(raw)
+    return number
 
 
 def kind_of(query: Mapping[str, str]) -> str | None:
@@ -61,10 +63,10 @@ def ids(query: Mapping[str, str], name: str, most: int) -> list[int]:
     raw = (query.get(name) or "").strip()
     if not raw:
         return []
-    parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if len(parts) > most or not all(p.isdecimal() and len(p) <= 12 for p in parts):
+    numbers = [whole_number(p) for p in raw.split(",") if p.strip()]
+    if len(numbers) > most or None in numbers:
         raise BadQuery(name, f"at most {most} whole numbers separated by commas")
-    return list(dict.fromkeys(int(p) for p in parts))
+    return list(dict.fromkeys(numbers))
 
 
 def problem_of(query: Mapping[str, str]) -> str | None:

@@ -26,6 +26,7 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from trainer.config import INT_MAX
 from webapp.episodes.models import Episode
 from webapp.episodes.store import Filters, records, select
+from webapp.ids import whole_number
 from webapp.jsonapi.http import ApiError, api_view
 from webapp.runs.access import get_run_for_user
 
@@ -40,10 +41,10 @@ def _whole(request: HttpRequest, name: str, low: int, high: int) -> int | None:
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return None
-    raw = raw.strip()
-    if not raw.isdecimal() or len(raw) > 12 or not low <= int(raw) <= high:
+    number = whole_number(raw)
+    if number is None or not low <= number <= high:
         raise ApiError(400, "Invalid request.", {name: f"a whole number from {low} to {high}"})
-    return int(raw)
+    return number
 
 
 def _filters(request: HttpRequest) -> Filters:

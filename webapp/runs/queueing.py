@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from trainer.config import TINY_MODELS, Config, ConfigError, config_from_dict, expand_matrix
 from trainer.offline import offline_reason
-from trainer.user_paths import PROBLEMS, is_local_model
+from trainer.user_paths import PROBLEMS, is_local_model, outside_user_folders
 from webapp import leases
 from webapp.experiments.models import Experiment, Run, RunLog
 from webapp.runs.checkpoint_refs import start_from_reference
@@ -268,7 +268,8 @@ def resume_problem(run: Run) -> str | None:
         )
     try:
         config = config_from_dict(run.config)
-        check_paths({"model": config.model, "dataset": config.dataset}, {})  # an older row's
+        if problems := outside_user_folders(config, settings.DATA_DIR):  # an older row's
+            raise ConfigError(problems)
         check_capacity([config], queue_for)
     except ConfigError as exc:
         why = "; ".join(exc.errors.values())
